@@ -1,0 +1,83 @@
+package replay
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/shapes from the fixtures")
+
+// fixturesDir locates the captured conversations: $MORAINE_FIXTURES, else
+// ../shared/fixtures beside the repository (where the project keeps them).
+// Under CI a missing directory fails the test instead of skipping it.
+func fixturesDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("MORAINE_FIXTURES")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "..", "shared", "fixtures")
+	}
+	if _, err := os.Stat(dir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("fixtures not found at %s (set MORAINE_FIXTURES): %v", dir, err)
+		}
+		t.Skipf("fixtures not found at %s (set MORAINE_FIXTURES)", dir)
+	}
+	return dir
+}
+
+const shapesDir = "../../testdata/shapes"
+
+// TestInventory regenerates the statement-shape inventory from the fixtures
+// and requires it to equal the committed testdata/shapes files.
+func TestInventory(t *testing.T) {
+	trs, err := LoadDir(fixturesDir(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shapes, err := ExtractShapes(trs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tr := range trs {
+		names = append(names, "`"+tr.Name+"`")
+	}
+	md := RenderInventory(shapes, names)
+	js, err := MarshalInventory(shapes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string][]byte{"inventory.md": md, "shapes.json": js}
+	for name, want := range files {
+		path := filepath.Join(shapesDir, name)
+		if *update {
+			if err := os.WriteFile(path, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update)", err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s is stale: run go test ./internal/replay -run TestInventory -update", path)
+		}
+	}
+	// The committed JSON reads back to the same shapes.
+	back, err := ReadInventory(filepath.Join(shapesDir, "shapes.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(shapes) {
+		t.Fatalf("ReadInventory: %d shapes, want %d", len(back), len(shapes))
+	}
+	for i := range back {
+		if back[i].Fingerprint != shapes[i].Fingerprint || back[i].Count != shapes[i].Count {
+			t.Fatalf("shape %d: read back %s×%d, want %s×%d", i, back[i].Fingerprint, back[i].Count, shapes[i].Fingerprint, shapes[i].Count)
+		}
+	}
+}
