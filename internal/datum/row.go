@@ -1,0 +1,230 @@
+package datum
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// Row is the compact encoding of one table row: how the resident catalog
+// holds rows in memory and how the keyspace stores them. Layout:
+//
+//	uvarint  column count n
+//	[(n+7)/8]byte  NULL bitmap, bit i set when column i is NULL
+//	for each non-NULL column, by kind:
+//	  bool                      1 byte
+//	  int, date, time, ts, tid  zig-zag varint
+//	  float                     8 bytes, IEEE-754 bits, little endian
+//	  interval                  zig-zag varint micros, zig-zag varint months<<32|days
+//	  uuid                      16 bytes
+//	  text, bytes, numeric, array  uvarint length, then the bytes
+//
+// The encoding needs the column types to decode (rows of one table share
+// them). A row with fewer columns than its table has was written before an
+// ALTER TABLE ADD COLUMN; its missing trailing columns read as NULL.
+//
+// Invariant: a Row's bytes are immutable once encoded. Decoded text values
+// alias the row's memory instead of copying it, which is what makes full
+// table scans allocation-free.
+type Row []byte
+
+// ErrBadRow reports a row encoding that does not match its column types.
+var ErrBadRow = errors.New("datum: malformed row encoding")
+
+// EncodeRow appends the encoding of vals (typed by types) to dst.
+func EncodeRow(dst []byte, types []Type, vals []Value) []byte {
+	n := len(vals)
+	dst = binary.AppendUvarint(dst, uint64(n))
+	bm := len(dst)
+	for i := 0; i < (n+7)/8; i++ {
+		dst = append(dst, 0)
+	}
+	for i, v := range vals {
+		if v.IsNull() {
+			dst[bm+i/8] |= 1 << (i % 8)
+			continue
+		}
+		switch kindOf(types[i], v) {
+		case KindBool:
+			dst = append(dst, byte(v.I&1))
+		case KindFloat:
+			dst = binary.LittleEndian.AppendUint64(dst, uint64(v.I))
+		case KindInterval:
+			dst = binary.AppendVarint(dst, v.I)
+			dst = binary.AppendVarint(dst, v.J)
+		case KindUUID:
+			var u [16]byte
+			copy(u[:], v.S)
+			dst = append(dst, u[:]...)
+		case KindText, KindBytes, KindNumeric, KindArray:
+			dst = binary.AppendUvarint(dst, uint64(len(v.S)))
+			dst = append(dst, v.S...)
+		default:
+			dst = binary.AppendVarint(dst, v.I)
+		}
+	}
+	return dst
+}
+
+// kindOf is the storage kind of a value in a column: the column's kind, so
+// that a row's encoding is determined by its table, not by how a value was
+// produced.
+func kindOf(t Type, v Value) Kind {
+	if k := t.Kind(); k != KindNull {
+		return k
+	}
+	return v.K
+}
+
+// Len returns the number of columns encoded in r.
+func (r Row) Len() (int, error) {
+	n, k := binary.Uvarint(r)
+	if k <= 0 || n > math.MaxInt32 {
+		return 0, ErrBadRow
+	}
+	return int(n), nil
+}
+
+// Decode decodes r into dst (reused when large enough), one Value per type.
+// Text values alias r.
+func (r Row) Decode(types []Type, dst []Value) ([]Value, error) {
+	if cap(dst) >= len(types) {
+		dst = dst[:len(types)]
+	} else {
+		dst = make([]Value, len(types))
+	}
+	err := r.decode(types, func(i int, v Value) bool { dst[i] = v; return true })
+	return dst, err
+}
+
+// Column decodes only column i.
+func (r Row) Column(types []Type, i int) (Value, error) {
+	var out Value
+	err := r.decode(types[:i+1], func(j int, v Value) bool {
+		if j == i {
+			out = v
+			return false
+		}
+		return true
+	})
+	return out, err
+}
+
+// decode calls fn for each column of types in order (missing trailing
+// columns as NULL) until fn returns false.
+func (r Row) decode(types []Type, fn func(int, Value) bool) error {
+	n64, k := binary.Uvarint(r)
+	if k <= 0 {
+		return ErrBadRow
+	}
+	n := int(n64)
+	if n > len(types) && n64 <= math.MaxInt32 {
+		// More columns stored than the table has: only the first len(types)
+		// are requested; that is fine as long as the bytes parse.
+	}
+	p := k
+	bmLen := (n + 7) / 8
+	if n64 > math.MaxInt32 || p+bmLen > len(r) {
+		return ErrBadRow
+	}
+	bm := r[p : p+bmLen]
+	p += bmLen
+	for i := 0; i < len(types); i++ {
+		if i >= n {
+			if !fn(i, Null) {
+				return nil
+			}
+			continue
+		}
+		if bm[i/8]&(1<<(i%8)) != 0 {
+			if !fn(i, Null) {
+				return nil
+			}
+			continue
+		}
+		var v Value
+		kind := types[i].Kind()
+		v.K = kind
+		switch kind {
+		case KindBool:
+			if p >= len(r) {
+				return ErrBadRow
+			}
+			v.I = int64(r[p] & 1)
+			p++
+		case KindFloat:
+			if p+8 > len(r) {
+				return ErrBadRow
+			}
+			v.I = int64(binary.LittleEndian.Uint64(r[p:]))
+			p += 8
+		case KindInterval:
+			a, k1 := binary.Varint(r[p:])
+			if k1 <= 0 {
+				return ErrBadRow
+			}
+			b, k2 := binary.Varint(r[p+k1:])
+			if k2 <= 0 {
+				return ErrBadRow
+			}
+			v.I, v.J = a, b
+			p += k1 + k2
+		case KindUUID:
+			if p+16 > len(r) {
+				return ErrBadRow
+			}
+			v.S = unsafe.String(&r[p], 16)
+			p += 16
+		case KindText, KindBytes, KindNumeric, KindArray:
+			l, k1 := binary.Uvarint(r[p:])
+			if k1 <= 0 || l > uint64(len(r)-p-k1) {
+				return ErrBadRow
+			}
+			p += k1
+			if l > 0 {
+				v.S = unsafe.String(&r[p], int(l))
+			}
+			p += int(l)
+		case KindNull:
+			return fmt.Errorf("%w: column %d has unknown type %d", ErrBadRow, i, types[i].OID)
+		default:
+			x, k1 := binary.Varint(r[p:])
+			if k1 <= 0 {
+				return ErrBadRow
+			}
+			v.I = x
+			p += k1
+		}
+		if !fn(i, v) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Validate checks that r decodes under types and uses exactly its bytes;
+// storage readers call it so that a corrupt value is an error, never a
+// wrong row.
+func (r Row) Validate(types []Type) error {
+	n, err := r.Len()
+	if err != nil {
+		return err
+	}
+	if n > len(types) {
+		return fmt.Errorf("%w: %d columns stored, table has %d", ErrBadRow, n, len(types))
+	}
+	if _, err := r.Decode(types, nil); err != nil {
+		return err
+	}
+	if re := EncodeRow(nil, types[:n], mustDecode(r, types[:n])); string(re) != string(r) {
+		return fmt.Errorf("%w: trailing or non-canonical bytes", ErrBadRow)
+	}
+	return nil
+}
+
+func mustDecode(r Row, types []Type) []Value {
+	v, _ := r.Decode(types, nil)
+	return v
+}
