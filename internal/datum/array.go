@@ -72,6 +72,10 @@ func appendArrayText(dst []byte, t Type, v Value) []byte {
 	return dst
 }
 
+// asciiSpace is what PostgreSQL's array parser skips (isspace in the C
+// locale); other Unicode spaces are element data.
+const asciiSpace = " \t\n\r\v\f"
+
 func needsArrayQuote(s string) bool {
 	if s == "" || strings.EqualFold(s, "NULL") {
 		return true
@@ -80,7 +84,7 @@ func needsArrayQuote(s string) bool {
 }
 
 func parseArrayText(t Type, s string) (Value, error) {
-	in := strings.TrimSpace(s)
+	in := strings.Trim(s, asciiSpace)
 	elem := t.Elem()
 	if t.OID == OIDInt2Vector || t.OID == OIDOIDVector {
 		var elems []Value
@@ -98,12 +102,12 @@ func parseArrayText(t Type, s string) (Value, error) {
 	}
 	body := in[1 : len(in)-1]
 	var elems []Value
-	if strings.TrimSpace(body) == "" {
+	if strings.Trim(body, asciiSpace) == "" {
 		return ArrayValue(elem, nil), nil
 	}
 	i := 0
 	for {
-		for i < len(body) && body[i] == ' ' {
+		for i < len(body) && strings.IndexByte(asciiSpace, body[i]) >= 0 {
 			i++
 		}
 		var tok strings.Builder
@@ -133,7 +137,7 @@ func parseArrayText(t Type, s string) (Value, error) {
 		}
 		str := tok.String()
 		if !quoted {
-			str = strings.TrimSpace(str)
+			str = strings.Trim(str, asciiSpace)
 		}
 		if !quoted && strings.EqualFold(str, "NULL") {
 			elems = append(elems, Null)
@@ -144,7 +148,7 @@ func parseArrayText(t Type, s string) (Value, error) {
 			}
 			elems = append(elems, v)
 		}
-		for i < len(body) && body[i] == ' ' {
+		for i < len(body) && strings.IndexByte(asciiSpace, body[i]) >= 0 {
 			i++
 		}
 		if i >= len(body) {
