@@ -1,0 +1,441 @@
+// Package localdir is the objstore backend over a local directory (file://
+// URLs). Each object is one file; key segments are directories.
+//
+// Guarantees:
+//
+//   - Put is atomic and durable: the bytes go to a temporary file in the
+//     object's directory, which is fsynced and renamed over the final name,
+//     and then the directory is fsynced. Readers see the old or the new
+//     object, never a torn one.
+//   - PutIfAbsent is atomic across processes, not only within this one: the
+//     temporary file is hard-linked to the final name, and link(2) fails
+//     with EEXIST if any process got there first. File systems without hard
+//     links fall back to renameat2(RENAME_NOREPLACE), which is just as
+//     atomic. (gocloud's fileblob checks then renames under an in-process
+//     mutex, which two processes can both pass.)
+//   - Directories created for a key are fsynced into their parents, so a
+//     durable object is reachable after a power loss.
+//   - List never returns temporary files; a crash can leave them behind (as
+//     ".objstore-tmp-*" files) and they are ignored. Keys whose segments
+//     begin with that prefix are refused.
+//
+// Limits: a key cannot name both an object and a "directory" of other
+// objects ("a" and "a/b"); such a write fails with ErrKeyConflict, where S3
+// would accept it. slate's keyspace never does this. Symbolic links are
+// not followed specially.
+package localdir
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/moraine-db/moraine/internal/objstore"
+)
+
+// ErrKeyConflict is returned (wrapped) when a key would need a path that is
+// a file where a directory is needed, or the reverse.
+var ErrKeyConflict = errors.New("localdir: key conflicts with an object or directory on the same path")
+
+// tmpPrefix starts the name of every temporary file; keys may not use it.
+const tmpPrefix = ".objstore-tmp-"
+
+// Store is a directory-backed objstore.Store.
+type Store struct {
+	root string // absolute and clean
+	mu   struct {
+		sync.RWMutex
+		closed bool
+	}
+}
+
+var _ objstore.Store = (*Store)(nil)
+
+// Open returns a store rooted at dir, creating the directory (and fsyncing
+// it into its parent) if it does not exist.
+func Open(dir string) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, fmt.Errorf("localdir: open %q: %w", dir, err)
+	}
+	if err := mkdirAllSync(abs); err != nil {
+		return nil, fmt.Errorf("localdir: open %q: %w", dir, err)
+	}
+	fi, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("localdir: open %q: %w", dir, err)
+	}
+	if !fi.IsDir() {
+		return nil, fmt.Errorf("localdir: open %q: not a directory", dir)
+	}
+	return &Store{root: abs}, nil
+}
+
+// Root returns the absolute directory the store lives in.
+func (s *Store) Root() string { return s.root }
+
+// begin validates the key and checks the context and the closed flag. The
+// caller must call s.mu.RUnlock when err is nil; holding the read lock
+// keeps Close from completing under a running call.
+func (s *Store) begin(ctx context.Context, op, key string) (path string, err error) {
+	if err := objstore.ValidateKey(key); err != nil {
+		return "", objstore.OpError(op, key, err)
+	}
+	for seg := range strings.SplitSeq(key, "/") {
+		if strings.HasPrefix(seg, tmpPrefix) {
+			return "", objstore.OpError(op, key, fmt.Errorf("segment %q uses the reserved prefix %q: %w", seg, tmpPrefix, objstore.ErrInvalidKey))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return "", objstore.OpError(op, key, err)
+	}
+	s.mu.RLock()
+	if s.mu.closed {
+		s.mu.RUnlock()
+		return "", objstore.OpError(op, key, objstore.ErrClosed)
+	}
+	return filepath.Join(s.root, filepath.FromSlash(key)), nil
+}
+
+func (s *Store) Put(ctx context.Context, key string, data []byte) error {
+	path, err := s.begin(ctx, "put", key)
+	if err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	if err := s.put(path, data, false); err != nil {
+		return objstore.OpError("put", key, err)
+	}
+	return nil
+}
+
+func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	path, err := s.begin(ctx, "put-if-absent", key)
+	if err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	if err := s.put(path, data, true); err != nil {
+		return objstore.OpError("put-if-absent", key, err)
+	}
+	return nil
+}
+
+// put writes data to a synced temporary file beside path and then moves it
+// into place: rename for a plain Put, link (or rename-noreplace) for
+// create-if-absent. Last, the directory is synced so the new name is
+// durable.
+func (s *Store) put(path string, data []byte, ifAbsent bool) error {
+	dir := filepath.Dir(path)
+	if err := mkdirAllSync(dir); err != nil {
+		return conflictOr(err)
+	}
+	tmp, err := writeTemp(dir, data)
+	if err != nil {
+		return err
+	}
+	if ifAbsent {
+		err = linkNoReplace(tmp, path)
+		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
+			err = fmt.Errorf("remove temporary file: %w", rmErr)
+		}
+		if errors.Is(err, fs.ErrExist) {
+			if fi, statErr := os.Lstat(path); statErr == nil && fi.IsDir() {
+				return ErrKeyConflict
+			}
+			return objstore.ErrExists
+		}
+	} else {
+		err = os.Rename(tmp, path)
+		if err != nil {
+			_ = os.Remove(tmp)
+			err = conflictOr(err)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// writeTemp creates a temporary file in dir holding data, fsynced and
+// closed, and returns its path.
+func writeTemp(dir string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	if err != nil {
+		return "", fmt.Errorf("create temporary file: %w", err)
+	}
+	name := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(name)
+		return "", fmt.Errorf("write temporary file: %w", err)
+	}
+	return name, nil
+}
+
+// linkNoReplace gives the file at tmp the name final, failing with an error
+// matching fs.ErrExist if final exists. Both steps are single system calls
+// that the kernel makes atomic with respect to every process.
+func linkNoReplace(tmp, final string) error {
+	err := os.Link(tmp, final)
+	if err == nil || errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	var errno syscall.Errno
+	if !errors.As(err, &errno) || (errno != unix.EPERM && errno != unix.ENOTSUP && errno != unix.EOPNOTSUPP && errno != unix.EMLINK) {
+		return conflictOr(err)
+	}
+	// No hard links here (some FUSE and network file systems).
+	rerr := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
+	switch {
+	case rerr == nil:
+		return nil
+	case errors.Is(rerr, unix.EEXIST):
+		return fs.ErrExist
+	}
+	return fmt.Errorf("file system offers neither link (%v) nor rename-noreplace (%v): create-if-absent is impossible", err, rerr)
+}
+
+// conflictOr maps ENOTDIR and EISDIR (a file where a directory is needed or
+// the reverse) to ErrKeyConflict.
+func conflictOr(err error) error {
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EISDIR) {
+		return fmt.Errorf("%w (%v)", ErrKeyConflict, err)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		// rename of a file over a directory reports EEXIST or ENOTEMPTY.
+		return fmt.Errorf("%w (%v)", ErrKeyConflict, err)
+	}
+	if errors.Is(err, unix.ENOTEMPTY) {
+		return fmt.Errorf("%w (%v)", ErrKeyConflict, err)
+	}
+	return err
+}
+
+// missing reports whether err means "no object at this path": the file or a
+// parent is absent, or a parent is a file.
+func missing(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR)
+}
+
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	return s.read(ctx, "get", key, 0, -1)
+}
+
+func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) ([]byte, error) {
+	return s.read(ctx, "get-range", key, offset, length)
+}
+
+func (s *Store) read(ctx context.Context, op, key string, offset, length int64) ([]byte, error) {
+	path, err := s.begin(ctx, op, key)
+	if err != nil {
+		return nil, err
+	}
+	defer s.mu.RUnlock()
+	if offset < 0 {
+		return nil, objstore.OpError(op, key, objstore.ErrInvalidRange)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		if missing(err) {
+			return nil, objstore.OpError(op, key, objstore.ErrNotFound)
+		}
+		return nil, objstore.OpError(op, key, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, objstore.OpError(op, key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, objstore.OpError(op, key, objstore.ErrNotFound)
+	}
+	// Objects are replaced by rename, never written in place, so the open
+	// file's size is the object's size for as long as we read it.
+	start, end := objstore.ClampRange(fi.Size(), offset, length)
+	buf := make([]byte, end-start)
+	if _, err := f.ReadAt(buf, start); err != nil && !(errors.Is(err, io.EOF) && len(buf) == 0) {
+		return nil, objstore.OpError(op, key, fmt.Errorf("read: %w", err))
+	}
+	return buf, nil
+}
+
+func (s *Store) Stat(ctx context.Context, key string) (objstore.ObjectInfo, error) {
+	path, err := s.begin(ctx, "stat", key)
+	if err != nil {
+		return objstore.ObjectInfo{}, err
+	}
+	defer s.mu.RUnlock()
+	fi, err := os.Stat(path)
+	if err != nil {
+		if missing(err) {
+			return objstore.ObjectInfo{}, objstore.OpError("stat", key, objstore.ErrNotFound)
+		}
+		return objstore.ObjectInfo{}, objstore.OpError("stat", key, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return objstore.ObjectInfo{}, objstore.OpError("stat", key, objstore.ErrNotFound)
+	}
+	return objstore.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+func (s *Store) Delete(ctx context.Context, key string) error {
+	path, err := s.begin(ctx, "delete", key)
+	if err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	// unlink, not os.Remove: os.Remove would also rmdir an empty directory
+	// that shares the object's name.
+	if err := unix.Unlink(path); err != nil {
+		if missing(err) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) && isDir(path) {
+			return nil
+		}
+		return objstore.OpError("delete", key, err)
+	}
+	// Empty directories are left in place: removing them would race with a
+	// concurrent Put creating a file inside. List ignores them.
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return objstore.OpError("delete", key, err)
+	}
+	return nil
+}
+
+func isDir(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.IsDir()
+}
+
+func (s *Store) List(ctx context.Context, prefix string) ([]objstore.ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, objstore.OpError("list", prefix, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.mu.closed {
+		return nil, objstore.OpError("list", prefix, objstore.ErrClosed)
+	}
+	out := []objstore.ObjectInfo{}
+	// Walk only the deepest directory the prefix names. If that directory
+	// part is not itself a valid key, no valid key can start with prefix.
+	base := s.root
+	if i := strings.LastIndexByte(prefix, '/'); i >= 0 {
+		if objstore.ValidateKey(prefix[:i]) != nil {
+			return out, nil
+		}
+		base = filepath.Join(s.root, filepath.FromSlash(prefix[:i]))
+	}
+	err := filepath.WalkDir(base, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if missing(err) {
+				return nil // base or a subdirectory vanished: nothing there
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(s.root, path)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if d.IsDir() {
+			if path == base {
+				return nil
+			}
+			// Descend only where keys could still match the prefix.
+			if dk := key + "/"; !strings.HasPrefix(dk, prefix) && !strings.HasPrefix(prefix, dk) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tmpPrefix) || !strings.HasPrefix(key, prefix) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			if missing(err) {
+				return nil // deleted while we walked
+			}
+			return err
+		}
+		out = append(out, objstore.ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
+		return nil
+	})
+	if err != nil {
+		if errors.Is(err, unix.ENOTDIR) {
+			return out, nil
+		}
+		return nil, objstore.OpError("list", prefix, err)
+	}
+	// The walk is lexical per directory, which is not key order: "a/b/c"
+	// is walked before "a/b-c" although '-' < '/'.
+	slices.SortFunc(out, func(a, b objstore.ObjectInfo) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+// Close marks the store closed after in-flight calls finish. It does not
+// touch the directory.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.closed = true
+	return nil
+}
+
+// mkdirAllSync creates dir and any missing parents, fsyncing each new
+// directory's parent so the new entries survive a crash.
+func mkdirAllSync(dir string) error {
+	fi, err := os.Stat(dir)
+	if err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s: %w", dir, unix.ENOTDIR)
+		}
+		return nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := mkdirAllSync(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return syncDir(parent)
+}
+
+// syncDir fsyncs a directory, making the entries created or removed in it
+// durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
