@@ -1,0 +1,83 @@
+package slate
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxKeyLen bounds keys so that every length fits the formats' fields and a
+// corrupt length can be rejected early.
+const MaxKeyLen = 1 << 16
+
+// MaxValueLen bounds values (1 GiB).
+const MaxValueLen = 1 << 30
+
+// kind is the type of one entry. Values are part of the storage format.
+type kind uint8
+
+const (
+	kindPut    kind = 1
+	kindDelete kind = 2
+)
+
+// op is one operation of a batch.
+type op struct {
+	kind  kind
+	key   []byte
+	value []byte
+}
+
+// Batch is an ordered set of puts and deletes applied atomically with one
+// sequence number. A later operation on the same key within the batch wins.
+// A Batch must not be modified after it is passed to Write.
+type Batch struct {
+	ops   []op
+	bytes int
+}
+
+// NewBatch returns an empty batch.
+func NewBatch() *Batch { return &Batch{} }
+
+// Put sets key to value. The batch keeps its own copies.
+func (b *Batch) Put(key, value []byte) {
+	b.ops = append(b.ops, op{kind: kindPut, key: clone(key), value: clone(value)})
+	b.bytes += len(key) + len(value) + 8
+}
+
+// Delete removes key.
+func (b *Batch) Delete(key []byte) {
+	b.ops = append(b.ops, op{kind: kindDelete, key: clone(key)})
+	b.bytes += len(key) + 8
+}
+
+// Len is the number of operations in the batch.
+func (b *Batch) Len() int { return len(b.ops) }
+
+// errEmptyKey is returned for a zero-length key: the empty key is reserved as
+// "unbounded" in scans.
+var errEmptyKey = errors.New("slate: empty key")
+
+func (b *Batch) validate() error {
+	if len(b.ops) == 0 {
+		return errors.New("slate: empty batch")
+	}
+	for i, o := range b.ops {
+		if len(o.key) == 0 {
+			return fmt.Errorf("op %d: %w", i, errEmptyKey)
+		}
+		if len(o.key) > MaxKeyLen {
+			return fmt.Errorf("op %d: key of %d bytes exceeds %d", i, len(o.key), MaxKeyLen)
+		}
+		if len(o.value) > MaxValueLen {
+			return fmt.Errorf("op %d: value of %d bytes exceeds %d", i, len(o.value), MaxValueLen)
+		}
+	}
+	return nil
+}
+
+func clone(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	return append(make([]byte, 0, len(b)), b...)
+}

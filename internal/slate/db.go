@@ -1,0 +1,666 @@
+// Package slate is moraine's ordered key-value store on object storage, in
+// the style of SlateDB: one fenced writer, a write-ahead log of immutable
+// objects written with create-if-absent, an in-memory memtable flushed to
+// sorted tables, a manifest advanced by create-if-absent, size-tiered
+// compaction and garbage collection, all inside the writer process.
+// Readers in other processes follow the writer by polling.
+//
+// # Commit protocol
+//
+// All writes go through one commit loop (DB.commitLoop). Invariants:
+//
+//  1. One sequence number per batch; sequence order equals WAL order.
+//  2. A batch is stored whole in exactly one WAL object; batches that arrive
+//     while a WAL PUT is in flight share the next WAL object (group commit).
+//  3. A batch is acknowledged only after its WAL object is durable; it is
+//     applied to the memtable (and so becomes visible) at the same moment.
+//     Visibility equals durability: no read ever sees a batch a crash could
+//     undo.
+//  4. WAL ids are contiguous and each is created with create-if-absent. A
+//     failed WAL PUT fails that group and every queued write, and the DB
+//     refuses further writes (the outcome is unknown; reopening resolves it).
+//  5. A writer that opens bumps the writer epoch in a new manifest, then
+//     creates an empty fence object at the next WAL id. An older writer's
+//     next WAL PUT therefore collides (ErrFenced), and its next manifest
+//     create either collides or reveals the higher epoch (ErrFenced).
+//  6. A memtable is frozen with the WAL id of the last batch applied to it;
+//     once flushed, that id becomes the manifest's replay_after_wal_id, so
+//     recovery replays exactly the WAL objects not yet in sorted tables.
+//  7. The manifest create-if-absent is the commit point of every flush and
+//     compaction; GC never deletes fences, the current manifest, or
+//     anything a manifest younger than the grace period references.
+//
+// Rejected designs: serving reads ahead of durability (SlateDB's default)
+// would let a catalog reader see a commit that a crash then loses; retrying
+// WAL PUTs inside the DB would hide an ambiguous outcome from the caller.
+package slate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/objstore"
+)
+
+// DB is an open store, either the writer (Open) or a follower (OpenReader).
+// It is safe for concurrent use.
+type DB struct {
+	store    objstore.Store
+	opts     Options
+	readOnly bool
+	epoch    uint64 // writer epoch owned by this writer
+	tables   *tableCache
+	stats    stats
+
+	// mu guards the fields below it.
+	mu         sync.Mutex
+	commitCond *sync.Cond // signals queue changes and freed immutable slots
+	mem        *memtable
+	imm        []*memtable // frozen, oldest first
+	man        *manifest
+	visibleSeq uint64 // highest durable (and so visible) seq
+	appliedWAL uint64 // highest WAL id applied to the memtables
+	walsInMem  int    // WAL objects applied to the active memtable
+	snaps      map[uint64]int
+	failErr    error
+	closing    bool
+	closed     bool
+	queue      []*pendingWrite
+	nextWAL    uint64 // reader: next WAL id to replay
+
+	// Owned by the commit loop.
+	nextWALID uint64
+	lastSeq   uint64
+
+	bgMu       sync.Mutex // serializes flushes, compactions, GC and refreshes
+	wakeBG     chan struct{}
+	ctx        context.Context
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	commitDone chan struct{}
+	lastGC     time.Time
+}
+
+type pendingWrite struct {
+	ops   []op
+	bytes int
+	seq   uint64
+	done  chan error
+}
+
+// Write applies b atomically and returns its sequence number once it is
+// durable. If ctx ends first, Write returns the context's error and the
+// batch's outcome is unknown: it may still become durable.
+func (d *DB) Write(ctx context.Context, b *Batch) (uint64, error) {
+	if d.readOnly {
+		return 0, ErrReadOnly
+	}
+	if err := b.validate(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	p := &pendingWrite{ops: b.ops, bytes: b.bytes, done: make(chan error, 1)}
+	d.mu.Lock()
+	switch {
+	case d.failErr != nil:
+		err := d.failErr
+		d.mu.Unlock()
+		return 0, err
+	case d.closing:
+		d.mu.Unlock()
+		return 0, ErrClosed
+	}
+	d.queue = append(d.queue, p)
+	d.commitCond.Signal()
+	d.mu.Unlock()
+	select {
+	case err := <-p.done:
+		if err != nil {
+			return 0, err
+		}
+		return p.seq, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("slate: write outcome unknown: %w", ctx.Err())
+	}
+}
+
+// failLocked puts the DB in the failed state. REQUIRES: d.mu held.
+func (d *DB) failLocked(err error) {
+	if d.failErr == nil {
+		if errors.Is(err, ErrFenced) {
+			d.failErr = err
+		} else {
+			d.failErr = fmt.Errorf("%w: %w", ErrFailed, err)
+		}
+	}
+	d.commitCond.Broadcast()
+}
+
+// commitLoop is the single goroutine that assigns sequence numbers and
+// writes WAL objects; see the package comment for its invariants.
+func (d *DB) commitLoop() {
+	defer close(d.commitDone)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for {
+		for len(d.queue) == 0 && !d.closing {
+			d.commitCond.Wait()
+		}
+		if len(d.queue) == 0 {
+			return
+		}
+		// Backpressure: hold writes while too many memtables await flush.
+		for len(d.imm) >= d.opts.MaxImmutables && d.failErr == nil && d.ctx.Err() == nil {
+			d.commitCond.Wait()
+		}
+		if d.failErr == nil && d.ctx.Err() != nil {
+			d.failLocked(ErrClosed)
+		}
+		if d.failErr != nil {
+			for _, p := range d.queue {
+				p.done <- d.failErr
+			}
+			d.queue = nil
+			continue
+		}
+		// INVARIANT: the group is a prefix of the queue, so acks stay in
+		// arrival order.
+		n, size := 0, 0
+		for n < len(d.queue) && (n == 0 || size+d.queue[n].bytes <= d.opts.MaxWALBytes) {
+			size += d.queue[n].bytes
+			n++
+		}
+		group := d.queue[:n:n]
+		d.queue = d.queue[n:]
+		batches := make([]walBatch, n)
+		for i, p := range group {
+			d.lastSeq++
+			p.seq = d.lastSeq
+			batches[i] = walBatch{seq: p.seq, ops: p.ops}
+		}
+		id := d.nextWALID
+		d.mu.Unlock()
+
+		data := encodeWAL(id, d.epoch, batches)
+		err := d.store.PutIfAbsent(d.ctx, walName(id), data)
+
+		d.mu.Lock()
+		if err != nil {
+			if errors.Is(err, objstore.ErrExists) {
+				err = fmt.Errorf("%s already exists: %w", walName(id), ErrFenced)
+			} else {
+				err = fmt.Errorf("write %s: %w", walName(id), err)
+			}
+			d.failLocked(err)
+			for _, p := range group {
+				p.done <- d.failErr
+			}
+			continue
+		}
+		d.nextWALID++
+		for _, b := range batches {
+			d.mem.applyBatch(b.seq, b.ops)
+		}
+		d.appliedWAL = id
+		d.visibleSeq = d.lastSeq
+		d.walsInMem++
+		d.stats.walObjects.Add(1)
+		d.stats.walBytes.Add(uint64(len(data)))
+		d.stats.batches.Add(uint64(n))
+		if d.mem.bytes >= d.opts.MemtableBytes || d.walsInMem >= d.opts.MaxWALsPerMemtable {
+			d.freezeLocked()
+		}
+		for _, p := range group {
+			p.done <- nil
+		}
+	}
+}
+
+// freezeLocked turns the active memtable into an immutable one stamped with
+// the last applied WAL id. REQUIRES: d.mu held.
+func (d *DB) freezeLocked() {
+	if d.mem.empty() {
+		return
+	}
+	d.mem.lastWAL = d.appliedWAL
+	d.imm = append(d.imm, d.mem)
+	d.mem = newMemtable()
+	d.walsInMem = 0
+	d.kickBG()
+}
+
+func (d *DB) kickBG() {
+	select {
+	case d.wakeBG <- struct{}{}:
+	default:
+	}
+}
+
+// bgLoop flushes frozen memtables, compacts and collects garbage. Failures
+// other than fencing are retried with backoff; they never lose data because
+// the WAL holds everything not yet in a published manifest.
+func (d *DB) bgLoop() {
+	defer d.wg.Done()
+	var tick <-chan time.Time
+	if d.opts.GCInterval > 0 {
+		t := time.NewTicker(min(d.opts.GCInterval, 10*time.Second))
+		defer t.Stop()
+		tick = t.C
+	}
+	backoff := 100 * time.Millisecond
+	var retry <-chan time.Time
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-d.wakeBG:
+		case <-tick:
+		case <-retry:
+		}
+		retry = nil
+		err := d.flushImmutables(d.ctx)
+		if err == nil && !d.opts.DisableAutoCompaction {
+			err = d.compactAll(d.ctx)
+		}
+		if err == nil && d.opts.GCInterval > 0 && d.opts.Now().Sub(d.lastGC) >= d.opts.GCInterval {
+			_, err = d.GC(d.ctx)
+		}
+		if err == nil {
+			backoff = 100 * time.Millisecond
+			continue
+		}
+		if errors.Is(err, ErrFenced) || d.ctx.Err() != nil {
+			d.mu.Lock()
+			d.failLocked(err)
+			d.mu.Unlock()
+			if d.ctx.Err() != nil || errors.Is(err, ErrFenced) {
+				return
+			}
+		}
+		d.opts.Logf("slate: background work failed (retrying in %v): %v", backoff, err)
+		retry = time.After(backoff)
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// Flush freezes the active memtable and waits until every frozen memtable
+// is in a sorted table referenced by a published manifest.
+func (d *DB) Flush(ctx context.Context) error {
+	if d.readOnly {
+		return ErrReadOnly
+	}
+	d.mu.Lock()
+	if d.failErr != nil {
+		err := d.failErr
+		d.mu.Unlock()
+		return err
+	}
+	d.freezeLocked()
+	d.mu.Unlock()
+	return d.flushImmutables(ctx)
+}
+
+// flushImmutables writes frozen memtables to L0, oldest first, publishing a
+// manifest for each.
+func (d *DB) flushImmutables(ctx context.Context) error {
+	d.bgMu.Lock()
+	defer d.bgMu.Unlock()
+	for {
+		d.mu.Lock()
+		if len(d.imm) == 0 {
+			d.mu.Unlock()
+			return nil
+		}
+		m, base, lastSeen := d.imm[0], d.man, d.appliedWAL
+		d.mu.Unlock()
+		if m.maxSeq <= base.lastL0Seq {
+			// Already published by an earlier attempt whose outcome we
+			// learned only on a manifest conflict.
+			d.popImmutable(base)
+			continue
+		}
+		b := newSSTBuilder(d.opts.BlockSize)
+		m.tree.Scan(func(e entry) bool { b.add(e); return true })
+		data, info := b.finish()
+		info.id = newULID(d.opts.Now())
+		if err := d.store.Put(ctx, sstName(info.id), data); err != nil {
+			return fmt.Errorf("flush: write %s: %w", sstName(info.id), err)
+		}
+		next := base.clone()
+		next.id++
+		next.l0 = append([]*sstInfo{&info}, base.l0...)
+		next.replayAfterWAL = max(base.replayAfterWAL, m.lastWAL)
+		next.walIDLastSeen = max(base.walIDLastSeen, lastSeen)
+		next.lastL0Seq = m.maxSeq
+		if err := d.commitManifest(ctx, next); err != nil {
+			if errors.Is(err, errRetry) {
+				continue
+			}
+			return fmt.Errorf("flush: %w", err)
+		}
+		d.popImmutable(next)
+		d.stats.flushes.Add(1)
+		d.stats.flushBytes.Add(info.size)
+	}
+}
+
+func (d *DB) popImmutable(man *manifest) {
+	d.mu.Lock()
+	d.man = man
+	d.imm = d.imm[1:]
+	d.commitCond.Broadcast()
+	d.mu.Unlock()
+}
+
+// commitManifest creates next (whose id is the current id + 1). On a
+// conflict it reloads: a higher epoch means this writer is fenced; our own
+// epoch means an earlier ambiguous attempt landed, so the newer manifest is
+// adopted and errRetry returned. REQUIRES: d.bgMu held.
+func (d *DB) commitManifest(ctx context.Context, next *manifest) error {
+	next.writerEpoch = d.epoch
+	err := putManifest(ctx, d.store, next)
+	if err == nil {
+		d.stats.manifestWrites.Add(1)
+		return nil
+	}
+	if !errors.Is(err, errManifestConflict) {
+		return err
+	}
+	latest, lerr := loadLatestManifest(ctx, d.store)
+	if lerr != nil {
+		return fmt.Errorf("%w (reloading after conflict: %v)", err, lerr)
+	}
+	if latest == nil || latest.writerEpoch != d.epoch {
+		fenced := fmt.Errorf("manifest epoch moved past %d: %w", d.epoch, ErrFenced)
+		d.mu.Lock()
+		d.failLocked(fenced)
+		d.mu.Unlock()
+		return fenced
+	}
+	d.mu.Lock()
+	if latest.id > d.man.id {
+		d.man = latest
+	}
+	d.mu.Unlock()
+	return errRetry
+}
+
+// Get returns the newest durable value of key.
+func (d *DB) Get(ctx context.Context, key []byte) ([]byte, error) {
+	return d.get(ctx, key, ^uint64(0), nil)
+}
+
+// readState is a consistent view of the tree: memtables and manifest taken
+// together under d.mu.
+type readState struct {
+	mem  *memtable // an immutable copy
+	imm  []*memtable
+	man  *manifest
+	seq  uint64
+	done func()
+}
+
+// state captures the current read state. The active memtable is copied
+// (copy-on-write, O(1)) so the view stays fixed while writes continue.
+func (d *DB) state() (*readState, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return nil, ErrClosed
+	}
+	return &readState{
+		mem: &memtable{tree: d.mem.tree.Copy()},
+		imm: slices.Clone(d.imm),
+		man: d.man,
+		seq: d.visibleSeq,
+	}, nil
+}
+
+func (d *DB) get(ctx context.Context, key []byte, seq uint64, st *readState) ([]byte, error) {
+	if len(key) == 0 {
+		return nil, errEmptyKey
+	}
+	var man *manifest
+	found := func(e entry) ([]byte, error) {
+		if e.kind == kindDelete {
+			return nil, ErrNotFound
+		}
+		return clone(e.value), nil
+	}
+	if st != nil {
+		seq = min(seq, st.seq)
+		if e, ok := st.mem.get(key, seq); ok {
+			return found(e)
+		}
+		for i := len(st.imm) - 1; i >= 0; i-- {
+			if e, ok := st.imm[i].get(key, seq); ok {
+				return found(e)
+			}
+		}
+		man = st.man
+	} else {
+		d.mu.Lock()
+		if d.closed {
+			d.mu.Unlock()
+			return nil, ErrClosed
+		}
+		seq = min(seq, d.visibleSeq)
+		if e, ok := d.mem.get(key, seq); ok {
+			d.mu.Unlock()
+			return found(e)
+		}
+		for i := len(d.imm) - 1; i >= 0; i-- {
+			if e, ok := d.imm[i].get(key, seq); ok {
+				d.mu.Unlock()
+				return found(e)
+			}
+		}
+		man = d.man
+		d.mu.Unlock()
+	}
+	try := func(info *sstInfo) (entry, bool, error) {
+		if bytes.Compare(key, info.firstKey) < 0 || bytes.Compare(key, info.lastKey) > 0 || info.minSeq > seq {
+			return entry{}, false, nil
+		}
+		t, err := d.tables.get(ctx, info)
+		if err != nil {
+			return entry{}, false, err
+		}
+		if !bloomMayContain(t.filter, key) {
+			return entry{}, false, nil
+		}
+		it := newSSTIter(ctx, d.tables, info, false)
+		if err := it.seek(key); err != nil {
+			return entry{}, false, err
+		}
+		for it.ok() && bytes.Equal(it.cur().key, key) {
+			if e := it.cur(); e.seq <= seq {
+				return e, true, nil
+			}
+			if err := it.next(); err != nil {
+				return entry{}, false, err
+			}
+		}
+		return entry{}, false, nil
+	}
+	for _, info := range man.l0 {
+		if e, ok, err := try(info); err != nil || ok {
+			if err != nil {
+				return nil, err
+			}
+			return found(e)
+		}
+	}
+	for _, run := range man.runs {
+		i, _ := slices.BinarySearchFunc(run.tables, key, func(t *sstInfo, k []byte) int { return bytes.Compare(t.lastKey, k) })
+		if i == len(run.tables) {
+			continue
+		}
+		if e, ok, err := try(run.tables[i]); err != nil || ok {
+			if err != nil {
+				return nil, err
+			}
+			return found(e)
+		}
+	}
+	return nil, ErrNotFound
+}
+
+// Scan iterates the live keys in [start, end) in ascending order as of now.
+// A nil start means the first key, a nil end means no upper bound.
+func (d *DB) Scan(ctx context.Context, start, end []byte) *Iterator {
+	st, err := d.state()
+	if err != nil {
+		return errIterator(err)
+	}
+	return d.scan(ctx, st, st.seq, start, end)
+}
+
+// ScanPrefix iterates the live keys beginning with prefix.
+func (d *DB) ScanPrefix(ctx context.Context, prefix []byte) *Iterator {
+	return d.Scan(ctx, prefix, prefixEnd(prefix))
+}
+
+func (d *DB) scan(ctx context.Context, st *readState, seq uint64, start, end []byte) *Iterator {
+	srcs := []internalIter{newMemIter(st.mem.tree)}
+	for i := len(st.imm) - 1; i >= 0; i-- {
+		srcs = append(srcs, newMemIter(st.imm[i].tree))
+	}
+	overlaps := func(info *sstInfo) bool {
+		return (end == nil || bytes.Compare(info.firstKey, end) < 0) && (start == nil || bytes.Compare(info.lastKey, start) >= 0)
+	}
+	for _, info := range st.man.l0 {
+		if overlaps(info) {
+			srcs = append(srcs, newSSTIter(ctx, d.tables, info, true))
+		}
+	}
+	for _, run := range st.man.runs {
+		srcs = append(srcs, &runIter{ctx: ctx, c: d.tables, tables: run.tables, scan: true})
+	}
+	return newIterator(newMergeIter(srcs), min(seq, st.seq), start, end, st.done)
+}
+
+// Snapshot is a consistent read-only view fixed at one sequence number.
+type Snapshot struct {
+	d    *DB
+	st   *readState
+	once sync.Once
+}
+
+// Snapshot returns a view of the DB as of now. Close it when done: while it
+// is open the writer's compactions keep the versions it can see.
+func (d *DB) Snapshot() (*Snapshot, error) {
+	st, err := d.state()
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.snaps[st.seq]++
+	d.mu.Unlock()
+	return &Snapshot{d: d, st: st}, nil
+}
+
+// Seq is the sequence number the snapshot reads at.
+func (s *Snapshot) Seq() uint64 { return s.st.seq }
+
+// Get reads key as of the snapshot.
+func (s *Snapshot) Get(ctx context.Context, key []byte) ([]byte, error) {
+	return s.d.get(ctx, key, s.st.seq, s.current())
+}
+
+// Scan iterates [start, end) as of the snapshot.
+func (s *Snapshot) Scan(ctx context.Context, start, end []byte) *Iterator {
+	return s.d.scan(ctx, s.current(), s.st.seq, start, end)
+}
+
+// ScanPrefix iterates the keys beginning with prefix as of the snapshot.
+func (s *Snapshot) ScanPrefix(ctx context.Context, prefix []byte) *Iterator {
+	return s.Scan(ctx, prefix, prefixEnd(prefix))
+}
+
+// current returns the state to read through. On the writer the snapshot
+// reads the newest tree filtered by its seq (compaction keeps the versions
+// registered snapshots need, and the newest tree is safe from GC); a
+// reader's snapshot reads the tree it captured.
+func (s *Snapshot) current() *readState {
+	if s.d.readOnly {
+		return s.st
+	}
+	st, err := s.d.state()
+	if err != nil {
+		return s.st
+	}
+	st.seq = s.st.seq
+	return st
+}
+
+// Close releases the snapshot.
+func (s *Snapshot) Close() {
+	s.once.Do(func() {
+		s.d.mu.Lock()
+		if s.d.snaps[s.st.seq]--; s.d.snaps[s.st.seq] <= 0 {
+			delete(s.d.snaps, s.st.seq)
+		}
+		s.d.mu.Unlock()
+	})
+}
+
+// retentionHorizonLocked is the seq at or below which only the newest
+// version of a key must be kept. REQUIRES: d.mu held.
+func (d *DB) retentionHorizonLocked() uint64 {
+	h := d.visibleSeq
+	for s := range d.snaps {
+		h = min(h, s)
+	}
+	return h
+}
+
+// Close flushes pending writes and the memtable, then stops the DB. If ctx
+// ends first the DB is stopped without flushing; everything acknowledged is
+// still durable in the WAL.
+func (d *DB) Close(ctx context.Context) error {
+	d.mu.Lock()
+	if d.closing {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	d.closing = true
+	d.commitCond.Broadcast()
+	d.mu.Unlock()
+
+	var err error
+	if !d.readOnly {
+		select {
+		case <-d.commitDone:
+		case <-ctx.Done():
+			err = ctx.Err()
+			d.cancel()
+			d.mu.Lock()
+			d.commitCond.Broadcast()
+			d.mu.Unlock()
+			<-d.commitDone
+		}
+		d.mu.Lock()
+		failed := d.failErr
+		d.mu.Unlock()
+		if err == nil && failed == nil {
+			err = d.Flush(ctx)
+		}
+	}
+	d.cancel()
+	d.mu.Lock()
+	d.commitCond.Broadcast()
+	d.mu.Unlock()
+	d.wg.Wait()
+	d.mu.Lock()
+	d.closed = true
+	d.mu.Unlock()
+	return err
+}

@@ -1,0 +1,91 @@
+package slate
+
+import "time"
+
+// Options tune a DB. The zero value selects the defaults.
+type Options struct {
+	// MemtableBytes freezes the active memtable once its approximate size
+	// reaches this many bytes (default 16 MiB).
+	MemtableBytes int
+	// MaxWALsPerMemtable freezes the active memtable after this many WAL
+	// objects, so a slow-writing catalog keeps replay short (default 256).
+	MaxWALsPerMemtable int
+	// MaxImmutables is how many frozen memtables may wait for their flush
+	// before writers are held back (default 4).
+	MaxImmutables int
+	// MaxWALBytes caps the encoded size of one WAL object; a group commit
+	// stops adding batches once it would exceed it (a single larger batch is
+	// still written whole). Default 16 MiB.
+	MaxWALBytes int
+	// BlockSize is the target size of a data block (default 4 KiB).
+	BlockSize int
+	// MaxSSTBytes caps the size of a compacted table (default 64 MiB).
+	MaxSSTBytes int
+	// L0CompactionTrigger starts an L0 compaction at this many L0 tables
+	// (default 4).
+	L0CompactionTrigger int
+	// RunMergeWidth is the minimum number of consecutive sorted runs of
+	// similar size merged by size-tiered compaction (default 4).
+	RunMergeWidth int
+	// RunSizeRatio bounds largest/smallest within a merged window (default 4).
+	RunSizeRatio float64
+	// MaxCompactionSources caps the inputs of one compaction (default 8).
+	MaxCompactionSources int
+	// DisableAutoCompaction leaves compaction to explicit Compact calls.
+	DisableAutoCompaction bool
+	// GCInterval is how often the writer garbage-collects; <0 disables the
+	// background GC (explicit GC calls still work). Default 1 minute.
+	GCInterval time.Duration
+	// GCGrace is the minimum age of an object before GC may delete it, and
+	// how long superseded manifests keep their objects alive (default 5 min).
+	GCGrace time.Duration
+	// BlockCacheBytes bounds the decoded-block cache (default 64 MiB).
+	BlockCacheBytes int64
+	// PollInterval is how often a reader refreshes; 0 disables polling
+	// (call Refresh). Ignored by writers.
+	PollInterval time.Duration
+	// Now is the clock used by GC (default time.Now).
+	Now func() time.Time
+	// Logf receives background errors (flush, compaction, GC) that are
+	// retried; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+func (o Options) withDefaults() Options {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.MemtableBytes, 16<<20)
+	def(&o.MaxWALsPerMemtable, 256)
+	def(&o.MaxImmutables, 4)
+	def(&o.MaxWALBytes, 16<<20)
+	def(&o.BlockSize, 4<<10)
+	def(&o.MaxSSTBytes, 64<<20)
+	def(&o.L0CompactionTrigger, 4)
+	def(&o.RunMergeWidth, 4)
+	def(&o.MaxCompactionSources, 8)
+	if o.RunMergeWidth < 2 {
+		o.RunMergeWidth = 2
+	}
+	if o.RunSizeRatio <= 1 {
+		o.RunSizeRatio = 4
+	}
+	if o.GCInterval == 0 {
+		o.GCInterval = time.Minute
+	}
+	if o.GCGrace <= 0 {
+		o.GCGrace = 5 * time.Minute
+	}
+	if o.BlockCacheBytes == 0 {
+		o.BlockCacheBytes = 64 << 20
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}

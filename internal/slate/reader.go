@@ -1,0 +1,115 @@
+package slate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/objstore"
+)
+
+// OpenReader opens store read-only. The reader sees the sorted tables of
+// the latest manifest plus every WAL object written after it, and follows
+// the writer on Refresh (and every Options.PollInterval if set). It writes
+// nothing, so it never disturbs the writer; it does not pin objects either,
+// so a reader that falls more than Options.GCGrace behind the writer's
+// garbage collection may get ErrCorrupt (a missing table) and should
+// Refresh. It exposes only durable data.
+func OpenReader(ctx context.Context, store objstore.Store, opts Options) (*DB, error) {
+	d := newDB(store, opts, true)
+	man, err := loadLatestManifest(ctx, store)
+	if err != nil {
+		d.cancel()
+		return nil, fmt.Errorf("slate: open reader: %w", err)
+	}
+	if man == nil {
+		d.cancel()
+		return nil, ErrNoDB
+	}
+	d.man = man
+	d.visibleSeq = man.lastL0Seq
+	d.nextWAL = man.replayAfterWAL + 1
+	if err := d.replay(ctx, man, d.nextWAL, ^uint64(0), false); err != nil {
+		d.cancel()
+		return nil, err
+	}
+	if d.opts.PollInterval > 0 {
+		d.wg.Add(1)
+		go d.pollLoop()
+	}
+	return d, nil
+}
+
+func (d *DB) pollLoop() {
+	defer d.wg.Done()
+	t := time.NewTicker(d.opts.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C:
+			if err := d.Refresh(d.ctx); err != nil && d.ctx.Err() == nil {
+				d.opts.Logf("slate: reader refresh: %v", err)
+			}
+		}
+	}
+}
+
+// Refresh brings a reader up to date with the writer: it follows newer
+// manifests and replays WAL objects written since the last refresh.
+func (d *DB) Refresh(ctx context.Context) error {
+	if !d.readOnly {
+		return fmt.Errorf("slate: Refresh is for readers")
+	}
+	d.bgMu.Lock()
+	defer d.bgMu.Unlock()
+	d.mu.Lock()
+	cur := d.man
+	d.mu.Unlock()
+	latest, err := probeNewerManifest(ctx, d.store, cur)
+	if err != nil {
+		return fmt.Errorf("slate: refresh: %w", err)
+	}
+	if latest.id != cur.id {
+		d.mu.Lock()
+		if latest.lastL0Seq > cur.lastL0Seq {
+			// Drop what the new sorted tables now hold.
+			mem := newMemtable()
+			d.mem.tree.Scan(func(e entry) bool {
+				if e.seq > latest.lastL0Seq {
+					mem.tree.Set(e)
+					mem.bytes += len(e.key) + len(e.value) + 16
+					mem.maxSeq = max(mem.maxSeq, e.seq)
+				}
+				return true
+			})
+			d.mem = mem
+		}
+		d.man = latest
+		d.visibleSeq = max(d.visibleSeq, latest.lastL0Seq)
+		if d.nextWAL <= latest.replayAfterWAL {
+			d.nextWAL = latest.replayAfterWAL + 1
+		}
+		d.mu.Unlock()
+		d.tables.retain(liveTables(latest))
+	}
+	d.mu.Lock()
+	from := d.nextWAL
+	d.mu.Unlock()
+	return d.replay(ctx, latest, from, ^uint64(0), false)
+}
+
+// liveTables returns the ids of every table m references.
+func liveTables(m *manifest) map[string]bool {
+	live := make(map[string]bool)
+	for _, t := range m.l0 {
+		live[t.id] = true
+	}
+	for _, r := range m.runs {
+		for _, t := range r.tables {
+			live[t.id] = true
+		}
+	}
+	return live
+}
