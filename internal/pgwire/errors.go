@@ -1,0 +1,157 @@
+package pgwire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// SQLSTATE codes pgwire itself raises. Executors may use any code.
+const (
+	CodeSuccessfulCompletion    = "00000"
+	CodeWarning                 = "01000"
+	CodeProtocolViolation       = "08P01"
+	CodeFeatureNotSupported     = "0A000"
+	CodeInvalidAuthSpec         = "28000"
+	CodeInvalidPassword         = "28P01"
+	CodeInvalidSQLStatementName = "26000"
+	CodeInvalidCursorName       = "34000"
+	CodeDuplicatePStatement     = "42P05"
+	CodeInFailedTransaction     = "25P02"
+	CodeTooManyConnections      = "53300"
+	CodeProgramLimitExceeded    = "54000"
+	CodeQueryCanceled           = "57014"
+	CodeAdminShutdown           = "57P01"
+	CodeIdleSessionTimeout      = "57P05"
+	CodeInternalError           = "XX000"
+	CodeInvalidParameterValue   = "22023"
+	CodeInvalidTextRepr         = "22P02"
+	CodeInvalidBinaryRepr       = "22P03"
+)
+
+// Severities of ErrorResponse and NoticeResponse.
+const (
+	SeverityError   = "ERROR"
+	SeverityFatal   = "FATAL"
+	SeverityWarning = "WARNING"
+	SeverityNotice  = "NOTICE"
+	SeverityInfo    = "INFO"
+)
+
+// Error is a PostgreSQL error or notice as the executor reports it; pgwire
+// renders it as an ErrorResponse (or NoticeResponse) with the same fields.
+// Severity defaults to ERROR and Code to XX000 when empty. Position is the
+// 1-based character offset into the statement text, 0 for none.
+type Error struct {
+	Severity string
+	Code     string
+	Message  string
+	Detail   string
+	Hint     string
+	Position int
+	// Cause is an optional underlying error, for errors.Is/As; it is not
+	// sent to the client.
+	Cause error
+}
+
+func (e *Error) Error() string {
+	sev := e.Severity
+	if sev == "" {
+		sev = SeverityError
+	}
+	code := e.Code
+	if code == "" {
+		code = CodeInternalError
+	}
+	return fmt.Sprintf("%s: %s (SQLSTATE %s)", sev, e.Message, code)
+}
+
+func (e *Error) Unwrap() error { return e.Cause }
+
+// Errorf returns an ERROR with the given SQLSTATE and formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Severity: SeverityError, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// errCanceled and errStatementTimeout are what a statement ends with when
+// its context is canceled by a CancelRequest or by the statement timeout.
+var (
+	errCanceled         = &Error{Code: CodeQueryCanceled, Message: "canceling statement due to user request"}
+	errStatementTimeout = &Error{Code: CodeQueryCanceled, Message: "canceling statement due to statement timeout"}
+)
+
+// asPgError converts any error the executor (or pgwire) produced into the
+// *Error that is sent. The statement context decides how a bare context
+// error reads: a timeout names the statement timeout, a cancel names the user
+// request. Any other error becomes XX000 with its text, since the client
+// must still get a message.
+func asPgError(err error, cause error) *Error {
+	var pe *Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(cause, errStatementTimeoutCause) {
+			return errStatementTimeout
+		}
+		return errCanceled
+	}
+	return &Error{Code: CodeInternalError, Message: err.Error(), Cause: err}
+}
+
+// errStatementTimeoutCause marks a statement context that ended by timeout.
+var errStatementTimeoutCause = errors.New("pgwire: statement timeout")
+
+// errCancelRequestCause marks a statement context ended by a CancelRequest.
+var errCancelRequestCause = errors.New("pgwire: cancel request")
+
+func (e *Error) severity() string {
+	if e.Severity == "" {
+		return SeverityError
+	}
+	return e.Severity
+}
+
+func (e *Error) code() string {
+	if e.Code == "" {
+		return CodeInternalError
+	}
+	return e.Code
+}
+
+func (e *Error) toErrorResponse() *pgproto3.ErrorResponse {
+	r := &pgproto3.ErrorResponse{
+		Severity:            e.severity(),
+		SeverityUnlocalized: e.severity(),
+		Code:                e.code(),
+		Message:             e.Message,
+		Detail:              e.Detail,
+		Hint:                e.Hint,
+	}
+	if e.Position > 0 {
+		r.Position = int32(e.Position)
+	}
+	return r
+}
+
+func (e *Error) toNoticeResponse() *pgproto3.NoticeResponse {
+	sev := e.Severity
+	if sev == "" {
+		sev = SeverityNotice
+	}
+	code := e.Code
+	if code == "" {
+		code = CodeSuccessfulCompletion
+	}
+	return &pgproto3.NoticeResponse{
+		Severity:            sev,
+		SeverityUnlocalized: sev,
+		Code:                code,
+		Message:             e.Message,
+		Detail:              e.Detail,
+		Hint:                e.Hint,
+		Position:            int32(e.Position),
+	}
+}

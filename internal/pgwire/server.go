@@ -1,0 +1,318 @@
+package pgwire
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Config configures a Server. The zero value serves trust-only clients
+// with PostgreSQL-like defaults.
+type Config struct {
+	// TLS enables SSLRequest → TLS. Nil answers SSLRequest with 'N'.
+	TLS *tls.Config
+	// Users are the logins. A user not listed cannot log in except from a
+	// trusted address.
+	Users []User
+	// TrustedNets are client address ranges that log in without a
+	// password, whatever the user's method (pg_hba "trust" lines).
+	TrustedNets []netip.Prefix
+	// TrustUnixSocket trusts every Unix-socket connection.
+	TrustUnixSocket bool
+	// MaxConnections bounds concurrent client connections (default 100);
+	// beyond it clients get 53300 "sorry, too many clients already".
+	MaxConnections int
+	// MaxMessageSize bounds one frontend message body (default 64 MiB);
+	// a larger one closes the connection with 54000.
+	MaxMessageSize int
+	// IdleTimeout closes a connection idle (outside a statement) for longer
+	// (57P05). Zero disables it.
+	IdleTimeout time.Duration
+	// StatementTimeout cancels a statement running longer (57014). Zero
+	// disables it.
+	StatementTimeout time.Duration
+	// AuthTimeout bounds the startup and authentication phase (default
+	// 60 s, PostgreSQL's authentication_timeout).
+	AuthTimeout time.Duration
+	// ServerVersion is reported as the server_version parameter (default
+	// "16.4").
+	ServerVersion string
+	// Parameters are extra ParameterStatus values sent at startup (they
+	// override the defaults of the same name).
+	Parameters map[string]string
+	// Logger receives connection-level events; nil discards them.
+	Logger *slog.Logger
+}
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("pgwire: server closed")
+
+// Server accepts PostgreSQL wire-protocol connections and hands their
+// statements to an Executor.
+type Server struct {
+	cfg   Config
+	exec  Executor
+	users map[string]User
+	log   *slog.Logger
+
+	active atomic.Int64 // connections being served (for MaxConnections)
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		closing   bool
+		listeners map[net.Listener]struct{}
+		conns     map[*conn]struct{}
+		byPID     map[uint32]*conn
+		nextPID   uint32
+	}
+}
+
+// New returns a server for exec. It validates cfg.
+func New(cfg Config, exec Executor) (*Server, error) {
+	if exec == nil {
+		return nil, errors.New("pgwire: nil executor")
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = 100
+	}
+	if cfg.MaxMessageSize <= 0 {
+		cfg.MaxMessageSize = 64 << 20
+	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = 60 * time.Second
+	}
+	if cfg.ServerVersion == "" {
+		cfg.ServerVersion = "16.4"
+	}
+	s := &Server{cfg: cfg, exec: exec, users: map[string]User{}, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	for _, u := range cfg.Users {
+		if u.Name == "" {
+			return nil, errors.New("pgwire: user with empty name")
+		}
+		if _, dup := s.users[u.Name]; dup {
+			return nil, fmt.Errorf("pgwire: user %q configured twice", u.Name)
+		}
+		if u.Method == AuthMD5 && !isMD5Verifier(u.Secret) {
+			if _, scramOK := parseSCRAMVerifier(u.Secret); !scramOK && u.Secret == "" {
+				return nil, fmt.Errorf("pgwire: user %q: md5 needs a password or md5 hash", u.Name)
+			}
+		}
+		s.users[u.Name] = u
+	}
+	s.mu.listeners = map[net.Listener]struct{}{}
+	s.mu.conns = map[*conn]struct{}{}
+	s.mu.byPID = map[uint32]*conn{}
+	s.mu.nextPID = 1000
+	return s, nil
+}
+
+// ListenUnix listens on a Unix socket named like PostgreSQL's,
+// <dir>/.s.PGSQL.<port>, so that `psql -h <dir> -p <port>` finds it. A stale
+// socket file left by a dead server is removed first.
+func ListenUnix(dir string, port int) (net.Listener, error) {
+	path := filepath.Join(dir, ".s.PGSQL."+strconv.Itoa(port))
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("pgwire: socket %s is in use", path)
+	}
+	_ = os.Remove(path)
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("pgwire: listen %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// Serve accepts connections on l until Shutdown or Close, serving each on
+// its own goroutine. It returns ErrServerClosed after a shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	s.mu.Lock()
+	if s.mu.closing {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.mu.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.mu.listeners, l)
+		s.mu.Unlock()
+	}()
+	var backoff time.Duration
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			if s.isClosing() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, syscallEMFILE) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				s.log.Warn("pgwire: accept", "err", err, "retry_in", backoff)
+				time.Sleep(backoff)
+				continue
+			}
+			return fmt.Errorf("pgwire: accept: %w", err)
+		}
+		backoff = 0
+		s.wg.Add(1)
+		go s.serveConn(nc)
+	}
+}
+
+func (s *Server) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.closing
+}
+
+// Shutdown stops accepting, closes idle connections at once (57P01) and
+// lets busy ones finish their current request; when ctx ends first, running
+// statements are canceled and every connection is closed. It returns when
+// all connection goroutines have exited, or ctx's error if that took
+// longer than ctx allowed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.mu.closing = true
+	for l := range s.mu.listeners {
+		l.Close()
+	}
+	conns := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.interruptIfIdle()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	s.closeAll()
+	<-done
+	return ctx.Err()
+}
+
+// Close closes all listeners and connections immediately.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.mu.closing = true
+	for l := range s.mu.listeners {
+		l.Close()
+	}
+	s.mu.Unlock()
+	s.closeAll()
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Server) closeAll() {
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.cancelStatement(errAdminShutdownCause)
+		c.nc().Close()
+	}
+}
+
+var errAdminShutdownCause = errors.New("pgwire: server shutting down")
+
+// register assigns a backend key to c and makes it cancelable.
+func (s *Server) register(c *conn) error {
+	var secret [4]byte
+	if _, err := rand.Read(secret[:]); err != nil {
+		return fmt.Errorf("pgwire: backend key: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for {
+		s.mu.nextPID++
+		if s.mu.nextPID == 0 {
+			s.mu.nextPID = 1000
+		}
+		if _, used := s.mu.byPID[s.mu.nextPID]; !used {
+			break
+		}
+	}
+	c.pid = s.mu.nextPID
+	c.secret = binary.BigEndian.Uint32(secret[:])
+	s.mu.byPID[c.pid] = c
+	return nil
+}
+
+func (s *Server) track(c *conn, add bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		s.mu.conns[c] = struct{}{}
+		return
+	}
+	delete(s.mu.conns, c)
+	if c.pid != 0 && s.mu.byPID[c.pid] == c {
+		delete(s.mu.byPID, c.pid)
+	}
+}
+
+// cancel handles a CancelRequest: the running statement of the backend
+// with this key, if any, is canceled. Wrong keys are ignored silently, as in
+// PostgreSQL, so a CancelRequest reveals nothing.
+func (s *Server) cancel(pid uint32, secret []byte) {
+	s.mu.Lock()
+	c := s.mu.byPID[pid]
+	s.mu.Unlock()
+	if c == nil || len(secret) != 4 {
+		return
+	}
+	var want [4]byte
+	binary.BigEndian.PutUint32(want[:], c.secret)
+	if subtle.ConstantTimeCompare(want[:], secret) != 1 {
+		return
+	}
+	c.cancelStatement(errCancelRequestCause)
+}
+
+// trusted reports whether addr matches a trust rule.
+func (s *Server) trusted(addr net.Addr) bool {
+	switch a := addr.(type) {
+	case *net.UnixAddr:
+		return s.cfg.TrustUnixSocket
+	case *net.TCPAddr:
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			return false
+		}
+		ip = ip.Unmap()
+		for _, p := range s.cfg.TrustedNets {
+			if p.Contains(ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
