@@ -1,0 +1,46 @@
+package blobstore_test
+
+import (
+	"testing"
+
+	"gocloud.dev/blob"
+	"gocloud.dev/blob/memblob"
+
+	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/objstore/blobstore"
+	"github.com/moraine-db/moraine/internal/objstore/objstoretest"
+)
+
+// The adapter over gocloud's in-memory driver: checks the adapter's own
+// mapping (ranges, errors, listing) apart from any S3 server.
+func TestMemblobConformance(t *testing.T) {
+	objstoretest.Run(t, func(*testing.T) objstore.Store {
+		return blobstore.New(memblob.OpenBucket(nil), "memblob")
+	})
+}
+
+// A prefixed bucket confines keys and strips the prefix from List.
+func TestPrefixedConformance(t *testing.T) {
+	objstoretest.Run(t, func(*testing.T) objstore.Store {
+		return blobstore.New(blob.PrefixedBucket(memblob.OpenBucket(nil), "lake/catalog/"), "memblob/lake/catalog/")
+	})
+}
+
+func TestPrefixApplied(t *testing.T) {
+	ctx := t.Context()
+	raw := memblob.OpenBucket(nil)
+	s := blobstore.New(blob.PrefixedBucket(raw, "lake/"), "memblob/lake/")
+	if err := s.Put(ctx, "wal/1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.WriteAll(ctx, "outside", []byte("y"), nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := raw.Exists(ctx, "lake/wal/1"); err != nil || !ok {
+		t.Fatalf("object not stored under the prefix: %v, %v", ok, err)
+	}
+	l, err := s.List(ctx, "")
+	if err != nil || len(l) != 1 || l[0].Key != "wal/1" {
+		t.Fatalf("List = %v, %v; want only wal/1", l, err)
+	}
+}
