@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"gocloud.dev/blob"
+	"gocloud.dev/blob/fileblob"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/moraine-db/moraine/internal/objstore"
@@ -28,8 +29,18 @@ func TestPrefixedConformance(t *testing.T) {
 
 func TestPrefixApplied(t *testing.T) {
 	ctx := t.Context()
-	raw := memblob.OpenBucket(nil)
-	s := blobstore.New(blob.PrefixedBucket(raw, "lake/"), "memblob/lake/")
+	dir := t.TempDir()
+	open := func() *blob.Bucket {
+		b, err := fileblob.OpenBucket(dir, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	raw := open()
+	defer raw.Close()
+	s := blobstore.New(blob.PrefixedBucket(open(), "lake/"), "fileblob/lake/")
+	defer s.Close()
 	if err := s.Put(ctx, "wal/1", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
