@@ -87,6 +87,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	over := s.active.Add(1) > int64(s.cfg.MaxConnections)
 	defer func() {
 		if r := recover(); r != nil {
+			s.panics.Add(1)
 			s.log.Error("pgwire: connection panic", "panic", r, "stack", string(debug.Stack()))
 		}
 		if c.sess != nil {

@@ -69,6 +69,7 @@ type Server struct {
 	log   *slog.Logger
 
 	active atomic.Int64 // connections being served (for MaxConnections)
+	panics atomic.Int64 // connection goroutines that panicked (a pgwire bug)
 	wg     sync.WaitGroup
 
 	mu struct {

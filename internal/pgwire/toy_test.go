@@ -109,6 +109,7 @@ var (
 	reSleep  = regexp.MustCompile(`(?i)^select pg_sleep\(([0-9.]+)\)$`)
 	reSeries = regexp.MustCompile(`(?i)^select generate_series\(1, ?([0-9]+)\)$`)
 	reInsert = regexp.MustCompile(`(?i)^insert into t values \((-?[0-9]+), (null|'([^']*)')\)$`)
+	reCopy   = regexp.MustCompile(`^copy t( \(\s*id,\s*name\s*\))? (from stdin|to stdout)(.*)$`)
 	reParam  = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9]+))?`)
 )
 
@@ -243,10 +244,12 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		s.e.rows = append(s.e.rows, r)
 		s.e.mu.Unlock()
 		return w.Complete("INSERT 0 1")
-	case strings.HasPrefix(lower, "copy t to stdout"):
-		return s.copyOut(w, strings.Contains(lower, "binary"))
-	case strings.HasPrefix(lower, "copy t from stdin"):
-		return s.copyIn(w, strings.Contains(lower, "binary"))
+	case reCopy.MatchString(strings.ReplaceAll(lower, `"`, "")):
+		m := reCopy.FindStringSubmatch(strings.ReplaceAll(lower, `"`, ""))
+		if m[2] == "to stdout" {
+			return s.copyOut(w, strings.Contains(m[3], "binary"))
+		}
+		return s.copyIn(w, strings.Contains(m[3], "binary"))
 	case params != nil && strings.HasPrefix(lower, "select $"):
 		cols := w.portalColumns()
 		if err := w.Describe(cols); err != nil {
@@ -345,6 +348,10 @@ func (s *toySession) copyIn(w *ResultWriter, binary bool) error {
 			break
 		}
 		if err != nil {
+			var pe *Error
+			if errors.As(err, &pe) {
+				return pe // CopyFail or a protocol error from the client
+			}
 			return &Error{Code: "22P04", Message: err.Error(), Cause: err}
 		}
 		if len(cells) != 2 || cells[0] == nil {
@@ -428,7 +435,7 @@ func (s *toySession) Prepare(ctx context.Context, sql string, paramOIDs []uint32
 		st.cols = []Column{int4Col("generate_series")}
 	case reSleep.MatchString(st.sql):
 		st.cols = []Column{{Name: "pg_sleep", TypeOID: pgvalue.TextOID, TypeModifier: -1}}
-	case strings.HasPrefix(lower, "select * from t"):
+	case strings.HasPrefix(lower, "select * from t"), strings.HasPrefix(lower, `select "id", "name" from "t"`):
 		st.cols = tCols
 	case strings.HasPrefix(lower, "select"):
 		return nil, &Error{Code: "42601", Message: "toy cannot prepare " + st.sql}

@@ -1,0 +1,326 @@
+package pgwire
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Exact message sequences for the protocol paths, checked with a raw
+// frontend. Each case sends its messages on a fresh, logged-in connection.
+func TestProtocolExchanges(t *testing.T) {
+	ts := startServer(t, Config{})
+	P := func(name, sql string) *pgproto3.Parse { return &pgproto3.Parse{Name: name, Query: sql} }
+	B := func(portal, stmt string, rf ...int16) *pgproto3.Bind {
+		return &pgproto3.Bind{DestinationPortal: portal, PreparedStatement: stmt, ResultFormatCodes: rf}
+	}
+	E := func(portal string, n uint32) *pgproto3.Execute { return &pgproto3.Execute{Portal: portal, MaxRows: n} }
+	S := &pgproto3.Sync{}
+	Q := func(sql string) *pgproto3.Query { return &pgproto3.Query{String: sql} }
+	cases := []struct {
+		name string
+		send []pgproto3.FrontendMessage
+		want []string
+	}{
+		{"select 1", []pgproto3.FrontendMessage{Q("SELECT 1")},
+			[]string{"T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
+		{"empty query", []pgproto3.FrontendMessage{Q("")}, []string{"I", "Z I"}},
+		{"blank query", []pgproto3.FrontendMessage{Q("  ;\n ")}, []string{"I", "Z I"}},
+		{"trailing whitespace is no empty query", []pgproto3.FrontendMessage{Q("SELECT 1;\n\n  ")},
+			[]string{"T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
+		{"multi statement, zero-row select still described", []pgproto3.FrontendMessage{
+			Q("BEGIN;\nSELECT * FROM t WHERE false;\nSELECT 1;\n")},
+			[]string{"C BEGIN", "T id:20/0,name:25/0", "C SELECT 0", "T ?column?:23/0", `D "1"`, "C SELECT 1", "Z T"}},
+		{"stop at first error", []pgproto3.FrontendMessage{Q("SELECT 1; bogus; SELECT 1")},
+			[]string{"T ?column?:23/0", `D "1"`, "C SELECT 1", `E ERROR 42601 syntax error at or near "bogus"`, "Z I"}},
+		{"aborted transaction until rollback", []pgproto3.FrontendMessage{
+			Q("BEGIN"), Q("bogus"), Q("SELECT 1"), Q("ROLLBACK"), Q("SELECT 1")},
+			[]string{"C BEGIN", "Z T",
+				`E ERROR 42601 syntax error at or near "bogus"`, "Z E",
+				"E ERROR 25P02 current transaction is aborted, commands ignored until end of transaction block", "Z E",
+				"C ROLLBACK", "Z I",
+				"T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
+		{"notice", []pgproto3.FrontendMessage{Q("NOTICE hello")}, []string{"N NOTICE hello", "C NOTICE", "Z I"}},
+		{"extended unnamed", []pgproto3.FrontendMessage{
+			P("", "SELECT 1"), &pgproto3.Describe{ObjectType: 'S'}, B("", "", 1), &pgproto3.Describe{ObjectType: 'P'}, E("", 0), S},
+			[]string{"1", "t []", "T ?column?:23/0", "2", "T ?column?:23/1", `D "\x00\x00\x00\x01"`, "C SELECT 1", "Z I"}},
+		{"row limit suspends portal", []pgproto3.FrontendMessage{
+			P("s1", "SELECT generate_series(1,5)"), B("p1", "s1"), E("p1", 2), E("p1", 2), E("p1", 2), S},
+			[]string{"1", "2", `D "1"`, `D "2"`, "s", `D "3"`, `D "4"`, "s", `D "5"`, "C SELECT 1", "Z I"}},
+		{"parse of several statements answers NoData", []pgproto3.FrontendMessage{
+			P("", "BEGIN; SELECT 1; COMMIT"), &pgproto3.Describe{ObjectType: 'S'}, S},
+			[]string{"1", "t []", "n", "Z I"}},
+		{"error skips until sync", []pgproto3.FrontendMessage{
+			P("", "SELECT nonsense"), B("", ""), E("", 0), S, Q("SELECT 1")},
+			[]string{"E ERROR 42601 toy cannot prepare SELECT nonsense", "Z I", "T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
+		{"unknown statement and portal", []pgproto3.FrontendMessage{
+			B("", "nope"), S, E("nope", 0), S, &pgproto3.Describe{ObjectType: 'S', Name: "x"}, S},
+			[]string{`E ERROR 26000 prepared statement "nope" does not exist`, "Z I",
+				`E ERROR 34000 portal "nope" does not exist`, "Z I",
+				`E ERROR 26000 prepared statement "x" does not exist`, "Z I"}},
+		{"duplicate named statement", []pgproto3.FrontendMessage{P("a", "SELECT 1"), P("a", "SELECT 1"), S},
+			[]string{"1", `E ERROR 42P05 prepared statement "a" already exists`, "Z I"}},
+		{"close then reuse name", []pgproto3.FrontendMessage{
+			P("a", "SELECT 1"), &pgproto3.Close{ObjectType: 'S', Name: "a"}, P("a", "SELECT 1"), S},
+			[]string{"1", "3", "1", "Z I"}},
+		{"bind parameter count checked", []pgproto3.FrontendMessage{
+			P("", "SELECT $1::int8"), &pgproto3.Bind{Parameters: [][]byte{[]byte("1"), []byte("2")}}, S},
+			[]string{"1", `E ERROR 08P01 bind message supplies 2 parameters, but prepared statement "" requires 1`, "Z I"}},
+		{"text parameter echoed in binary", []pgproto3.FrontendMessage{
+			P("", "SELECT $1::int8"), &pgproto3.Bind{Parameters: [][]byte{[]byte("42")}, ResultFormatCodes: []int16{1}}, E("", 0), S},
+			[]string{"1", "2", `D "\x00\x00\x00\x00\x00\x00\x00*"`, "C SELECT 1", "Z I"}},
+		{"copy out text", []pgproto3.FrontendMessage{Q("INSERT INTO t VALUES (7, 'a\tb'); INSERT INTO t VALUES (8, null); COPY t TO STDOUT")},
+			[]string{"C INSERT 0 1", "C INSERT 0 1", "H 0", "d 3709615c74620a", "d 38095c4e0a", "c", "C COPY 2", "Z I"}},
+		{"copy in text with CopyFail", []pgproto3.FrontendMessage{Q("COPY t FROM STDIN"), &pgproto3.CopyData{Data: []byte("1\tx\n")}, &pgproto3.CopyFail{Message: "client gave up"}},
+			[]string{"G 0", "E ERROR 57014 COPY from stdin failed: client gave up", "Z I"}},
+		{"empty execute is EmptyQueryResponse", []pgproto3.FrontendMessage{P("", ""), B("", ""), E("", 0), S},
+			[]string{"1", "2", "I", "Z I"}},
+		{"function call refused", []pgproto3.FrontendMessage{&pgproto3.FunctionCall{Function: 1}, S},
+			[]string{"E ERROR 0A000 fastpath function calls are not supported", "Z I"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rc := dialRaw(t, ts)
+			rc.startup()
+			rc.send(tc.send...)
+			var got []string
+			wantZ := 0
+			for _, w := range tc.want {
+				if strings.HasPrefix(w, "Z ") {
+					wantZ++
+				}
+			}
+			for range wantZ {
+				got = append(got, rc.until('Z')...)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tc.want, "\n  "))
+			}
+		})
+	}
+}
+
+func TestStartupSequence(t *testing.T) {
+	ts := startServer(t, Config{})
+	rc := dialRaw(t, ts)
+	got := rc.startup()
+	want := []string{"R ok", "S application_name=", "S client_encoding=UTF8", "S DateStyle=ISO, MDY",
+		"S default_transaction_read_only=off", "S in_hot_standby=off", "S integer_datetimes=on",
+		"S IntervalStyle=postgres", "S is_superuser=on", "S server_encoding=UTF8", "S server_version=16.4",
+		"S session_authorization=alice", "S standard_conforming_strings=on", "S TimeZone=UTC", "K", "Z I"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}
+
+// Binary COPY OUT framing: the header rides in the first CopyData with the
+// first row, one row per CopyData, the trailer alone; an empty table sends
+// header+trailer in one message (what DuckDB's reader needs).
+func TestCopyOutBinaryFraming(t *testing.T) {
+	ts := startServer(t, Config{})
+	rc := dialRaw(t, ts)
+	rc.startup()
+	rc.send(&pgproto3.Query{String: "COPY t TO STDOUT (FORMAT binary)"})
+	got := rc.until('Z')
+	hdr := "5047434f50590aff0d0a000000000000000000"
+	want := []string{"H 1", "d " + hdr + "ffff", "c", "C COPY 0", "Z I"}
+	if !slices.Equal(got, want) {
+		t.Errorf("empty: got %q want %q", got, want)
+	}
+	rc.send(&pgproto3.Query{String: "INSERT INTO t VALUES (1, 'main'); INSERT INTO t VALUES (2, null); INSERT INTO t VALUES (3, 'x'); COPY t TO STDOUT (FORMAT binary)"})
+	got = rc.until('Z')
+	want = []string{"C INSERT 0 1", "C INSERT 0 1", "C INSERT 0 1", "H 1",
+		"d " + hdr + "0002" + "00000008" + "0000000000000001" + "00000004" + "6d61696e",
+		"d 0002" + "00000008" + "0000000000000002" + "ffffffff",
+		"d 0002" + "00000008" + "0000000000000003" + "00000001" + "78",
+		"d ffff", "c", "C COPY 3", "Z I"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rows: got\n %q\nwant\n %q", got, want)
+	}
+}
+
+func TestProtocolVersions(t *testing.T) {
+	ts := startServer(t, Config{})
+	t.Run("2.0 refused", func(t *testing.T) {
+		rc := dialRaw(t, ts)
+		if _, err := rc.conn.Write(startupBytes(2<<16, "user", "alice")); err != nil {
+			t.Fatal(err)
+		}
+		got := rc.until('E')
+		if !strings.Contains(got[0], "0A000 unsupported frontend protocol 2.0") {
+			t.Errorf("got %q", got)
+		}
+		expectClosed(t, rc.conn)
+	})
+	t.Run("3.2 negotiated down", func(t *testing.T) {
+		rc := dialRaw(t, ts)
+		if _, err := rc.conn.Write(startupBytes(3<<16|2, "user", "alice", "_pq_.foo", "1")); err != nil {
+			t.Fatal(err)
+		}
+		got := rc.until('Z')
+		if got[0] != "v 0 [_pq_.foo]" || got[1] != "R ok" {
+			t.Errorf("got %q", got)
+		}
+	})
+	t.Run("no user", func(t *testing.T) {
+		rc := dialRaw(t, ts)
+		if _, err := rc.conn.Write(startupBytes(3<<16, "database", "x")); err != nil {
+			t.Fatal(err)
+		}
+		got := rc.until('E')
+		if !strings.Contains(got[0], "FATAL 28000 no PostgreSQL user name") {
+			t.Errorf("got %q", got)
+		}
+	})
+	t.Run("unknown database from executor", func(t *testing.T) {
+		rc := dialRaw(t, ts)
+		if _, err := rc.conn.Write(startupBytes(3<<16, "user", "alice", "database", "nodb")); err != nil {
+			t.Fatal(err)
+		}
+		got := rc.until('E')
+		if !strings.Contains(got[0], `FATAL 3D000 database "nodb" does not exist`) {
+			t.Errorf("got %q", got)
+		}
+		expectClosed(t, rc.conn)
+	})
+	t.Run("SSLRequest and GSSENCRequest without TLS answer N", func(t *testing.T) {
+		rc := dialRaw(t, ts)
+		for _, code := range []uint32{gssEncRequestCode, sslRequestCode} {
+			req := []byte{0, 0, 0, 8, byte(code >> 24), byte(code >> 16), byte(code >> 8), byte(code)}
+			if _, err := rc.conn.Write(req); err != nil {
+				t.Fatal(err)
+			}
+			var b [1]byte
+			if _, err := rc.conn.Read(b[:]); err != nil || b[0] != 'N' {
+				t.Fatalf("answer %q %v", b, err)
+			}
+		}
+		rc.startup()
+	})
+}
+
+func TestLimits(t *testing.T) {
+	t.Run("max message size", func(t *testing.T) {
+		ts := startServer(t, Config{MaxMessageSize: 1024})
+		rc := dialRaw(t, ts)
+		rc.startup()
+		rc.send(&pgproto3.Query{String: "SELECT 1 " + strings.Repeat(" ", 2000)})
+		got := rc.until('E')
+		if !strings.Contains(got[0], "FATAL 54000") {
+			t.Errorf("got %q", got)
+		}
+		expectClosed(t, rc.conn)
+	})
+	t.Run("idle timeout", func(t *testing.T) {
+		ts := startServer(t, Config{IdleTimeout: 100 * time.Millisecond})
+		rc := dialRaw(t, ts)
+		rc.startup()
+		got := rc.until('E')
+		if !strings.Contains(got[0], "FATAL 57P05 terminating connection due to idle-session timeout") {
+			t.Errorf("got %q", got)
+		}
+		expectClosed(t, rc.conn)
+	})
+	t.Run("statement timeout", func(t *testing.T) {
+		ts := startServer(t, Config{StatementTimeout: 100 * time.Millisecond})
+		rc := dialRaw(t, ts)
+		rc.startup()
+		start := time.Now()
+		rc.send(&pgproto3.Query{String: "SELECT pg_sleep(5)"})
+		got := rc.until('Z')
+		if got[0] != "E ERROR 57014 canceling statement due to statement timeout" || time.Since(start) > 3*time.Second {
+			t.Errorf("got %q after %v", got, time.Since(start))
+		}
+	})
+	t.Run("max connections", func(t *testing.T) {
+		ts := startServer(t, Config{MaxConnections: 2})
+		a, b := dialRaw(t, ts), dialRaw(t, ts)
+		a.startup()
+		b.startup()
+		c := dialRaw(t, ts)
+		c.send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": "alice"}})
+		got := c.until('E')
+		if got[0] != "E FATAL 53300 sorry, too many clients already" {
+			t.Errorf("got %q", got)
+		}
+		expectClosed(t, c.conn)
+		a.send(&pgproto3.Terminate{})
+		expectClosed(t, a.conn)
+		// The slot is free again.
+		deadline := time.Now().Add(5 * time.Second)
+		for ts.srv.active.Load() > 1 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		dialRaw(t, ts).startup()
+	})
+	t.Run("executor panic closes only that connection", func(t *testing.T) {
+		ts := startServer(t, Config{})
+		rc := dialRaw(t, ts)
+		rc.startup()
+		rc.send(&pgproto3.Query{String: "PANIC"})
+		got := rc.until('Z')
+		if got[0] != "E ERROR XX000 internal error: toy panic" {
+			t.Errorf("got %q", got)
+		}
+		expectClosed(t, rc.conn)
+		other := dialRaw(t, ts)
+		other.startup()
+	})
+	t.Run("garbage after startup", func(t *testing.T) {
+		ts := startServer(t, Config{})
+		rc := dialRaw(t, ts)
+		rc.startup()
+		if _, err := rc.conn.Write([]byte{'?', 0, 0, 0, 4}); err != nil {
+			t.Fatal(err)
+		}
+		got := rc.until('E')
+		if !strings.Contains(got[0], "FATAL 08P01") {
+			t.Errorf("got %q", got)
+		}
+		expectClosed(t, rc.conn)
+	})
+	t.Run("garbage startup", func(t *testing.T) {
+		ts := startServer(t, Config{})
+		rc := dialRaw(t, ts)
+		if _, err := rc.conn.Write([]byte{0xff, 0xff, 0xff, 0xff, 1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+		expectClosed(t, rc.conn)
+	})
+}
+
+func TestShutdownClosesIdleConnections(t *testing.T) {
+	ts := startServer(t, Config{})
+	rc := dialRaw(t, ts)
+	rc.startup()
+	busy := dialRaw(t, ts)
+	busy.startup()
+	busy.send(&pgproto3.Query{String: "SELECT pg_sleep(0.3)"})
+	time.Sleep(50 * time.Millisecond)
+	done := make(chan error, 1)
+	go func() { done <- ts.srv.Shutdown(t.Context()) }()
+	got := rc.until('E')
+	if got[0] != "E FATAL 57P01 terminating connection due to administrator command" {
+		t.Errorf("idle got %q", got)
+	}
+	// The busy one finishes its statement first.
+	got = busy.until('Z')
+	if got[0] != "T pg_sleep:25/0" {
+		t.Errorf("busy got %q", got)
+	}
+	got = busy.until('E')
+	if got[0] != "E FATAL 57P01 terminating connection due to administrator command" {
+		t.Errorf("busy then got %q", got)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown did not return")
+	}
+}
