@@ -1,0 +1,78 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/replay"
+)
+
+func init() {
+	register(command{
+		name:    "replay",
+		summary: "replay captured client conversations against a server and compare the answers",
+		run:     runReplay,
+	})
+}
+
+// runReplay is `moraine replay [flags] <transcript.jsonl>…`. Transcripts run
+// one after another, in the order given, against the same server (so a
+// transcript that continues another's lake, like s07 after s01, follows it
+// on the command line). One line per transcript, then "N passed, M failed".
+// Exit status 0 only if all passed; 2 on usage errors.
+func runReplay(ctx context.Context, args []string) int {
+	return replayMain(ctx, args, os.Stdout, os.Stderr)
+}
+
+func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", replay.DefaultAddr, "server: host:port, a conninfo (host=… port=…) or a postgres:// URL")
+	verbose := fs.Bool("v", false, "show the first differing message with context")
+	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for each expected server message")
+	settle := fs.Duration("settle", 20*time.Millisecond, "longest wait for another connection's answer before sending a racing message")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: moraine replay [flags] <transcript.jsonl>…")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	opts := replay.Options{Addr: *addr, Timeout: *timeout, Settle: *settle}
+	passed, failed := 0, 0
+	for _, path := range fs.Args() {
+		tr, err := replay.Load(path)
+		if err != nil {
+			fmt.Fprintf(stdout, "FAIL %s: %v\n", path, err)
+			failed++
+			continue
+		}
+		res := replay.Replay(ctx, tr, opts)
+		if res.Passed() {
+			passed++
+			fmt.Fprintf(stdout, "PASS %s (%d server messages, %v)\n", tr.Name, res.Compared, res.Elapsed.Round(time.Millisecond))
+			continue
+		}
+		failed++
+		fmt.Fprintf(stdout, "FAIL %s: %v (after %d matching server messages)\n", tr.Name, res.Err, res.Compared)
+		if *verbose {
+			fmt.Fprint(stdout, replay.Explain(res.Err))
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	fmt.Fprintf(stdout, "%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
