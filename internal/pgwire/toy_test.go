@@ -110,7 +110,7 @@ var (
 	reSeries = regexp.MustCompile(`(?i)^select generate_series\(1, ?([0-9]+)\)$`)
 	reInsert = regexp.MustCompile(`(?i)^insert into t values \((-?[0-9]+), (null|'([^']*)')\)$`)
 	reCopy   = regexp.MustCompile(`^copy t( \(\s*id,\s*name\s*\))? (from stdin|to stdout)(.*)$`)
-	reParam  = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9]+))?`)
+	reParam  = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9_]+))?`)
 )
 
 // toyTypes is the "SELECT types" row: one value per supported type.
@@ -151,6 +151,10 @@ func toyTypes() ([]Column, []any) {
 // run executes one statement. params is non-nil for extended-protocol
 // portals; maxRows limits rows (portal state kept by toyPortal).
 func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params []any, skip int) error {
+	st = strings.TrimSpace(strings.ReplaceAll(st, "\n", " "))
+	for strings.Contains(st, "  ") {
+		st = strings.ReplaceAll(st, "  ", " ")
+	}
 	lower := strings.ToLower(st)
 	if s.tx == TxFailed && lower != "rollback" && lower != "commit" {
 		return &Error{Code: CodeInFailedTransaction, Message: "current transaction is aborted, commands ignored until end of transaction block"}

@@ -96,7 +96,20 @@ func (c *Codec) Append(dst []byte, oid uint32, format int16, v any) (out []byte,
 	start := len(dst)
 	nb, err := c.m.Encode(oid, format, v, dst)
 	if err != nil {
-		return dst, false, fmt.Errorf("pgvalue: encode %T as oid %d format %d: %w", v, oid, format, err)
+		// A string is taken as the value's text form for any type (e.g.
+		// "12345.678" for numeric, "(3,4)" for tid): parse it, then encode.
+		s, isString := v.(string)
+		if !isString || format != BinaryFormat {
+			return dst, false, fmt.Errorf("pgvalue: encode %T as oid %d format %d: %w", v, oid, format, err)
+		}
+		parsed, perr := c.Decode(oid, TextFormat, []byte(s))
+		if perr != nil {
+			return dst, false, fmt.Errorf("pgvalue: encode %q as oid %d: %w", s, oid, perr)
+		}
+		if _, stillString := parsed.(string); stillString {
+			return dst, false, fmt.Errorf("pgvalue: encode %T as oid %d format %d: %w", v, oid, format, err)
+		}
+		return c.Append(dst, oid, format, parsed)
 	}
 	if nb == nil {
 		return dst[:start], true, nil
