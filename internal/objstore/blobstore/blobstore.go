@@ -32,6 +32,7 @@ import (
 type Store struct {
 	bucket *blob.Bucket
 	name   string // for error messages and String, e.g. "s3://bucket/prefix/"
+	opts   options
 	mu     struct {
 		sync.RWMutex
 		closed bool
@@ -40,11 +41,28 @@ type Store struct {
 
 var _ objstore.Store = (*Store)(nil)
 
+// Option adjusts a Store.
+type Option func(*options)
+
+type options struct {
+	rangeReader *blob.ReaderOptions
+}
+
+// WithRangeReaderOptions passes o to every ranged read (not to whole-object
+// Gets), for driver-specific per-request settings through BeforeRead.
+func WithRangeReaderOptions(o *blob.ReaderOptions) Option {
+	return func(opts *options) { opts.rangeReader = o }
+}
+
 // New wraps bucket, which the Store then owns (Close closes it). name
 // describes the bucket in errors. To confine the store to a key prefix,
 // pass blob.PrefixedBucket(bucket, prefix).
-func New(bucket *blob.Bucket, name string) *Store {
-	return &Store{bucket: bucket, name: name}
+func New(bucket *blob.Bucket, name string, opts ...Option) *Store {
+	s := &Store{bucket: bucket, name: name}
+	for _, o := range opts {
+		o(&s.opts)
+	}
+	return s
 }
 
 // String returns the name given to New.
@@ -150,7 +168,7 @@ func (s *Store) GetRange(ctx context.Context, key string, offset, length int64) 
 		}
 		return []byte{}, nil
 	}
-	r, err := s.bucket.NewRangeReader(ctx, key, offset, length, nil)
+	r, err := s.bucket.NewRangeReader(ctx, key, offset, length, s.opts.rangeReader)
 	if err != nil {
 		// A range that starts at or past the end (any range of an empty
 		// object) is "416 Range Not Satisfiable" on S3, which gocloud does
