@@ -92,4 +92,3 @@ func NewS3(t testing.TB) objstore.Store {
 	srv := StartS3(t)
 	return srv.Open(t, srv.NewBucket(t), "")
 }
-
