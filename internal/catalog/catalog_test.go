@@ -1,0 +1,295 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+)
+
+var ctx = context.Background()
+
+func snapDef() keyspace.TableDef {
+	return keyspace.TableDef{Schema: "public", Name: "snap", Columns: []keyspace.ColumnDef{
+		{Name: "snapshot_id", Type: datum.Int8, NotNull: true},
+		{Name: "note", Type: datum.Varchar},
+		{Name: "end_snapshot", Type: datum.Int8},
+	}, PrimaryKey: []int{0}}
+}
+
+func snapRow(id int64, note string) []datum.Value {
+	return []datum.Value{datum.IntValue(id), datum.TextValue(note), datum.Null}
+}
+
+func mustNoErr(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dump renders a table as "ctid:values" lines, the shape tests compare.
+func dump(t *testing.T, tb *Table) []string {
+	t.Helper()
+	var out []string
+	tb.Scan(func(c CTID, r datum.Row) bool {
+		vals, err := r.Decode(tb.Types(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := c.String()
+		for i, v := range vals {
+			if v.IsNull() {
+				s += " NULL"
+			} else {
+				s += " " + datum.FormatText(tb.Types()[i], v)
+			}
+		}
+		out = append(out, s)
+		return true
+	})
+	return out
+}
+
+func setup(t *testing.T) *Database {
+	t.Helper()
+	db := NewServer(Options{}).Database("lake")
+	tx := db.Begin()
+	mustNoErr(t, tx.CreateTable(snapDef()))
+	mustNoErr(t, tx.Commit(ctx))
+	return db
+}
+
+func TestCTIDText(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want CTID
+		err  bool
+	}{
+		{"(0,3)", MakeCTID(0, 3), false},
+		{" (12, 65535) ", MakeCTID(12, 65535), false},
+		{"(4294967295,1)", MakeCTID(4294967295, 1), false},
+		{"(0,65536)", 0, true},
+		{"0,3", 0, true},
+		{"(a,b)", 0, true},
+	} {
+		got, err := ParseCTID(tc.in)
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("ParseCTID(%q) = %v, %v", tc.in, got, err)
+		}
+		if !tc.err && got.String() != fmt.Sprintf("(%d,%d)", tc.want.Block(), tc.want.Offset()) {
+			t.Errorf("String %s", got)
+		}
+	}
+}
+
+func TestOverlayAndIsolation(t *testing.T) {
+	db := setup(t)
+	v0 := db.Current()
+	tx := db.Begin()
+	c1, err := tx.InsertRow("public", "snap", snapRow(1, "a"))
+	mustNoErr(t, err)
+	c2, err := tx.InsertRow("public", "snap", snapRow(2, "b"))
+	mustNoErr(t, err)
+	if c1 != MakeCTID(0, 1) || c2 != MakeCTID(0, 2) {
+		t.Fatalf("ctids %s %s", c1, c2)
+	}
+	view1, err := tx.Table("public", "snap")
+	mustNoErr(t, err)
+	c3, err := tx.UpdateRow("public", "snap", c1, snapRow(1, "a2"))
+	mustNoErr(t, err)
+	if c3 != MakeCTID(0, 3) {
+		t.Fatalf("update ctid %s", c3)
+	}
+	mustNoErr(t, tx.DeleteRow("public", "snap", c2))
+	// The earlier view is a snapshot: later writes do not show in it.
+	if got := dump(t, view1); fmt.Sprint(got) != "[(0,1) 1 a NULL (0,2) 2 b NULL]" {
+		t.Fatalf("view1 changed: %v", got)
+	}
+	now, _ := tx.Table("public", "snap")
+	if got := dump(t, now); fmt.Sprint(got) != "[(0,3) 1 a2 NULL]" {
+		t.Fatalf("overlay: %v", got)
+	}
+	// Another transaction does not see the staged writes.
+	other := db.Begin()
+	ot, _ := other.Table("public", "snap")
+	if ot.Len() != 0 {
+		t.Fatalf("other sees %d rows", ot.Len())
+	}
+	mustNoErr(t, tx.Commit(ctx))
+	// Pinned versions never change.
+	if tb, _ := v0.Table("public", "snap"); tb.Len() != 0 {
+		t.Fatal("v0 changed")
+	}
+	if ot2, _ := other.Table("public", "snap"); ot2.Len() != 0 {
+		t.Fatal("pinned transaction sees a later commit")
+	}
+	cur, _ := db.Current().Table("public", "snap")
+	if got := dump(t, cur); fmt.Sprint(got) != "[(0,3) 1 a2 NULL]" {
+		t.Fatalf("committed: %v", got)
+	}
+	if err := tx.Commit(ctx); !errors.Is(err, ErrTxnDone) {
+		t.Fatalf("second commit: %v", err)
+	}
+}
+
+func TestPrimaryKey(t *testing.T) {
+	db := setup(t)
+	tx := db.Begin()
+	_, err := tx.InsertRow("public", "snap", snapRow(5, "x"))
+	mustNoErr(t, err)
+	mustNoErr(t, tx.Commit(ctx))
+
+	tx = db.Begin()
+	_, err = tx.InsertRow("public", "snap", snapRow(5, "y"))
+	var ce *Error
+	if !errors.As(err, &ce) || !errors.Is(err, ErrDuplicateKey) {
+		t.Fatalf("want duplicate, got %v", err)
+	}
+	if ce.Code != "23505" || ce.Constraint != "snap_pkey" || ce.Table != "snap" ||
+		ce.Message != `duplicate key value violates unique constraint "snap_pkey"` ||
+		ce.Detail != "Key (snapshot_id)=(5) already exists." {
+		t.Fatalf("error %+v", ce)
+	}
+	// A failed write changes nothing.
+	tb, _ := tx.Table("public", "snap")
+	if tb.Len() != 1 || len(tx.Ops()) != 0 {
+		t.Fatalf("failed insert left state: %d rows, %d ops", tb.Len(), len(tx.Ops()))
+	}
+	// Deleting frees the key; updating moves it.
+	c, _, ok := tb.LookupKey([]datum.Value{datum.IntValue(5)})
+	if !ok {
+		t.Fatal("LookupKey")
+	}
+	nc, err := tx.UpdateRow("public", "snap", c, snapRow(6, "moved"))
+	mustNoErr(t, err)
+	_, err = tx.InsertRow("public", "snap", snapRow(5, "again"))
+	mustNoErr(t, err)
+	if _, err := tx.UpdateRow("public", "snap", nc, snapRow(5, "clash")); !errors.Is(err, ErrDuplicateKey) {
+		t.Fatalf("update to existing key: %v", err)
+	}
+	if _, err := tx.InsertRow("public", "snap", []datum.Value{datum.Null, datum.Null, datum.Null}); !errors.Is(err, ErrNotNull) {
+		t.Fatalf("null pk: %v", err)
+	}
+	if _, err := tx.InsertRow("public", "snap", []datum.Value{datum.TextValue("1"), datum.Null, datum.Null}); !errors.Is(err, ErrBadValue) {
+		t.Fatalf("bad kind: %v", err)
+	}
+	// Two transactions racing on the same key: the second commit fails.
+	a, b := db.Begin(), db.Begin()
+	_, err = a.InsertRow("public", "snap", snapRow(9, "a"))
+	mustNoErr(t, err)
+	_, err = b.InsertRow("public", "snap", snapRow(9, "b"))
+	mustNoErr(t, err)
+	mustNoErr(t, a.Commit(ctx))
+	if err := b.Commit(ctx); !errors.Is(err, ErrDuplicateKey) {
+		t.Fatalf("racing commit: %v", err)
+	}
+}
+
+func TestApplyMatchesTxn(t *testing.T) {
+	db := setup(t)
+	tx := db.Begin()
+	for i := int64(0); i < 500; i++ {
+		_, err := tx.InsertRow("public", "snap", snapRow(i, fmt.Sprintf("note %d %0*d", i, int(i%150), 0)))
+		mustNoErr(t, err)
+	}
+	tb, _ := tx.Table("public", "snap")
+	var cs []CTID
+	tb.Scan(func(c CTID, _ datum.Row) bool { cs = append(cs, c); return true })
+	for i, c := range cs {
+		switch i % 3 {
+		case 0:
+			_, err := tx.UpdateRow("public", "snap", c, snapRow(int64(i)+1000, "u"))
+			mustNoErr(t, err)
+		case 1:
+			mustNoErr(t, tx.DeleteRow("public", "snap", c))
+		}
+	}
+	mustNoErr(t, tx.AddColumn("public", "snap", keyspace.ColumnDef{Name: "extra", Type: datum.Int8}, datum.IntValue(7)))
+	_, err := tx.InsertRow("public", "snap", []datum.Value{datum.IntValue(-1), datum.Null, datum.Null, datum.Null})
+	mustNoErr(t, err)
+	want, _ := tx.Table("public", "snap")
+	next, err := tx.Base().Apply(tx.Ops())
+	mustNoErr(t, err)
+	got, _ := next.Table("public", "snap")
+	if a, b := fmt.Sprint(dump(t, want)), fmt.Sprint(dump(t, got)); a != b {
+		t.Fatalf("Apply differs from the transaction's view:\n%s\n%s", a, b)
+	}
+	if want.Pages() != got.Pages() || want.Pages() < 2 {
+		t.Fatalf("pages %d vs %d", want.Pages(), got.Pages())
+	}
+}
+
+func TestApplyOnNewerVersion(t *testing.T) {
+	db := setup(t)
+	tx := db.Begin()
+	c1, _ := tx.InsertRow("public", "snap", snapRow(1, "one"))
+	c2, _ := tx.InsertRow("public", "snap", snapRow(2, "two"))
+	mustNoErr(t, tx.Commit(ctx))
+	_ = c2
+
+	a, b := db.Begin(), db.Begin()
+	_, err := a.InsertRow("public", "snap", snapRow(3, "a"))
+	mustNoErr(t, err)
+	_, err = a.UpdateRow("public", "snap", c1, snapRow(1, "a-upd"))
+	mustNoErr(t, err)
+	// b inserts and then updates its own row: its ctids move on apply.
+	bc, err := b.InsertRow("public", "snap", snapRow(4, "b"))
+	mustNoErr(t, err)
+	_, err = b.UpdateRow("public", "snap", bc, snapRow(4, "b-upd"))
+	mustNoErr(t, err)
+	mustNoErr(t, a.Commit(ctx))
+	mustNoErr(t, b.Commit(ctx))
+	cur, _ := db.Current().Table("public", "snap")
+	if got := fmt.Sprint(dump(t, cur)); got != "[(0,2) 2 two NULL (0,3) 3 a NULL (0,4) 1 a-upd NULL (0,6) 4 b-upd NULL]" {
+		t.Fatalf("got %s", got)
+	}
+	// A concurrent update of the same row is a serialization failure.
+	x, y := db.Begin(), db.Begin()
+	_, err = x.UpdateRow("public", "snap", MakeCTID(0, 2), snapRow(2, "x"))
+	mustNoErr(t, err)
+	mustNoErr(t, y.DeleteRow("public", "snap", MakeCTID(0, 2)))
+	mustNoErr(t, x.Commit(ctx))
+	if err := y.Commit(ctx); !errors.Is(err, ErrSerialization) {
+		t.Fatalf("want serialization failure, got %v", err)
+	}
+}
+
+func TestDDL(t *testing.T) {
+	db := setup(t)
+	tx := db.Begin()
+	if err := tx.CreateTable(snapDef()); !errors.Is(err, ErrTableExists) {
+		t.Fatalf("dup table: %v", err)
+	}
+	mustNoErr(t, tx.CreateSchema("meta"))
+	if err := tx.CreateSchema("meta"); !errors.Is(err, ErrSchemaExists) {
+		t.Fatalf("dup schema: %v", err)
+	}
+	d := snapDef()
+	d.Schema = "meta"
+	mustNoErr(t, tx.CreateTable(d))
+	_, err := tx.InsertRow("meta", "snap", snapRow(1, "m"))
+	mustNoErr(t, err)
+	mustNoErr(t, tx.RenameColumn("meta", "snap", "note", "remark"))
+	if err := tx.RenameColumn("meta", "snap", "nope", "x"); !errors.Is(err, ErrNoColumn) {
+		t.Fatalf("rename missing: %v", err)
+	}
+	mustNoErr(t, tx.DropTable("public", "snap"))
+	if _, err := tx.Table("public", "snap"); !errors.Is(err, ErrNoTable) {
+		t.Fatalf("dropped table: %v", err)
+	}
+	mustNoErr(t, tx.Commit(ctx))
+	v := db.Current()
+	pub, _ := v.Schema("public")
+	meta, _ := v.Schema("meta")
+	if pub.OID != PublicSchemaOID || meta.OID < FirstNormalOID || meta.CatalogID == pub.CatalogID {
+		t.Fatalf("schema ids: %+v %+v", pub, meta)
+	}
+	tb, _ := v.Table("meta", "snap")
+	if tb.Def().Columns[1].Name != "remark" || tb.Info().IndexOID == 0 || tb.OID() < FirstNormalOID {
+		t.Fatalf("def %s info %+v", tb.Def(), tb.Info())
+	}
+}

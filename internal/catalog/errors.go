@@ -1,0 +1,103 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the catalog returns for a caller mistake or a
+// constraint violation is an *Error wrapping one of these, so callers branch
+// with errors.Is and render the PostgreSQL error with errors.As.
+var (
+	ErrNoSchema      = errors.New("catalog: schema does not exist")
+	ErrSchemaExists  = errors.New("catalog: schema already exists")
+	ErrNoTable       = errors.New("catalog: table does not exist")
+	ErrTableExists   = errors.New("catalog: table already exists")
+	ErrNoColumn      = errors.New("catalog: column does not exist")
+	ErrColumnExists  = errors.New("catalog: column already exists")
+	ErrNoRow         = errors.New("catalog: no row at this ctid")
+	ErrDuplicateKey  = errors.New("catalog: duplicate key")
+	ErrNotNull       = errors.New("catalog: null value in a NOT NULL column")
+	ErrBadValue      = errors.New("catalog: value does not fit the column")
+	ErrSerialization = errors.New("catalog: concurrent update")
+	ErrTxnDone       = errors.New("catalog: transaction already committed or rolled back")
+	ErrBadDef        = errors.New("catalog: invalid table definition")
+	ErrCorrupt       = errors.New("catalog: corrupt stored catalog")
+)
+
+// Error is a catalog error with the PostgreSQL SQLSTATE and message text the
+// SQL layer sends to the client. Kind is one of the sentinels above.
+type Error struct {
+	Kind       error
+	Code       string // SQLSTATE
+	Message    string // PostgreSQL's primary message text
+	Detail     string // PostgreSQL's DETAIL, may be empty
+	Schema     string
+	Table      string
+	Column     string
+	Constraint string
+}
+
+func (e *Error) Error() string    { return e.Message }
+func (e *Error) Unwrap() error    { return e.Kind }
+func (e *Error) SQLState() string { return e.Code }
+
+func errNoSchema(name string) error {
+	return &Error{Kind: ErrNoSchema, Code: "3F000", Schema: name,
+		Message: fmt.Sprintf("schema %q does not exist", name)}
+}
+
+func errSchemaExists(name string) error {
+	return &Error{Kind: ErrSchemaExists, Code: "42P06", Schema: name,
+		Message: fmt.Sprintf("schema %q already exists", name)}
+}
+
+func errNoTable(schema, name string) error {
+	return &Error{Kind: ErrNoTable, Code: "42P01", Schema: schema, Table: name,
+		Message: fmt.Sprintf("relation %q does not exist", schema+"."+name)}
+}
+
+func errTableExists(schema, name string) error {
+	return &Error{Kind: ErrTableExists, Code: "42P07", Schema: schema, Table: name,
+		Message: fmt.Sprintf("relation %q already exists", name)}
+}
+
+func errNoColumn(table, col string) error {
+	return &Error{Kind: ErrNoColumn, Code: "42703", Table: table, Column: col,
+		Message: fmt.Sprintf("column %q of relation %q does not exist", col, table)}
+}
+
+func errColumnExists(table, col string) error {
+	return &Error{Kind: ErrColumnExists, Code: "42701", Table: table, Column: col,
+		Message: fmt.Sprintf("column %q of relation %q already exists", col, table)}
+}
+
+func errNoRow(table string, c CTID) error {
+	return &Error{Kind: ErrNoRow, Code: "55000", Table: table,
+		Message: fmt.Sprintf("no row of %q at ctid %s", table, c)}
+}
+
+func errNotNull(table, col string) error {
+	return &Error{Kind: ErrNotNull, Code: "23502", Table: table, Column: col,
+		Message: fmt.Sprintf("null value in column %q of relation %q violates not-null constraint", col, table)}
+}
+
+func errBadValue(table string, format string, args ...any) error {
+	return &Error{Kind: ErrBadValue, Code: "42804", Table: table,
+		Message: fmt.Sprintf("table %q: ", table) + fmt.Sprintf(format, args...)}
+}
+
+func errSerialization(table string, c CTID) error {
+	return &Error{Kind: ErrSerialization, Code: "40001", Table: table,
+		Message: "could not serialize access due to concurrent update",
+		Detail:  fmt.Sprintf("row %s of %q changed after the transaction's snapshot", c, table)}
+}
+
+// errDuplicate is PostgreSQL's unique violation, whose text DuckLake's retry
+// loop scans for ("unique", "primary key", "conflict", "concurrent").
+func errDuplicate(schema, table string, cols, vals string) error {
+	c := table + "_pkey"
+	return &Error{Kind: ErrDuplicateKey, Code: "23505", Schema: schema, Table: table, Constraint: c,
+		Message: fmt.Sprintf("duplicate key value violates unique constraint %q", c),
+		Detail:  fmt.Sprintf("Key (%s)=(%s) already exists.", cols, vals)}
+}

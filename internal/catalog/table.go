@@ -1,0 +1,233 @@
+package catalog
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tidwall/btree"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+)
+
+// rowItem is one row of a table: its locator and its compact encoding.
+type rowItem struct {
+	ctid CTID
+	row  datum.Row
+}
+
+// pkItem maps an encoded primary key to the row holding it.
+type pkItem struct {
+	key  string
+	ctid CTID
+}
+
+func rowLess(a, b rowItem) bool { return a.ctid < b.ctid }
+func pkLess(a, b pkItem) bool   { return a.key < b.key }
+
+// btreeDegree trades node size for depth; 64 keeps the per-row overhead of
+// the interior structure small for tables of millions of rows.
+const btreeDegree = 64
+
+func newRowTree() *btree.BTreeG[rowItem] {
+	return btree.NewBTreeGOptions(rowLess, btree.Options{Degree: btreeDegree})
+}
+
+func newPKTree() *btree.BTreeG[pkItem] {
+	return btree.NewBTreeGOptions(pkLess, btree.Options{Degree: btreeDegree})
+}
+
+// TableInfo is the immutable description of a table at one version: its
+// definition and the PostgreSQL object ids the SQL layer's pg_catalog
+// emulation reports. DDL replaces a TableInfo, never modifies it.
+type TableInfo struct {
+	Def keyspace.TableDef
+	// OID is pg_class.oid of the table.
+	OID uint32
+	// IndexOID and ConstraintOID are the oids of the primary key's index
+	// (pg_class/pg_index) and constraint (pg_constraint); 0 without a key.
+	IndexOID      uint32
+	ConstraintOID uint32
+	// SchemaOID is pg_namespace.oid of the table's schema.
+	SchemaOID uint32
+
+	types   []datum.Type
+	pkTypes []datum.Type
+}
+
+func newTableInfo(def keyspace.TableDef, oid, indexOID, constraintOID, schemaOID uint32) *TableInfo {
+	ti := &TableInfo{Def: def, OID: oid, IndexOID: indexOID, ConstraintOID: constraintOID, SchemaOID: schemaOID}
+	ti.types = def.Types()
+	for _, i := range def.PrimaryKey {
+		ti.pkTypes = append(ti.pkTypes, def.Columns[i].Type)
+	}
+	return ti
+}
+
+// Table is one table at one version. A *Table handed out by a Version or a
+// Txn is immutable: it never changes, whatever commits or writes follow.
+type Table struct {
+	info *TableInfo
+	rows *btree.BTreeG[rowItem]
+	pk   *btree.BTreeG[pkItem] // nil when the table has no primary key
+	heap heap
+	// owner is the generation of the builder that may modify this table in
+	// place; 0 once the table is frozen (published or handed out).
+	owner uint64
+	// view caches a frozen copy of an owned table for the owner's reads;
+	// reset by every write.
+	view *Table
+}
+
+func newTable(info *TableInfo, owner uint64) *Table {
+	t := &Table{info: info, rows: newRowTree(), heap: newHeap(), owner: owner}
+	if len(info.Def.PrimaryKey) > 0 {
+		t.pk = newPKTree()
+	}
+	return t
+}
+
+// Info returns the table's description.
+func (t *Table) Info() *TableInfo { return t.info }
+
+// Def returns the table definition. The caller must not modify its slices.
+func (t *Table) Def() *keyspace.TableDef { return &t.info.Def }
+
+// Name returns the table name.
+func (t *Table) Name() string { return t.info.Def.Name }
+
+// OID returns pg_class.oid.
+func (t *Table) OID() uint32 { return t.info.OID }
+
+// Types returns the column types in physical order; the caller must not
+// modify the slice.
+func (t *Table) Types() []datum.Type { return t.info.types }
+
+// Len returns the number of live rows.
+func (t *Table) Len() int { return t.rows.Len() }
+
+// Pages returns the number of heap pages the emulated PostgreSQL heap has
+// (what pg_class.relpages reports after ANALYZE).
+func (t *Table) Pages() uint32 { return t.heap.npages }
+
+// Scan calls fn for each live row in ctid order until fn returns false.
+// Row bytes are immutable and may be retained.
+func (t *Table) Scan(fn func(c CTID, r datum.Row) bool) {
+	t.rows.Scan(func(it rowItem) bool { return fn(it.ctid, it.row) })
+}
+
+// ScanFrom is Scan starting at the first row whose ctid is >= from.
+func (t *Table) ScanFrom(from CTID, fn func(c CTID, r datum.Row) bool) {
+	t.rows.Ascend(rowItem{ctid: from}, func(it rowItem) bool { return fn(it.ctid, it.row) })
+}
+
+// Lookup returns the row at ctid c.
+func (t *Table) Lookup(c CTID) (datum.Row, bool) {
+	it, ok := t.rows.Get(rowItem{ctid: c})
+	return it.row, ok
+}
+
+// HasPrimaryKey reports whether the table has a primary key index.
+func (t *Table) HasPrimaryKey() bool { return t.pk != nil }
+
+// LookupKey finds the row whose primary key columns equal key (one value
+// per primary key column, in PrimaryKey order) in O(log n).
+func (t *Table) LookupKey(key []datum.Value) (CTID, datum.Row, bool) {
+	if t.pk == nil || len(key) != len(t.info.pkTypes) {
+		return 0, nil, false
+	}
+	it, ok := t.pk.Get(pkItem{key: string(datum.EncodeRow(nil, t.info.pkTypes, key))})
+	if !ok {
+		return 0, nil, false
+	}
+	r, ok := t.Lookup(it.ctid)
+	return it.ctid, r, ok
+}
+
+// pkKeyOf extracts and encodes the primary key of a full row of values.
+func (ti *TableInfo) pkKeyOf(vals []datum.Value) string {
+	kv := make([]datum.Value, len(ti.Def.PrimaryKey))
+	for i, c := range ti.Def.PrimaryKey {
+		kv[i] = vals[c]
+	}
+	return string(datum.EncodeRow(nil, ti.pkTypes, kv))
+}
+
+// keyText renders a row's key for the unique-violation DETAIL.
+func (ti *TableInfo) keyText(vals []datum.Value) (cols, values string) {
+	var c, v []string
+	for _, i := range ti.Def.PrimaryKey {
+		c = append(c, ti.Def.Columns[i].Name)
+		if vals[i].IsNull() {
+			v = append(v, "null")
+		} else {
+			v = append(v, datum.FormatText(ti.types[i], vals[i]))
+		}
+	}
+	return strings.Join(c, ", "), strings.Join(v, ", ")
+}
+
+// checkRow validates a full row of values against the table definition.
+func (ti *TableInfo) checkRow(vals []datum.Value) error {
+	d := &ti.Def
+	if len(vals) != len(d.Columns) {
+		return errBadValue(d.Name, "%d values for %d columns", len(vals), len(d.Columns))
+	}
+	for i, v := range vals {
+		c := &d.Columns[i]
+		if v.IsNull() {
+			if c.NotNull || ti.inPK(i) {
+				return errNotNull(d.Name, c.Name)
+			}
+			continue
+		}
+		if k := c.Type.Kind(); v.K != k {
+			return errBadValue(d.Name, "column %q is %s, value kind %d", c.Name, c.Type, v.K)
+		}
+	}
+	return nil
+}
+
+func (ti *TableInfo) inPK(i int) bool {
+	for _, p := range ti.Def.PrimaryKey {
+		if p == i {
+			return true
+		}
+	}
+	return false
+}
+
+// freeze returns an immutable copy of an owned table in O(1); the owner
+// keeps writing to its own trees, which copy shared nodes on write.
+func (t *Table) freeze() *Table {
+	if t.owner == 0 {
+		return t
+	}
+	if t.view != nil {
+		return t.view
+	}
+	f := &Table{info: t.info, rows: t.rows.Copy(), heap: t.heap.clone()}
+	if t.pk != nil {
+		f.pk = t.pk.Copy()
+	}
+	// The frozen copy shares the heap chunks; give the owner a new heap
+	// generation so that its next page write copies the chunk.
+	t.heap.gen = heapGen.Add(1)
+	t.view = f
+	return f
+}
+
+// own returns a copy of a frozen table that the builder of generation gen
+// may modify in place.
+func (t *Table) own(gen uint64) *Table {
+	if t.owner == gen {
+		return t
+	}
+	o := &Table{info: t.info, rows: t.rows.Copy(), heap: t.heap.clone(), owner: gen}
+	if t.pk != nil {
+		o.pk = t.pk.Copy()
+	}
+	return o
+}
+
+func (t *Table) String() string { return fmt.Sprintf("%s.%s", t.info.Def.Schema, t.info.Def.Name) }

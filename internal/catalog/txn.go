@@ -1,0 +1,385 @@
+package catalog
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+)
+
+// OpKind is the kind of a staged operation.
+type OpKind uint8
+
+const (
+	OpInsert OpKind = iota + 1
+	OpUpdate
+	OpDelete
+	OpCreateSchema
+	OpCreateTable
+	OpDropTable
+	OpAddColumn
+	OpRenameColumn
+)
+
+var opNames = [...]string{"?", "insert", "update", "delete", "create-schema", "create-table", "drop-table", "add-column", "rename-column"}
+
+func (k OpKind) String() string {
+	if int(k) < len(opNames) {
+		return opNames[k]
+	}
+	return fmt.Sprintf("op(%d)", k)
+}
+
+// Op is one staged operation of a transaction, in the order it was made.
+// The commit pipeline translates row operations into keyspace operations
+// (it has the table definition at the base version, or from the preceding
+// DDL op, to decode Old and New).
+//
+//	kind           fields used
+//	insert         Schema, Table, NewCTID, New
+//	update         Schema, Table, CTID, Old, NewCTID, New
+//	delete         Schema, Table, CTID, Old
+//	create-schema  Schema, CatalogID
+//	create-table   Schema, Table, Def
+//	drop-table     Schema, Table, Def (the definition dropped)
+//	add-column     Schema, Table, Column, Default
+//	rename-column  Schema, Table, Column.Name (old name), NewName
+//
+// CTIDs are those the transaction saw. Rows are the encodings under the
+// table's column set at the time of the op.
+type Op struct {
+	Kind      OpKind
+	Schema    string
+	Table     string
+	CTID      CTID
+	NewCTID   CTID
+	Old, New  datum.Row
+	Def       *keyspace.TableDef
+	Column    keyspace.ColumnDef
+	Default   datum.Value
+	NewName   string
+	CatalogID uint64
+}
+
+func (o Op) String() string {
+	switch o.Kind {
+	case OpInsert:
+		return fmt.Sprintf("insert %s.%s %s", o.Schema, o.Table, o.NewCTID)
+	case OpUpdate:
+		return fmt.Sprintf("update %s.%s %s->%s", o.Schema, o.Table, o.CTID, o.NewCTID)
+	case OpDelete:
+		return fmt.Sprintf("delete %s.%s %s", o.Schema, o.Table, o.CTID)
+	case OpCreateSchema:
+		return fmt.Sprintf("create-schema %s catalog=%d", o.Schema, o.CatalogID)
+	case OpCreateTable:
+		return fmt.Sprintf("create-table %s", o.Def)
+	case OpDropTable:
+		return fmt.Sprintf("drop-table %s.%s", o.Schema, o.Table)
+	case OpAddColumn:
+		return fmt.Sprintf("add-column %s.%s %s %s", o.Schema, o.Table, o.Column.Name, o.Column.Type)
+	case OpRenameColumn:
+		return fmt.Sprintf("rename-column %s.%s %s->%s", o.Schema, o.Table, o.Column.Name, o.NewName)
+	}
+	return o.Kind.String()
+}
+
+// Txn is a REPEATABLE READ transaction over one database: it pins the
+// version current at Begin and stages its writes in a private working
+// version that its own reads see. A Txn is not safe for concurrent use;
+// different Txns are independent.
+//
+// A failed write returns an error and changes nothing; whether the
+// transaction may continue (PostgreSQL aborts it) is the caller's policy.
+type Txn struct {
+	db   *Database
+	base *Version
+	b    *builder // nil until the first write
+	ops  []Op
+	done bool
+}
+
+// Base returns the version the transaction pinned.
+func (t *Txn) Base() *Version { return t.base }
+
+// Database returns the transaction's database.
+func (t *Txn) Database() *Database { return t.db }
+
+// View returns the version the transaction's reads see: the pinned version
+// plus its staged writes. The result must be used only while no further
+// write is made through t (it is then stale, not corrupt: tables returned
+// from it stay as they were).
+func (t *Txn) View() *Version {
+	if t.b == nil {
+		return t.base
+	}
+	return t.b.v
+}
+
+// Table returns an immutable view of schema.table as the transaction sees
+// it now (a later write in the transaction does not change it).
+func (t *Txn) Table(schema, name string) (*Table, error) { return t.View().Table(schema, name) }
+
+// Schema returns the named schema as the transaction sees it.
+func (t *Txn) Schema(name string) (*Schema, bool) { return t.View().Schema(name) }
+
+// Ops returns the staged operations in order. The slice must not be
+// modified.
+func (t *Txn) Ops() []Op { return t.ops }
+
+// Dirty reports whether the transaction staged anything.
+func (t *Txn) Dirty() bool { return len(t.ops) > 0 }
+
+func (t *Txn) writer() (*builder, error) {
+	if t.done {
+		return nil, ErrTxnDone
+	}
+	if t.b == nil {
+		t.b = newBuilder(t.base)
+	}
+	return t.b, nil
+}
+
+// InsertRow stages an INSERT of one full row (a value per column, in
+// physical order) and returns its ctid. A duplicate primary key is an
+// *Error with Kind ErrDuplicateKey and Constraint "<table>_pkey".
+func (t *Txn) InsertRow(schema, table string, vals []datum.Value) (CTID, error) {
+	b, err := t.writer()
+	if err != nil {
+		return 0, err
+	}
+	c, row, err := b.insert(schema, table, vals)
+	if err != nil {
+		return 0, err
+	}
+	t.ops = append(t.ops, Op{Kind: OpInsert, Schema: schema, Table: table, NewCTID: c, New: row})
+	return c, nil
+}
+
+// UpdateRow stages an UPDATE of the row at c to the full row vals and
+// returns the new version's ctid (PostgreSQL gives every update a new one).
+func (t *Txn) UpdateRow(schema, table string, c CTID, vals []datum.Value) (CTID, error) {
+	b, err := t.writer()
+	if err != nil {
+		return 0, err
+	}
+	nc, old, row, err := b.update(schema, table, c, vals)
+	if err != nil {
+		return 0, err
+	}
+	t.ops = append(t.ops, Op{Kind: OpUpdate, Schema: schema, Table: table, CTID: c, NewCTID: nc, Old: old, New: row})
+	return nc, nil
+}
+
+// DeleteRow stages a DELETE of the row at c.
+func (t *Txn) DeleteRow(schema, table string, c CTID) error {
+	b, err := t.writer()
+	if err != nil {
+		return err
+	}
+	old, err := b.delete(schema, table, c)
+	if err != nil {
+		return err
+	}
+	t.ops = append(t.ops, Op{Kind: OpDelete, Schema: schema, Table: table, CTID: c, Old: old})
+	return nil
+}
+
+// CreateSchema stages CREATE SCHEMA; the schema gets an OID and a catalog
+// id from the database's server. IF NOT EXISTS is the caller's business
+// (ErrSchemaExists).
+func (t *Txn) CreateSchema(name string) error {
+	b, err := t.writer()
+	if err != nil {
+		return err
+	}
+	if _, ok := b.v.schemas[name]; ok {
+		return errSchemaExists(name)
+	}
+	id := t.db.srv.allocCatalogID()
+	if _, err := b.createSchema(name, id); err != nil {
+		return err
+	}
+	t.ops = append(t.ops, Op{Kind: OpCreateSchema, Schema: name, CatalogID: id})
+	return nil
+}
+
+// CreateTable stages CREATE TABLE def (in def.Schema). IF NOT EXISTS is the
+// caller's business (ErrTableExists).
+func (t *Txn) CreateTable(def keyspace.TableDef) error {
+	b, err := t.writer()
+	if err != nil {
+		return err
+	}
+	tb, err := b.createTable(def)
+	if err != nil {
+		return err
+	}
+	t.ops = append(t.ops, Op{Kind: OpCreateTable, Schema: def.Schema, Table: def.Name, Def: &tb.info.Def})
+	return nil
+}
+
+// DropTable stages DROP TABLE.
+func (t *Txn) DropTable(schema, name string) error {
+	b, err := t.writer()
+	if err != nil {
+		return err
+	}
+	tb, err := b.dropTable(schema, name)
+	if err != nil {
+		return err
+	}
+	t.ops = append(t.ops, Op{Kind: OpDropTable, Schema: schema, Table: name, Def: &tb.info.Def})
+	return nil
+}
+
+// AddColumn stages ALTER TABLE … ADD COLUMN col [DEFAULT dflt]. Existing
+// rows keep their ctids and read the default (NULL when dflt is NULL).
+func (t *Txn) AddColumn(schema, table string, col keyspace.ColumnDef, dflt datum.Value) error {
+	b, err := t.writer()
+	if err != nil {
+		return err
+	}
+	if err := b.addColumn(schema, table, col, dflt); err != nil {
+		return err
+	}
+	t.ops = append(t.ops, Op{Kind: OpAddColumn, Schema: schema, Table: table, Column: col, Default: dflt})
+	return nil
+}
+
+// RenameColumn stages ALTER TABLE … RENAME COLUMN from TO to.
+func (t *Txn) RenameColumn(schema, table, from, to string) error {
+	b, err := t.writer()
+	if err != nil {
+		return err
+	}
+	if err := b.renameColumn(schema, table, from, to); err != nil {
+		return err
+	}
+	t.ops = append(t.ops, Op{Kind: OpRenameColumn, Schema: schema, Table: table, Column: keyspace.ColumnDef{Name: from}, NewName: to})
+	return nil
+}
+
+// Commit makes the transaction's writes the database's current version
+// (through the server's Committer when one is configured). A transaction
+// that wrote nothing commits trivially. After Commit, the Txn is done
+// whatever the outcome.
+func (t *Txn) Commit(ctx context.Context) error {
+	if t.done {
+		return ErrTxnDone
+	}
+	t.done = true
+	if len(t.ops) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		t.b = nil
+		return err
+	}
+	return t.db.commit(ctx, t)
+}
+
+// Rollback discards the transaction's writes. It is idempotent.
+func (t *Txn) Rollback() {
+	t.done = true
+	t.b = nil
+}
+
+// Apply replays ops (a transaction's Ops, whose base may be an older
+// version) on v and returns the next version; v is unchanged. On v equal to
+// the transaction's base the result has the same ctids the transaction saw.
+// On a newer v, inserted rows get v's next ctids, and a row the ops update
+// or delete must still be at its ctid with the same bytes, else the result
+// is an ErrSerialization error (PostgreSQL's "could not serialize access due
+// to concurrent update" under REPEATABLE READ). Primary keys are checked
+// against v.
+func (v *Version) Apply(ops []Op) (*Version, error) {
+	b := newBuilder(v)
+	// moved maps a ctid the transaction saw to the one it has in the result.
+	type tkey struct {
+		schema, table string
+		c             CTID
+	}
+	moved := map[tkey]CTID{}
+	at := func(o *Op) (CTID, bool) {
+		c, ok := moved[tkey{o.Schema, o.Table, o.CTID}]
+		if ok {
+			return c, true
+		}
+		return o.CTID, false
+	}
+	decode := func(o *Op, r datum.Row) ([]datum.Value, error) {
+		t, err := b.v.Table(o.Schema, o.Table)
+		if err != nil {
+			return nil, err
+		}
+		vals, err := r.Decode(t.info.types, nil)
+		if err != nil {
+			return nil, fmt.Errorf("%w: op %s: %v", ErrCorrupt, o, err)
+		}
+		return vals, nil
+	}
+	// checkOld verifies the row the op saw is still there, unchanged.
+	checkOld := func(o *Op, c CTID, mine bool) error {
+		if mine {
+			return nil
+		}
+		t, err := b.v.Table(o.Schema, o.Table)
+		if err != nil {
+			return err
+		}
+		r, ok := t.Lookup(c)
+		if !ok || !bytes.Equal(r, o.Old) {
+			return errSerialization(o.Table, c)
+		}
+		return nil
+	}
+	for i := range ops {
+		o := &ops[i]
+		var err error
+		switch o.Kind {
+		case OpInsert:
+			var vals []datum.Value
+			if vals, err = decode(o, o.New); err == nil {
+				var c CTID
+				if c, _, err = b.insert(o.Schema, o.Table, vals); err == nil && c != o.NewCTID {
+					moved[tkey{o.Schema, o.Table, o.NewCTID}] = c
+				}
+			}
+		case OpUpdate:
+			c, mine := at(o)
+			if err = checkOld(o, c, mine); err != nil {
+				break
+			}
+			var vals []datum.Value
+			if vals, err = decode(o, o.New); err == nil {
+				var nc CTID
+				if nc, _, _, err = b.update(o.Schema, o.Table, c, vals); err == nil && nc != o.NewCTID {
+					moved[tkey{o.Schema, o.Table, o.NewCTID}] = nc
+				}
+			}
+		case OpDelete:
+			c, mine := at(o)
+			if err = checkOld(o, c, mine); err == nil {
+				_, err = b.delete(o.Schema, o.Table, c)
+			}
+		case OpCreateSchema:
+			_, err = b.createSchema(o.Schema, o.CatalogID)
+		case OpCreateTable:
+			_, err = b.createTable(*o.Def)
+		case OpDropTable:
+			_, err = b.dropTable(o.Schema, o.Table)
+		case OpAddColumn:
+			err = b.addColumn(o.Schema, o.Table, o.Column, o.Default)
+		case OpRenameColumn:
+			err = b.renameColumn(o.Schema, o.Table, o.Column.Name, o.NewName)
+		default:
+			err = fmt.Errorf("catalog: unknown op kind %d", o.Kind)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("apply op %d (%s): %w", i, o, err)
+		}
+	}
+	return b.finish(), nil
+}
