@@ -213,11 +213,7 @@ func (b *BinaryCopyReader) Next() ([][]byte, error) {
 		sp = append(sp, span{off, int(ln)})
 	}
 	for _, s := range sp {
-		if s.off < 0 {
-			b.cells = append(b.cells, nil)
-			continue
-		}
-		b.cells = append(b.cells, b.buf[s.off:s.off+s.n:s.off+s.n])
+		b.cells = append(b.cells, cell(b.buf, s.off, s.n))
 	}
 	return b.cells, nil
 }
@@ -300,11 +296,7 @@ func (t *TextCopyReader) Next() ([][]byte, error) {
 		sp = append(sp, span{off, len(t.buf) - off})
 	}
 	for _, s := range sp {
-		if s.off < 0 {
-			t.cells = append(t.cells, nil)
-			continue
-		}
-		t.cells = append(t.cells, t.buf[s.off:s.off+s.n:s.off+s.n])
+		t.cells = append(t.cells, cell(t.buf, s.off, s.n))
 	}
 	return t.cells, nil
 }
@@ -375,4 +367,19 @@ func hexVal(c byte) int {
 	default:
 		return int(c-'A') + 10
 	}
+}
+
+// emptyCell is a non-NULL empty value: a zero-length slice of a nil
+// buffer would be nil, which means NULL.
+var emptyCell = []byte{}
+
+// cell returns buf[off:off+n], nil for off < 0 (NULL).
+func cell(buf []byte, off, n int) []byte {
+	switch {
+	case off < 0:
+		return nil
+	case n == 0:
+		return emptyCell
+	}
+	return buf[off : off+n : off+n]
 }

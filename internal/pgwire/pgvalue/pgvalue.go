@@ -14,6 +14,7 @@
 package pgvalue
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -92,6 +93,11 @@ func (c *Codec) Append(dst []byte, oid uint32, format int16, v any) (out []byte,
 			}
 			return out, false, nil
 		}
+	}
+	if dst == nil {
+		// pgtype signals NULL with a nil result, so an empty value must
+		// be appended to a non-nil slice to stay distinguishable.
+		dst = make([]byte, 0, 32)
 	}
 	start := len(dst)
 	nb, err := c.m.Encode(oid, format, v, dst)
@@ -225,11 +231,20 @@ func AppendFloatText(dst []byte, f float64, bits int) []byte {
 		}
 		return append(dst, '0')
 	}
-	exp := int(math.Floor(math.Log10(math.Abs(f))))
-	if exp >= -4 && exp < 15 {
-		return strconv.AppendFloat(dst, f, 'f', -1, bits)
+	// The decimal exponent of the shortest representation decides the
+	// notation; PostgreSQL switches at DBL_DIG (15) or FLT_DIG (6).
+	start := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'e', -1, bits)
+	e := bytes.LastIndexByte(dst[start:], 'e')
+	exp, _ := strconv.Atoi(string(dst[start+e+1:]))
+	limit := 15
+	if bits == 32 {
+		limit = 6
 	}
-	return strconv.AppendFloat(dst, f, 'e', -1, bits)
+	if exp >= -4 && exp < limit {
+		return strconv.AppendFloat(dst[:start], f, 'f', -1, bits)
+	}
+	return dst
 }
 
 // AppendIntervalText appends an interval in IntervalStyle "postgres", as
