@@ -91,7 +91,9 @@ func fencingRound(t *testing.T, seed uint64) {
 	time.Sleep(time.Duration(rng.IntN(30)) * time.Millisecond)
 
 	b := mustOpen(t, fault.New(mem, lat), opts)
-	fenceB := b.nextWALID - 1
+	b.mu.Lock()
+	fenceB, bManID := b.nextWALID-1, b.man.id
+	b.mu.Unlock()
 	atOpen, err := dump(ctx, b)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +150,7 @@ func fencingRound(t *testing.T, seed uint64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if id > b.man.id && m.writerEpoch < b.epoch {
+		if id > bManID && m.writerEpoch < b.epoch {
 			t.Fatalf("manifest %d has stale epoch %d", id, m.writerEpoch)
 		}
 	}
