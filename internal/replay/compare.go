@@ -222,7 +222,7 @@ func decodeDataRow(b []byte) (row, error) {
 			}
 			r[i] = x
 		default:
-			r[i] = []byte(v["text"])
+			r[i] = append([]byte{}, v["text"]...) // non-nil: "" is not NULL
 		}
 	}
 	return r, nil
@@ -390,7 +390,7 @@ func decodeCopy(stream []byte, binaryFormat bool) ([]row, error) {
 				if f == `\N` {
 					r = append(r, nil)
 				} else {
-					r = append(r, []byte(f))
+					r = append(r, append([]byte{}, f...))
 				}
 			}
 			rows = append(rows, r)

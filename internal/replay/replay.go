@@ -227,6 +227,7 @@ func dial(ctx context.Context, hostport string) (*conn, error) {
 				c.in.stop(fmt.Errorf("marshal %T: %w", m, err))
 				return
 			}
+			b = markOverallFormat(m, b)
 			c.in.push(actual{Type: reflect.TypeOf(m).Elem().Name(), JSON: b})
 		}
 	}()
@@ -236,6 +237,41 @@ func dial(ctx context.Context, hostport string) (*conn, error) {
 func (c *conn) send(m pgproto3.FrontendMessage) error {
 	c.fe.Send(m)
 	return c.fe.Flush()
+}
+
+// copyOverall is the overall COPY format PostgreSQL announces for the given
+// column format codes: binary (1) exactly when every column is binary.
+func copyOverall(cols []uint16) int {
+	if len(cols) == 0 {
+		return 0
+	}
+	for _, f := range cols {
+		if f != 1 {
+			return 0
+		}
+	}
+	return 1
+}
+
+// markOverallFormat adds an OverallFormat field to the JSON of a COPY
+// response whose overall format contradicts its column formats. pgproto3's
+// JSON (and so the recording) omits the field, so this is the only way the
+// comparison can see it.
+func markOverallFormat(m pgproto3.BackendMessage, b []byte) []byte {
+	var overall byte
+	var cols []uint16
+	switch x := m.(type) {
+	case *pgproto3.CopyOutResponse:
+		overall, cols = x.OverallFormat, x.ColumnFormatCodes
+	case *pgproto3.CopyInResponse:
+		overall, cols = x.OverallFormat, x.ColumnFormatCodes
+	default:
+		return b
+	}
+	if int(overall) == copyOverall(cols) {
+		return b
+	}
+	return append(b[:len(b)-1], []byte(fmt.Sprintf(`,"OverallFormat":%d}`, overall))...)
 }
 
 // item is a unit of comparison: one recorded server message, or a run that
@@ -497,11 +533,7 @@ func (r *replayer) single(i int, a actual) error {
 	case "CopyOutResponse":
 		var cr struct{ ColumnFormatCodes []uint16 }
 		_ = json.Unmarshal(m.Raw, &cr)
-		bin := len(cr.ColumnFormatCodes) > 0
-		for _, f := range cr.ColumnFormatCodes {
-			bin = bin && f == 1
-		}
-		r.copyFormat[m.Conn] = bin
+		r.copyFormat[m.Conn] = copyOverall(cr.ColumnFormatCodes) == 1
 	case "CommandComplete":
 		if si := r.stmts[i]; si != nil && si.Cluster {
 			var w, g struct{ CommandTag string }
