@@ -178,7 +178,7 @@ func TestReplayMutations(t *testing.T) {
 	cases := []struct {
 		name   string
 		from   string
-		pass   bool // the mutation touches only volatile fields
+		pass   bool                                                  // the mutation touches only volatile fields
 		mutate func(t *testing.T, tr *Transcript) (*Transcript, int) // returns the mutated message index
 	}{
 		{"data row value", "s01_basic", false, func(t *testing.T, tr *Transcript) (*Transcript, int) {
