@@ -454,7 +454,10 @@ func (c *conn) loop() error {
 
 // receiveFailed turns a Receive error into the connection's last words.
 func (c *conn) receiveFailed(err error) error {
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
+	// pgproto3 reports a client hang-up (even between messages) as
+	// io.ErrUnexpectedEOF; a bare io.EOF comes from decoding a truncated
+	// message body, which is a protocol violation.
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) {
 		return errClosing
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {

@@ -1,0 +1,150 @@
+package pgwire
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// FuzzStartupPacket feeds arbitrary startup-phase packet bodies to the
+// decoder: it must never panic, and a decoded 3.x StartupMessage must
+// re-encode to the same parameters.
+func FuzzStartupPacket(f *testing.F) {
+	f.Add(startupBytes(protocol30, "user", "alice", "database", "lake")[4:])
+	f.Add([]byte{0x04, 0xd2, 0x16, 0x2f})                               // SSLRequest
+	f.Add([]byte{0x04, 0xd2, 0x16, 0x30})                               // GSSENCRequest
+	f.Add([]byte{0x04, 0xd2, 0x16, 0x2e, 0, 0, 0x03, 0xe9, 1, 2, 3, 4}) // CancelRequest
+	f.Add(startupBytes(2<<16, "user", "x")[4:])                         // protocol 2
+	f.Add(startupBytes(3<<16|2, "user", "x", "_pq_.opt", "v")[4:])      // protocol 3.2
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := decodeStartupPacket(body)
+		if err != nil || p.kind != packetStartup || p.version>>16 != 3 {
+			return
+		}
+		var re []string
+		for _, kv := range p.params {
+			re = append(re, kv[0], kv[1])
+		}
+		again, err := decodeStartupPacket(startupBytes(p.version, re...)[4:])
+		if err != nil || len(again.params) != len(p.params) {
+			t.Fatalf("re-decode: %v %v vs %v", err, again.params, p.params)
+		}
+		for i := range p.params {
+			if again.params[i] != p.params[i] {
+				t.Fatalf("param %d: %q vs %q", i, again.params[i], p.params[i])
+			}
+		}
+	})
+}
+
+// fuzzServer is shared by FuzzConnection iterations.
+var fuzzServer *Server
+
+// FuzzConnection logs in and then feeds arbitrary bytes as the frontend
+// message stream. Whatever the bytes, the connection goroutine must end
+// (once the client hangs up), without a panic, and the session must be
+// closed.
+func FuzzConnection(f *testing.F) {
+	enc := func(msgs ...pgproto3.FrontendMessage) []byte {
+		var b []byte
+		for _, m := range msgs {
+			b, _ = m.Encode(b)
+		}
+		return b
+	}
+	f.Add(enc(&pgproto3.Query{String: "SELECT 1; SELECT * FROM t"}))
+	f.Add(enc(&pgproto3.Parse{Query: "SELECT $1::int8"}, &pgproto3.Bind{Parameters: [][]byte{[]byte("1")}, ResultFormatCodes: []int16{1}},
+		&pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{MaxRows: 1}, &pgproto3.Sync{}))
+	f.Add(enc(&pgproto3.Query{String: "COPY t FROM STDIN (FORMAT binary)"}, &pgproto3.CopyData{Data: []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x05\xff\xff")}, &pgproto3.CopyDone{}))
+	f.Add(enc(&pgproto3.Query{String: "COPY t TO STDOUT (FORMAT binary)"}, &pgproto3.Terminate{}))
+	f.Add([]byte{'B', 0, 0, 0, 12, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0})
+	f.Add([]byte{'Q', 0x7f, 0xff, 0xff, 0xff})
+	f.Add(enc(&pgproto3.Query{String: "BEGIN"}, &pgproto3.Query{String: "bogus"}, &pgproto3.Query{String: "ROLLBACK"}))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		if fuzzServer == nil {
+			exec := &toyExec{}
+			srv, err := New(Config{StatementTimeout: 200 * time.Millisecond, MaxMessageSize: 1 << 16, AuthTimeout: 2 * time.Second}, exec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fuzzServer = srv
+		}
+		srv := fuzzServer
+		client, server := net.Pipe()
+		srv.wg.Add(1)
+		done := make(chan struct{})
+		go func() { srv.serveConn(server); close(done) }()
+		go func() { _, _ = io.Copy(io.Discard, client) }()
+		login := startupBytes(protocol30, "user", "alice", "database", "lake")
+		_ = client.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		_, _ = client.Write(append(login, stream...))
+		client.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("connection goroutine did not exit")
+		}
+		if n := srv.panics.Load(); n != 0 {
+			t.Fatalf("%d panics", n)
+		}
+	})
+}
+
+// TestHostileStreams runs a few adversarial streams that the fuzzer
+// would take long to find, through a real socket.
+func TestHostileStreams(t *testing.T) {
+	ts := startServer(t, Config{MaxMessageSize: 1 << 20})
+	streams := map[string][]byte{
+		"negative length":       {'Q', 0xff, 0xff, 0xff, 0xff},
+		"length below header":   {'Q', 0, 0, 0, 3},
+		"bind with huge count":  {'B', 0, 0, 0, 10, 0, 0, 0x7f, 0xff, 0, 0},
+		"parse without nul":     {'P', 0, 0, 0, 6, 'a', 'b'},
+		"copy data when idle":   {'d', 0, 0, 0, 5, 'x', 'S', 0, 0, 0, 4},
+		"sasl message after ok": {'p', 0, 0, 0, 5, 0},
+	}
+	for name, s := range streams {
+		t.Run(name, func(t *testing.T) {
+			rc := dialRaw(t, ts)
+			rc.startup()
+			if _, err := rc.conn.Write(s); err != nil {
+				t.Fatal(err)
+			}
+			// Either a FATAL error and a close or, for the harmless ones,
+			// an answer to the query that follows.
+			_, _ = rc.conn.Write(enc1(&pgproto3.Query{String: "SELECT 1"}))
+			_ = rc.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			var got []byte
+			buf := make([]byte, 4096)
+			for {
+				n, err := rc.conn.Read(buf)
+				got = append(got, buf[:n]...)
+				if bytes.Contains(got, []byte("SELECT 1\x00")) {
+					return // answered
+				}
+				if err != nil {
+					var ne net.Error
+					if errors.As(err, &ne) && ne.Timeout() {
+						t.Fatalf("neither answered nor closed: %q", got)
+					}
+					if !bytes.Contains(got, []byte("FATAL")) {
+						t.Fatalf("closed without a FATAL error: %q", got)
+					}
+					return
+				}
+			}
+		})
+	}
+}
+
+func enc1(m pgproto3.FrontendMessage) []byte {
+	b, _ := m.Encode(nil)
+	return b
+}
+
+var _ = binary.BigEndian
