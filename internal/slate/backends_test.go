@@ -5,6 +5,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/objstore"
 	"github.com/moraine-db/moraine/internal/objstore/localdir"
+	"github.com/moraine-db/moraine/internal/objstore/objstoretest"
 )
 
 type backend struct {
@@ -24,5 +25,6 @@ func testBackends(t *testing.T) []backend {
 			t.Cleanup(func() { s.Close() })
 			return s
 		}},
+		{"s3", func(t *testing.T) objstore.Store { return objstoretest.NewS3(t) }},
 	}
 }

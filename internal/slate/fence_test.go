@@ -23,15 +23,22 @@ func TestFencing(t *testing.T) {
 	if testing.Short() {
 		iters = 5
 	}
-	for iter := 0; iter < iters; iter++ {
-		t.Run(fmt.Sprint(iter), func(t *testing.T) { fencingRound(t, uint64(iter)) })
+	for _, backend := range testBackends(t) {
+		n := iters
+		if backend.name != "mem" {
+			n = iters / 5
+		}
+		for iter := 0; iter < n; iter++ {
+			t.Run(fmt.Sprintf("%s/%d", backend.name, iter), func(t *testing.T) {
+				fencingRound(t, uint64(iter), backend.open(t))
+			})
+		}
 	}
 }
 
-func fencingRound(t *testing.T, seed uint64) {
+func fencingRound(t *testing.T, seed uint64, mem objstore.Store) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 7))
-	mem := objstore.NewMem()
 	lat := fault.Config{Seed: seed, Default: fault.Rule{Latency: fault.Uniform(0, time.Duration(rng.IntN(3000))*time.Microsecond)}}
 	opts := Options{
 		MemtableBytes: 512, MaxWALsPerMemtable: 1 + rng.IntN(6), BlockSize: 128, MaxSSTBytes: 1024,
