@@ -55,3 +55,28 @@ func TestPrefixApplied(t *testing.T) {
 		t.Fatalf("List = %v, %v; want only wal/1", l, err)
 	}
 }
+
+// OpenURL goes through gocloud's URL mux (mem:// is registered by memblob).
+func TestOpenURL(t *testing.T) {
+	ctx := t.Context()
+	s, err := blobstore.OpenURL(ctx, "mem://bucket/some/prefix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := s.String(); got != "mem://bucket/some/prefix/" {
+		t.Fatalf("String = %q", got)
+	}
+	if err := s.PutIfAbsent(ctx, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := s.Bucket().Exists(ctx, "k"); err != nil || !ok {
+		t.Fatalf("Exists = %v, %v", ok, err)
+	}
+	for _, bad := range []string{"mem:///p", "mem://b/../x", "mem://b?prefix=x/", "nosuch://b", "mem://u:p@b"} {
+		if s, err := blobstore.OpenURL(ctx, bad); err == nil {
+			_ = s.Close()
+			t.Errorf("OpenURL(%q) succeeded", bad)
+		}
+	}
+}

@@ -42,7 +42,6 @@ import (
 	"gocloud.dev/blob"
 	"gocloud.dev/blob/s3blob"
 
-	"github.com/moraine-db/moraine/internal/objstore"
 	"github.com/moraine-db/moraine/internal/objstore/blobstore"
 )
 
@@ -116,7 +115,7 @@ func ParseURL(raw string) (Config, error) {
 	if c.Bucket == "" {
 		return Config{}, fmt.Errorf("s3: %q: no bucket", raw)
 	}
-	if c.Prefix, err = NormalizePrefix(u.Path); err != nil {
+	if c.Prefix, err = blobstore.NormalizePrefix(u.Path); err != nil {
 		return Config{}, fmt.Errorf("s3: %q: %w", raw, err)
 	}
 	for k, vs := range u.Query() {
@@ -153,19 +152,6 @@ func ParseURL(raw string) (Config, error) {
 		}
 	}
 	return c, nil
-}
-
-// NormalizePrefix turns a URL path ("/lake/catalog") into a key prefix
-// ("lake/catalog/"), refusing prefixes that are not valid key paths.
-func NormalizePrefix(path string) (string, error) {
-	p := strings.Trim(path, "/")
-	if p == "" {
-		return "", nil
-	}
-	if err := objstore.ValidateKey(p); err != nil {
-		return "", fmt.Errorf("prefix: %w", err)
-	}
-	return p + "/", nil
 }
 
 // OpenURL parses raw and opens the store.
