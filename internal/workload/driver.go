@@ -1,0 +1,894 @@
+// Package workload is a DuckLake-shaped commit workload driver. It talks to a
+// catalog server (PostgreSQL, or moraine posing as one) over the PostgreSQL
+// protocol and follows DuckLake's commit protocol exactly
+// (ducklake-catalog-protocol.md §4):
+//
+//  1. BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+//  2. read the latest snapshot with the postgres_query template (Parse and
+//     Describe, then the same SELECT wrapped in a binary COPY) and the table
+//     statistics with whole-table binary COPY scans, as DuckDB's postgres
+//     extension does;
+//  3. send ONE simple Query holding the whole write set, beginning with
+//     INSERT INTO ducklake_snapshot VALUES (base+1, NOW(), …);
+//  4. COMMIT.
+//
+// On an error whose lowercased text contains `primary key`, `unique`,
+// `conflict` or `concurrent` the writer rolls back, sleeps retry_wait ×
+// U(0.5,1) × backoff^attempt, begins again, runs the conflict query (the
+// whole-table scans of §3.7), applies DuckLake's conflict matrix
+// (internal/commit/changes) to the change sets committed since its original
+// base, and retries on the newest base with recomputed ids and statistics.
+// Any other error, a true conflict, or exhausted retries ends that commit.
+//
+// Writers register one data file per commit (file_column_stats rows, table
+// stats updates, row_id_start from next_row_id). An optional compactor
+// concurrently lands merge-shaped commits (RFC 0008): the merged file is
+// inserted backdated to its first source's begin_snapshot, sources and their
+// stats are hard-deleted and scheduled for deletion, next_row_id is not
+// touched. The Parquet files are never written: the driver exercises the
+// catalog only.
+//
+// Every commit carries a unique tag in snapshot_changes.commit_message (a
+// column DuckLake fills from ducklake_set_commit_message), which lets
+// Result.Verify check that each acknowledged commit landed exactly once.
+package workload
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/commit/changes"
+)
+
+// Config describes one workload run.
+type Config struct {
+	// ConnString is a libpq conninfo or URL; Dial, when set, is used instead.
+	ConnString string
+	Dial       func(ctx context.Context) (*pgconn.PgConn, error)
+
+	Schema   string // metadata schema; default "public"
+	DataPath string // ducklake_metadata data_path; default "/lake/workload/"
+
+	Writers          int // concurrent writers; default 4
+	CommitsPerWriter int // default 10
+	Tables           int // default 4
+	Columns          int // user columns per table = stats rows per file; default 8
+	RowsPerFile      int // mean records per data file; default 100
+
+	Compactor      bool          // run a concurrent merge compactor
+	CompactPause   time.Duration // pause between compactor rounds; default 10ms
+	MergeFiles     int           // max sources per merge; default 4
+	MergeMaxRows   int64         // only files smaller than this merge; default RowsPerFile×MergeFiles
+	MergeEmbedsIDs bool          // merged files embed row ids (row_id_start NULL), as the bundled DuckLake does
+
+	MaxRetries   int           // DuckLake's ducklake_max_retry_count; default 10
+	RetryWait    time.Duration // ducklake_retry_wait_ms; default 100ms
+	RetryBackoff float64       // ducklake_retry_backoff; default 1.5
+
+	Seed uint64 // randomness seed (table choice, file sizes, backoff jitter)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Schema == "" {
+		c.Schema = "public"
+	}
+	if c.DataPath == "" {
+		c.DataPath = "/lake/workload/"
+	}
+	if c.Writers <= 0 {
+		c.Writers = 4
+	}
+	if c.CommitsPerWriter <= 0 {
+		c.CommitsPerWriter = 10
+	}
+	if c.Tables <= 0 {
+		c.Tables = 4
+	}
+	if c.Columns <= 0 {
+		c.Columns = 8
+	}
+	if c.RowsPerFile <= 0 {
+		c.RowsPerFile = 100
+	}
+	if c.CompactPause <= 0 {
+		c.CompactPause = 10 * time.Millisecond
+	}
+	if c.MergeFiles < 2 {
+		c.MergeFiles = 4
+	}
+	if c.MergeMaxRows <= 0 {
+		c.MergeMaxRows = int64(c.RowsPerFile * c.MergeFiles)
+	}
+	if c.MaxRetries < 0 {
+		c.MaxRetries = 0
+	} else if c.MaxRetries == 0 {
+		c.MaxRetries = 10
+	}
+	if c.RetryWait <= 0 {
+		c.RetryWait = 100 * time.Millisecond
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = 1.5
+	}
+	return c
+}
+
+// ErrRetriesExhausted marks a commit that still lost after MaxRetries
+// retries (DuckLake: "Exceeded the maximum retry count").
+var ErrRetriesExhausted = errors.New("workload: exceeded the maximum retry count")
+
+// Landed is one acknowledged commit.
+type Landed struct {
+	Tag      string
+	Snapshot int64
+	Kind     string // "setup", "insert" or "merge"
+	Table    int64
+	File     int64   // the data file it registered (insert, merge)
+	Sources  []int64 // merge: the files it consumed
+	Begin    int64   // begin_snapshot written for File
+	RowIDs   []Span  // row ids File holds
+	Records  int64
+	Attempts int
+}
+
+// Result is what a run measured and acknowledged.
+type Result struct {
+	Config    Config
+	Elapsed   time.Duration   // wall time of the writer phase
+	Latencies []time.Duration // per acknowledged writer commit, BEGIN to COMMIT ack, retries included
+	Commits   int             // acknowledged writer commits
+	Failed    int             // writer commits that hit a true conflict or exhausted retries
+	Retries   int             // writer retries (attempts beyond the first)
+	Conflicts int             // true conflicts seen by writers
+
+	Merges         int // acknowledged compactor commits
+	MergeRetries   int
+	MergeConflicts int
+	MergeFailed    int
+
+	landed   []Landed
+	tableIDs []int64
+}
+
+// CommitsPerSec is acknowledged writer commits per second of wall time.
+func (r *Result) CommitsPerSec() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Commits) / r.Elapsed.Seconds()
+}
+
+// Percentile returns the p-th percentile (0 < p ≤ 100) of commit latency,
+// nearest-rank.
+func (r *Result) Percentile(p float64) time.Duration {
+	if len(r.Latencies) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), r.Latencies...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	rank := int(math.Ceil(p/100*float64(len(s)))) - 1
+	rank = max(0, min(rank, len(s)-1))
+	return s[rank]
+}
+
+// Landed returns the acknowledged commits in acknowledgement order.
+func (r *Result) Landed() []Landed { return append([]Landed(nil), r.landed...) }
+
+type driver struct {
+	cfg    Config
+	q      string // quoted metadata schema
+	cols   []column
+	tables []int64
+
+	mu struct {
+		sync.Mutex
+		landed []Landed
+		files  map[int64]Landed // acknowledged data files by id
+		res    Result
+	}
+}
+
+func (d *driver) dial(ctx context.Context) (*pgconn.PgConn, error) {
+	if d.cfg.Dial != nil {
+		return d.cfg.Dial(ctx)
+	}
+	return pgconn.Connect(ctx, d.cfg.ConnString)
+}
+
+// Prepare creates a fresh catalog (Init) and, in one DuckLake-shaped commit,
+// cfg.Tables tables of cfg.Columns columns each in schema main.
+func Prepare(ctx context.Context, cfg Config) error {
+	d := newDriver(cfg)
+	conn, err := d.dial(ctx)
+	if err != nil {
+		return fmt.Errorf("workload: connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if err := Init(ctx, conn, d.cfg.Schema, d.cfg.DataPath); err != nil {
+		return err
+	}
+	_, err = d.createTables(ctx, conn)
+	return err
+}
+
+func newDriver(cfg Config) *driver {
+	cfg = cfg.withDefaults()
+	d := &driver{cfg: cfg, q: quoteIdent(cfg.Schema), cols: tableColumns(cfg.Columns)}
+	d.mu.files = map[int64]Landed{}
+	return d
+}
+
+// Run drives cfg.Writers writers of cfg.CommitsPerWriter commits each (and
+// the compactor, if enabled) against a catalog made by Prepare. It returns
+// an error only for failures outside DuckLake's protocol (connection loss,
+// an unexpected server error); lost races that end in a true conflict or
+// exhausted retries are counted in Result.Failed.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	d := newDriver(cfg)
+	conn, err := d.dial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("workload: connect: %w", err)
+	}
+	tables, err := d.loadTables(ctx, conn)
+	conn.Close(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	d.tables = tables
+
+	conns := make([]*pgconn.PgConn, d.cfg.Writers)
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close(context.Background())
+			}
+		}
+	}()
+	for i := range conns {
+		if conns[i], err = d.dial(ctx); err != nil {
+			return nil, fmt.Errorf("workload: connect writer %d: %w", i, err)
+		}
+	}
+	var compConn *pgconn.PgConn
+	if d.cfg.Compactor {
+		if compConn, err = d.dial(ctx); err != nil {
+			return nil, fmt.Errorf("workload: connect compactor: %w", err)
+		}
+		defer compConn.Close(context.Background())
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make(chan error, d.cfg.Writers+1)
+	var writers sync.WaitGroup
+	start := time.Now()
+	for i := range conns {
+		writers.Add(1)
+		go func() {
+			defer writers.Done()
+			if err := d.writer(runCtx, conns[i], i); err != nil {
+				errs <- fmt.Errorf("writer %d: %w", i, err)
+				cancel()
+			}
+		}()
+	}
+	stopCompactor := make(chan struct{})
+	var compactor sync.WaitGroup
+	if compConn != nil {
+		compactor.Add(1)
+		go func() {
+			defer compactor.Done()
+			if err := d.compactor(runCtx, compConn, stopCompactor); err != nil {
+				errs <- fmt.Errorf("compactor: %w", err)
+				cancel()
+			}
+		}()
+	}
+	writers.Wait()
+	elapsed := time.Since(start)
+	close(stopCompactor)
+	compactor.Wait()
+	close(errs)
+
+	d.mu.Lock()
+	res := d.mu.res
+	res.Config = d.cfg
+	res.Elapsed = elapsed
+	res.landed = d.mu.landed
+	res.tableIDs = d.tables
+	d.mu.Unlock()
+	if err := <-errs; err != nil {
+		return &res, err
+	}
+	return &res, nil
+}
+
+// snapshot is DuckLake's view of where the catalog is.
+type snapshot struct{ id, schemaVersion, nextCatalogID, nextFileID int64 }
+
+type tableStat struct{ records, nextRowID, size int64 }
+
+// stats is what a commit reads to compute absolute table statistics.
+type stats struct {
+	tables map[int64]tableStat
+	cols   map[[2]int64][2]string // (table, column) → (min, max)
+}
+
+// latestSnapshot runs the postgres_query template: Parse/Describe of the
+// inner SELECT, then the wrapped binary COPY.
+func (d *driver) latestSnapshot(ctx context.Context, conn *pgconn.PgConn) (snapshot, error) {
+	if _, err := conn.Prepare(ctx, "", latestSnapshotInner(d.q), nil); err != nil {
+		return snapshot{}, fmt.Errorf("latest snapshot: describe: %w", err)
+	}
+	rows, err := copyOut(ctx, conn, latestSnapshotCopy(d.q))
+	if err != nil {
+		return snapshot{}, fmt.Errorf("latest snapshot: %w", err)
+	}
+	if len(rows) != 1 {
+		return snapshot{}, fmt.Errorf("latest snapshot: %d rows: No snapshot found in DuckLake", len(rows))
+	}
+	v, err := int8s(rows[0], 4)
+	if err != nil {
+		return snapshot{}, fmt.Errorf("latest snapshot: %w", err)
+	}
+	return snapshot{v[0], v[1], v[2], v[3]}, nil
+}
+
+func copyOut(ctx context.Context, conn *pgconn.PgConn, sql string) ([][][]byte, error) {
+	var buf bytes.Buffer
+	if _, err := conn.CopyTo(ctx, &buf, sql); err != nil {
+		return nil, err
+	}
+	return decodeCopy(buf.Bytes())
+}
+
+// int8s decodes the first n fields of row as non-null BIGINTs.
+func int8s(row [][]byte, n int) ([]int64, error) {
+	if len(row) < n {
+		return nil, fmt.Errorf("%w: %d fields, want %d", errCopyFormat, len(row), n)
+	}
+	out := make([]int64, n)
+	for i := range out {
+		v, ok, err := int8(row[i])
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fmt.Errorf("%w: unexpected NULL in field %d", errCopyFormat, i)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (d *driver) readStats(ctx context.Context, conn *pgconn.PgConn) (*stats, error) {
+	st := &stats{tables: map[int64]tableStat{}, cols: map[[2]int64][2]string{}}
+	rows, err := copyOut(ctx, conn, localScan(d.q, "ducklake_table_stats", "table_id", "record_count", "file_size_bytes", "next_row_id"))
+	if err != nil {
+		return nil, fmt.Errorf("read table stats: %w", err)
+	}
+	for _, r := range rows {
+		v, err := int8s(r, 4)
+		if err != nil {
+			return nil, fmt.Errorf("read table stats: %w", err)
+		}
+		st.tables[v[0]] = tableStat{records: v[1], size: v[2], nextRowID: v[3]}
+	}
+	rows, err = copyOut(ctx, conn, localScan(d.q, "ducklake_table_column_stats", "table_id", "column_id", "contains_null", "contains_nan", "min_value", "max_value", "extra_stats"))
+	if err != nil {
+		return nil, fmt.Errorf("read column stats: %w", err)
+	}
+	for _, r := range rows {
+		v, err := int8s(r, 2)
+		if err != nil || len(r) < 6 {
+			return nil, fmt.Errorf("read column stats: %w", errors.Join(err, errCopyFormat))
+		}
+		st.cols[[2]int64{v[0], v[1]}] = [2]string{string(r[4]), string(r[5])}
+	}
+	return st, nil
+}
+
+// conflictQuery is DuckLake's retry read (§3.7) as DuckDB runs it over a
+// PostgreSQL catalog: whole-table scans of table stats, snapshots and
+// snapshot changes, reduced client-side. It returns the change sets committed
+// after origBase, in snapshot order, and fresh statistics.
+func (d *driver) conflictQuery(ctx context.Context, conn *pgconn.PgConn, origBase int64) (changes.Set, *stats, error) {
+	st, err := d.readStats(ctx, conn)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := copyOut(ctx, conn, localScan(d.q, "ducklake_snapshot", "snapshot_id", "schema_version", "next_catalog_id", "next_file_id")); err != nil {
+		return nil, nil, fmt.Errorf("conflict query: snapshots: %w", err)
+	}
+	rows, err := copyOut(ctx, conn, localScan(d.q, "ducklake_snapshot_changes", "snapshot_id", "changes_made"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("conflict query: changes: %w", err)
+	}
+	type change struct {
+		id int64
+		s  string
+	}
+	var later []change
+	for _, r := range rows {
+		id, ok, err := int8(r[0])
+		if err != nil || !ok || len(r) < 2 {
+			return nil, nil, fmt.Errorf("conflict query: changes row: %w", errors.Join(err, errCopyFormat))
+		}
+		if id > origBase && r[1] != nil {
+			later = append(later, change{id, string(r[1])})
+		}
+	}
+	sort.Slice(later, func(i, j int) bool { return later[i].id < later[j].id })
+	var theirs changes.Set
+	for _, c := range later {
+		set, err := changes.Parse(c.s)
+		if err != nil {
+			return nil, nil, fmt.Errorf("conflict query: snapshot %d: %w", c.id, err)
+		}
+		theirs = append(theirs, set...)
+	}
+	return theirs, st, nil
+}
+
+// retryable is DuckLake's test on the error text (§4.3).
+func retryable(err error) bool {
+	s := strings.ToLower(err.Error())
+	for _, w := range []string{"primary key", "unique", "conflict", "concurrent"} {
+		if strings.Contains(s, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// plan is one transaction's intended change, rebuilt on every attempt.
+type plan struct {
+	kind  string
+	tag   string
+	mine  changes.Set
+	build func(base snapshot, st *stats) (batch string, landed Landed)
+}
+
+// outcome of commitTail.
+type outcome struct {
+	landed   Landed
+	retries  int
+	conflict bool
+	failed   bool
+}
+
+// commitTail sends plan's batch in the transaction the caller began (base
+// and st read in it) and runs DuckLake's retry loop. It returns a non-nil
+// error only for failures outside the protocol.
+func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.Rand, base snapshot, st *stats, p plan) (outcome, error) {
+	origBase := base.id
+	var out outcome
+	for attempt := 0; ; attempt++ {
+		batch, l := p.build(base, st)
+		err := exec(ctx, conn, batch)
+		if err == nil {
+			if err = exec(ctx, conn, "COMMIT"); err == nil {
+				l.Tag, l.Kind, l.Attempts = p.tag, p.kind, attempt+1
+				d.recordLanded(l)
+				out.landed = l
+				return out, nil
+			}
+		}
+		_ = exec(ctx, conn, "ROLLBACK")
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+		if !retryable(err) {
+			return out, fmt.Errorf("commit %s (snapshot %d): %w", p.tag, base.id+1, err)
+		}
+		if attempt >= d.cfg.MaxRetries {
+			out.failed = true
+			return out, nil
+		}
+		wait := float64(d.cfg.RetryWait) * (0.5 + 0.5*rng.Float64()) * math.Pow(d.cfg.RetryBackoff, float64(attempt))
+		select {
+		case <-time.After(time.Duration(wait)):
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+		out.retries++
+		if err := exec(ctx, conn, "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+			return out, fmt.Errorf("retry begin: %w", err)
+		}
+		theirs, newStats, err := d.conflictQuery(ctx, conn, origBase)
+		if err == nil {
+			if cerr := changes.Classify(p.mine, theirs, changes.SchemaNames{0: "main"}); cerr != nil {
+				_ = exec(ctx, conn, "ROLLBACK")
+				out.conflict, out.failed = true, true
+				return out, nil
+			}
+			base, err = d.latestSnapshot(ctx, conn)
+		}
+		if err != nil {
+			_ = exec(ctx, conn, "ROLLBACK")
+			return out, fmt.Errorf("retry of %s: %w", p.tag, err)
+		}
+		st = newStats
+	}
+}
+
+func (d *driver) recordLanded(l Landed) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.landed = append(d.mu.landed, l)
+	if l.Kind == "insert" || l.Kind == "merge" {
+		d.mu.files[l.File] = l
+	}
+}
+
+func (d *driver) begin(ctx context.Context, conn *pgconn.PgConn) (snapshot, error) {
+	if err := exec(ctx, conn, "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		return snapshot{}, fmt.Errorf("begin: %w", err)
+	}
+	base, err := d.latestSnapshot(ctx, conn)
+	if err != nil {
+		_ = exec(ctx, conn, "ROLLBACK")
+		return snapshot{}, err
+	}
+	return base, nil
+}
+
+// createTables lands the setup commit: tables t1…tN with their columns.
+func (d *driver) createTables(ctx context.Context, conn *pgconn.PgConn) (Landed, error) {
+	base, err := d.begin(ctx, conn)
+	if err != nil {
+		return Landed{}, err
+	}
+	var mine changes.Set
+	for i := 1; i <= d.cfg.Tables; i++ {
+		mine = append(mine, changes.Entry{Kind: changes.CreatedTable, Schema: "main", Name: fmt.Sprintf("t%d", i)})
+	}
+	p := plan{kind: "setup", tag: "setup", mine: mine, build: func(base snapshot, _ *stats) (string, Landed) {
+		s := base.id + 1
+		stmts := []string{snapshotSQL(d.q, s, base.schemaVersion+1, base.nextCatalogID+int64(d.cfg.Tables), base.nextFileID)}
+		for i := 0; i < d.cfg.Tables; i++ {
+			tid := base.nextCatalogID + int64(i)
+			name := fmt.Sprintf("t%d", i+1)
+			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.ducklake_table VALUES (%d, '%s', %d, NULL, 0, %s, %s, true)",
+				d.q, tid, uuidString(newUUID()), s, quoteLiteral(name), quoteLiteral(name+"/")))
+			var cols []string
+			for _, c := range d.cols {
+				cols = append(cols, fmt.Sprintf("(%d, %d, NULL, %d, %d, %s, %s, NULL, 'NULL', true, NULL, 'literal', 'duckdb')",
+					c.id, s, tid, c.id, quoteLiteral(c.name), quoteLiteral(c.typ)))
+			}
+			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.ducklake_column VALUES %s", d.q, strings.Join(cols, ",")))
+		}
+		for i := 0; i < d.cfg.Tables; i++ {
+			stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.ducklake_schema_versions VALUES (%d,%d,%d)", d.q, s, base.schemaVersion+1, base.nextCatalogID+int64(i)))
+		}
+		stmts = append(stmts, changesSQL(d.q, s, mine.String(), "setup"))
+		return joinBatch(stmts), Landed{Snapshot: s}
+	}}
+	out, err := d.commitTail(ctx, conn, rand.New(rand.NewPCG(d.cfg.Seed, 0)), base, nil, p)
+	if err != nil {
+		return Landed{}, fmt.Errorf("create tables: %w", err)
+	}
+	if out.failed {
+		return Landed{}, fmt.Errorf("create tables: %w", ErrRetriesExhausted)
+	}
+	return out.landed, nil
+}
+
+// loadTables reads the ids of tables t1…tN (current rows of ducklake_table).
+func (d *driver) loadTables(ctx context.Context, conn *pgconn.PgConn) ([]int64, error) {
+	rows, err := copyOut(ctx, conn, localScan(d.q, "ducklake_table", "table_id", "end_snapshot", "table_name"))
+	if err != nil {
+		return nil, fmt.Errorf("workload: load tables: %w", err)
+	}
+	byName := map[string]int64{}
+	for _, r := range rows {
+		id, _, err := int8(r[0])
+		if err != nil {
+			return nil, fmt.Errorf("workload: load tables: %w", err)
+		}
+		if r[1] == nil {
+			byName[string(r[2])] = id
+		}
+	}
+	var ids []int64
+	for i := 1; i <= d.cfg.Tables; i++ {
+		id, ok := byName[fmt.Sprintf("t%d", i)]
+		if !ok {
+			return nil, fmt.Errorf("workload: table t%d missing (run Prepare first)", i)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
+	rng := rand.New(rand.NewPCG(d.cfg.Seed, uint64(w)+1))
+	for c := 0; c < d.cfg.CommitsPerWriter; c++ {
+		table := d.tables[rng.IntN(len(d.tables))]
+		rows := int64(d.cfg.RowsPerFile/2 + rng.IntN(d.cfg.RowsPerFile+1))
+		path := "ducklake-" + uuidString(newUUID()) + ".parquet"
+		tag := fmt.Sprintf("w%d-c%d", w, c)
+		p := plan{kind: "insert", tag: tag,
+			mine:  changes.Set{{Kind: changes.InsertedIntoTable, ID: table}},
+			build: func(base snapshot, st *stats) (string, Landed) { return d.insertBatch(base, st, table, rows, path, tag) },
+		}
+		start := time.Now()
+		base, err := d.begin(ctx, conn)
+		if err != nil {
+			return err
+		}
+		st, err := d.readStats(ctx, conn)
+		if err != nil {
+			_ = exec(ctx, conn, "ROLLBACK")
+			return err
+		}
+		out, err := d.commitTail(ctx, conn, rng, base, st, p)
+		lat := time.Since(start)
+		d.mu.Lock()
+		d.mu.res.Retries += out.retries
+		switch {
+		case err != nil:
+		case out.failed:
+			d.mu.res.Failed++
+			if out.conflict {
+				d.mu.res.Conflicts++
+			}
+		default:
+			d.mu.res.Commits++
+			d.mu.res.Latencies = append(d.mu.res.Latencies, lat)
+		}
+		d.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertBatch is an ordinary insert commit: one new data file in table.
+func (d *driver) insertBatch(base snapshot, st *stats, table, rows int64, path, tag string) (string, Landed) {
+	s := base.id + 1
+	ts, hasStats := st.tables[table]
+	start := ts.nextRowID
+	f := fileSpec{
+		id: base.nextFileID, table: table, begin: s, path: path, records: rows,
+		size: rows*int64(8*len(d.cols)) + 400, footer: int64(200 + 40*len(d.cols)),
+		rowIDStart: start, hasStart: true,
+		rowIDs: []Span{{start, start + rows}}, statsColumn: d.cols,
+	}
+	stmts := []string{snapshotSQL(d.q, s, base.schemaVersion, base.nextCatalogID, base.nextFileID+1)}
+	if hasStats {
+		stmts = append(stmts, fmt.Sprintf("UPDATE %s.ducklake_table_stats SET record_count=%d, file_size_bytes=%d, next_row_id=%d WHERE table_id=%d",
+			d.q, ts.records+rows, ts.size+f.size, start+rows, table))
+		for _, c := range d.cols {
+			lo, hi := c.value(start), c.value(start+rows-1)
+			if old, ok := st.cols[[2]int64{table, c.id}]; ok {
+				if c.less(old[0], lo) {
+					lo = old[0]
+				}
+				if c.less(hi, old[1]) {
+					hi = old[1]
+				}
+			}
+			stmts = append(stmts, fmt.Sprintf("UPDATE %s.ducklake_table_column_stats SET contains_null=CAST(false AS BOOLEAN), contains_nan=CAST(NULL AS BOOLEAN), min_value=%s, max_value=%s, extra_stats=NULL WHERE table_id=%d AND column_id=%d",
+				d.q, quoteLiteral(lo), quoteLiteral(hi), table, c.id))
+		}
+	} else {
+		stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.ducklake_table_stats VALUES (%d, %d, %d, %d)", d.q, table, rows, start+rows, f.size))
+		var vals []string
+		for _, c := range d.cols {
+			vals = append(vals, fmt.Sprintf("(%d, %d, false, NULL, %s, %s, NULL)", table, c.id,
+				quoteLiteral(c.value(start)), quoteLiteral(c.value(start+rows-1))))
+		}
+		stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.ducklake_table_column_stats VALUES %s", d.q, strings.Join(vals, ",")))
+	}
+	stmts = append(stmts, f.insertSQL(d.q), f.statsSQL(d.q),
+		changesSQL(d.q, s, changes.Set{{Kind: changes.InsertedIntoTable, ID: table}}.String(), tag))
+	return joinBatch(stmts), Landed{Snapshot: s, Table: table, File: f.id, Begin: s, RowIDs: f.rowIDs, Records: rows}
+}
+
+// liveFile is one current data file as the compactor's candidate scan saw it.
+type liveFile struct {
+	id, table, begin, records, size int64
+	rowIDStart                      int64
+	hasStart                        bool
+	partialMax                      int64
+	hasPartial                      bool
+	path                            string
+}
+
+func (d *driver) compactor(ctx context.Context, conn *pgconn.PgConn, stop <-chan struct{}) error {
+	rng := rand.New(rand.NewPCG(d.cfg.Seed, 1<<32))
+	for round := 0; ; round++ {
+		select {
+		case <-stop:
+			return nil
+		case <-ctx.Done():
+			return nil
+		case <-time.After(d.cfg.CompactPause):
+		}
+		table := d.tables[round%len(d.tables)]
+		base, err := d.begin(ctx, conn)
+		if err != nil {
+			return err
+		}
+		sources, err := d.mergeCandidates(ctx, conn, table)
+		if err != nil {
+			_ = exec(ctx, conn, "ROLLBACK")
+			return err
+		}
+		if len(sources) < 2 {
+			// Nothing to do: DuckLake commits the empty metadata transaction.
+			if err := exec(ctx, conn, "COMMIT"); err != nil {
+				return fmt.Errorf("empty compaction commit: %w", err)
+			}
+			continue
+		}
+		tag := fmt.Sprintf("compactor-%d", round)
+		path := "ducklake-" + uuidString(newUUID()) + ".parquet"
+		p := plan{kind: "merge", tag: tag,
+			mine:  changes.Set{{Kind: changes.MergeAdjacent, ID: table}},
+			build: func(base snapshot, _ *stats) (string, Landed) { return d.mergeBatch(base, table, sources, path, tag) },
+		}
+		out, err := d.commitTail(ctx, conn, rng, base, nil, p)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		d.mu.Lock()
+		d.mu.res.MergeRetries += out.retries
+		switch {
+		case out.failed:
+			d.mu.res.MergeFailed++
+			if out.conflict {
+				d.mu.res.MergeConflicts++
+			}
+		default:
+			d.mu.res.Merges++
+		}
+		d.mu.Unlock()
+	}
+}
+
+// mergeCandidates scans ducklake_data_file (DuckDB streams the whole table)
+// and picks a run of up to MergeFiles small live files of table, ordered as
+// DuckLake orders them (begin_snapshot, row_id_start, data_file_id). Unless
+// merged files embed their row ids, the run must be row-id adjacent.
+func (d *driver) mergeCandidates(ctx context.Context, conn *pgconn.PgConn, table int64) ([]liveFile, error) {
+	rows, err := copyOut(ctx, conn, localScan(d.q, "ducklake_data_file", "data_file_id", "table_id", "begin_snapshot", "end_snapshot",
+		"path", "path_is_relative", "record_count", "file_size_bytes", "row_id_start", "partial_max"))
+	if err != nil {
+		return nil, fmt.Errorf("compaction candidates: %w", err)
+	}
+	var files []liveFile
+	for _, r := range rows {
+		if len(r) < 10 {
+			return nil, fmt.Errorf("compaction candidates: %w", errCopyFormat)
+		}
+		v, err := int8s(r, 3)
+		if err != nil {
+			return nil, fmt.Errorf("compaction candidates: %w", err)
+		}
+		if v[1] != table || r[3] != nil {
+			continue
+		}
+		f := liveFile{id: v[0], table: v[1], begin: v[2], path: string(r[4])}
+		var errs [4]error
+		f.records, _, errs[0] = int8(r[6])
+		f.size, _, errs[1] = int8(r[7])
+		f.rowIDStart, f.hasStart, errs[2] = int8(r[8])
+		f.partialMax, f.hasPartial, errs[3] = int8(r[9])
+		if err := errors.Join(errs[:]...); err != nil {
+			return nil, fmt.Errorf("compaction candidates: %w", err)
+		}
+		if f.records >= d.cfg.MergeMaxRows {
+			continue
+		}
+		files = append(files, f)
+	}
+	sort.Slice(files, func(i, j int) bool {
+		a, b := files[i], files[j]
+		if a.begin != b.begin {
+			return a.begin < b.begin
+		}
+		if a.rowIDStart != b.rowIDStart {
+			return a.rowIDStart < b.rowIDStart
+		}
+		return a.id < b.id
+	})
+	var best []liveFile
+	for i := 0; i < len(files) && len(best) < 2; i++ {
+		run := []liveFile{files[i]}
+		for j := i + 1; j < len(files) && len(run) < d.cfg.MergeFiles; j++ {
+			prev := run[len(run)-1]
+			if !d.cfg.MergeEmbedsIDs && (!prev.hasStart || !files[j].hasStart || prev.rowIDStart+prev.records != files[j].rowIDStart) {
+				break
+			}
+			run = append(run, files[j])
+		}
+		if len(run) >= 2 {
+			best = run
+		}
+	}
+	return best, nil
+}
+
+// mergeBatch is a merge_adjacent commit (RFC 0008; §3.10): hard-delete the
+// sources and everything keyed by their ids, schedule their paths, insert
+// the merged file backdated to the first source's begin_snapshot.
+func (d *driver) mergeBatch(base snapshot, table int64, sources []liveFile, path, tag string) (string, Landed) {
+	s := base.id + 1
+	ids := make([]int64, len(sources))
+	var records, size int64
+	partialMax := int64(math.MinInt64)
+	var spans []Span
+	d.mu.Lock()
+	for i, src := range sources {
+		ids[i] = src.id
+		records += src.records
+		size += src.size
+		pm := src.begin
+		if src.hasPartial {
+			pm = src.partialMax
+		}
+		partialMax = max(partialMax, pm)
+		if src.hasStart {
+			spans = append(spans, Span{src.rowIDStart, src.rowIDStart + src.records})
+		} else {
+			spans = append(spans, d.mu.files[src.id].RowIDs...)
+		}
+	}
+	d.mu.Unlock()
+	spans = normalize(spans)
+	f := fileSpec{
+		id: base.nextFileID, table: table, begin: sources[0].begin, path: path, records: records,
+		size: size * 9 / 10, footer: int64(200 + 40*len(d.cols)),
+		partialMax: partialMax, hasPartial: len(sources) > 1,
+		rowIDs: spans, statsColumn: d.cols,
+	}
+	if !d.cfg.MergeEmbedsIDs {
+		f.rowIDStart, f.hasStart = sources[0].rowIDStart, sources[0].hasStart
+	}
+	list := inList(ids)
+	var dels []string
+	for _, t := range []string{"ducklake_data_file", "ducklake_file_column_stats", "ducklake_delete_file", "ducklake_file_partition_value", "ducklake_file_variant_stats"} {
+		dels = append(dels, fmt.Sprintf("DELETE FROM %s.%s\nWHERE data_file_id IN (%s)", d.q, t, list))
+	}
+	var sched []string
+	for _, src := range sources {
+		sched = append(sched, fmt.Sprintf("(%d, %s, true, NOW())", src.id, quoteLiteral(fmt.Sprintf("main/t%d/%s", table, src.path))))
+	}
+	batch := snapshotSQL(d.q, s, base.schemaVersion, base.nextCatalogID, base.nextFileID+1) + ";\n" +
+		strings.Join(dels, ";\n\n") + ";\n" +
+		fmt.Sprintf("INSERT INTO %s.ducklake_files_scheduled_for_deletion VALUES %s", d.q, strings.Join(sched, ", ")) + ";" +
+		joinBatch([]string{f.insertSQL(d.q), f.statsSQL(d.q),
+			changesSQL(d.q, s, changes.Set{{Kind: changes.MergeAdjacent, ID: table}}.String(), tag)})
+	return batch, Landed{Snapshot: s, Table: table, File: f.id, Sources: ids, Begin: f.begin, RowIDs: spans, Records: records}
+}
+
+// normalize sorts spans and coalesces touching ones.
+func normalize(in []Span) []Span {
+	s := append([]Span(nil), in...)
+	sort.Slice(s, func(i, j int) bool { return s[i].Lo < s[j].Lo })
+	var out []Span
+	for _, x := range s {
+		if n := len(out); n > 0 && out[n-1].Hi == x.Lo {
+			out[n-1].Hi = x.Hi
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}

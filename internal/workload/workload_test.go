@@ -1,0 +1,166 @@
+package workload_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/workload"
+)
+
+// postgres returns the conninfo of the test PostgreSQL. In CI a missing
+// server is a failure, not a skip.
+func postgres(t *testing.T) string {
+	t.Helper()
+	ci := os.Getenv("MORAINE_TEST_POSTGRES")
+	if ci == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("MORAINE_TEST_POSTGRES is unset while CI=true")
+		}
+		t.Skip("MORAINE_TEST_POSTGRES is unset")
+	}
+	return ci
+}
+
+func freshDB(t *testing.T) func(context.Context) (*pgconn.PgConn, error) {
+	t.Helper()
+	ctx := context.Background()
+	dial, drop, err := workload.FreshDatabase(ctx, postgres(t), "moraine_wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := drop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return dial
+}
+
+func runAndVerify(t *testing.T, cfg workload.Config) *workload.Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := workload.Prepare(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := workload.Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := cfg.Dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := res.Verify(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d commits in %v (%.0f/s), p50 %v p99 %v, %d retries, %d failed; %d merges (%d retries, %d failed)",
+		res.Commits, res.Elapsed.Round(time.Millisecond), res.CommitsPerSec(), res.Percentile(50), res.Percentile(99),
+		res.Retries, res.Failed, res.Merges, res.MergeRetries, res.MergeFailed)
+	return res
+}
+
+// TestContendedWritersWithCompactor is issue 6's workload at test size: 16
+// writers over 4 tables plus a concurrent compactor, against a real
+// PostgreSQL, then the catalog is read back and checked.
+func TestContendedWritersWithCompactor(t *testing.T) {
+	dial := freshDB(t)
+	cfg := workload.Config{
+		Dial: dial, Writers: 16, CommitsPerWriter: 24, Tables: 4, Compactor: true,
+		MaxRetries: 1000, RetryWait: 20 * time.Millisecond, Seed: 1,
+	}
+	res := runAndVerify(t, cfg)
+	if want := 16 * 24; res.Commits != want || res.Failed != 0 {
+		t.Fatalf("%d commits landed, %d failed; want %d and 0", res.Commits, res.Failed, want)
+	}
+	if res.Retries == 0 {
+		t.Errorf("16 contending writers never retried: the race the protocol resolves was not exercised")
+	}
+	if res.Merges == 0 {
+		t.Errorf("the compactor landed no merge")
+	}
+	if res.Conflicts != 0 || res.MergeConflicts != 0 {
+		t.Errorf("appends and merges conflicted (%d, %d): DuckLake's matrix has no such conflict", res.Conflicts, res.MergeConflicts)
+	}
+}
+
+// TestMergeEmbeddedRowIDs runs the compactor in the bundled DuckLake's mode:
+// merged files carry their row ids (row_id_start NULL).
+func TestMergeEmbeddedRowIDs(t *testing.T) {
+	dial := freshDB(t)
+	cfg := workload.Config{
+		Dial: dial, Writers: 4, CommitsPerWriter: 20, Tables: 2, Compactor: true, MergeEmbedsIDs: true,
+		MaxRetries: 1000, RetryWait: 5 * time.Millisecond, Seed: 2, Schema: "lake_meta",
+	}
+	res := runAndVerify(t, cfg)
+	if res.Commits != 80 || res.Merges == 0 {
+		t.Fatalf("commits %d merges %d", res.Commits, res.Merges)
+	}
+}
+
+// TestRetriesExhausted checks that with no retries allowed, lost races
+// are counted as failures and leave nothing behind (Verify covers that).
+func TestRetriesExhausted(t *testing.T) {
+	dial := freshDB(t)
+	cfg := workload.Config{Dial: dial, Writers: 8, CommitsPerWriter: 10, Tables: 1, MaxRetries: -1, Seed: 3}
+	res := runAndVerify(t, cfg)
+	if res.Failed == 0 || res.Commits+res.Failed != 80 {
+		t.Fatalf("commits %d failed %d: want some failures out of 80", res.Commits, res.Failed)
+	}
+}
+
+// TestVerifyCatchesCorruption tampers with a verified catalog and expects
+// Verify to notice each kind of damage.
+func TestVerifyCatchesCorruption(t *testing.T) {
+	dial := freshDB(t)
+	cfg := workload.Config{Dial: dial, Writers: 2, CommitsPerWriter: 5, Tables: 2, Seed: 4}
+	res := runAndVerify(t, cfg)
+	ctx := context.Background()
+	conn, err := dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tamper := []struct {
+		name, do, undo, want string
+	}{
+		{"overlapping row ids",
+			`UPDATE ducklake_data_file SET row_id_start = row_id_start + 1 WHERE data_file_id = (SELECT max(data_file_id) FROM ducklake_data_file)`,
+			`UPDATE ducklake_data_file SET row_id_start = row_id_start - 1 WHERE data_file_id = (SELECT max(data_file_id) FROM ducklake_data_file)`,
+			"row ids"},
+		{"next_row_id drift",
+			`UPDATE ducklake_table_stats SET next_row_id = next_row_id + 5`,
+			`UPDATE ducklake_table_stats SET next_row_id = next_row_id - 5`,
+			"next_row_id"},
+		{"phantom snapshot",
+			`INSERT INTO ducklake_snapshot VALUES (1000, NOW(), 1, 1, 1); INSERT INTO ducklake_snapshot_changes VALUES (1000, 'inserted_into_table:1', NULL, 'ghost', NULL)`,
+			`DELETE FROM ducklake_snapshot WHERE snapshot_id = 1000; DELETE FROM ducklake_snapshot_changes WHERE snapshot_id = 1000`,
+			"never acknowledged"},
+		{"lost stats row",
+			`CREATE TABLE saved AS SELECT * FROM ducklake_file_column_stats WHERE data_file_id = 0 AND column_id = 1; DELETE FROM ducklake_file_column_stats WHERE data_file_id = 0 AND column_id = 1`,
+			`INSERT INTO ducklake_file_column_stats SELECT * FROM saved; DROP TABLE saved`,
+			"column-stats rows"},
+	}
+	for _, tc := range tamper {
+		if _, err := conn.Exec(ctx, tc.do).ReadAll(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		err := res.Verify(ctx, conn)
+		if !errors.Is(err, workload.ErrVerify) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Verify = %v, want a problem mentioning %q", tc.name, err, tc.want)
+		}
+		if _, err := conn.Exec(ctx, tc.undo).ReadAll(); err != nil {
+			t.Fatalf("%s undo: %v", tc.name, err)
+		}
+		if err := res.Verify(ctx, conn); err != nil {
+			t.Fatalf("%s: after undo: %v", tc.name, err)
+		}
+	}
+}
