@@ -1,0 +1,369 @@
+package sql
+
+import (
+	"errors"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/pgwire"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// isLakeTable reports whether a table name is one of DuckLake's: its
+// catalog tables and the dynamic inlined-data / inlined-delete tables all
+// start with "ducklake_". This server holds a DuckLake catalog only.
+func isLakeTable(name string) bool { return strings.HasPrefix(name, "ducklake_") }
+
+// tableDef builds a definition from CREATE TABLE's elements.
+func tableDef(s *pg.CreateStmt) (memcat.TableDef, error) {
+	var def memcat.TableDef
+	var pkNames []string
+	for _, el := range s.TableElts {
+		switch {
+		case el.GetColumnDef() != nil:
+			cd := el.GetColumnDef()
+			c, pk, err := columnDef(cd)
+			if err != nil {
+				return def, err
+			}
+			if def.ColumnIndex(c.Name) >= 0 {
+				return def, errf(codeDuplicateColumn, "column %q specified more than once", c.Name)
+			}
+			if pk {
+				pkNames = append(pkNames, c.Name)
+			}
+			def.Columns = append(def.Columns, c)
+		case el.GetConstraint() != nil:
+			con := el.GetConstraint()
+			if con.Contype != pg.ConstrType_CONSTR_PRIMARY {
+				return def, unsupported("table constraint %s", con.Contype)
+			}
+			if len(pkNames) > 0 {
+				return def, errf("42P16", "multiple primary keys for table %q are not allowed", s.Relation.Relname)
+			}
+			pkNames = names(con.Keys)
+		default:
+			return def, unsupported("CREATE TABLE element %s", nodeKind(el))
+		}
+	}
+	for _, n := range pkNames {
+		i := def.ColumnIndex(n)
+		if i < 0 {
+			return def, errf(codeUndefinedColumn, "column %q named in key does not exist", n)
+		}
+		def.Columns[i].NotNull = true
+		def.PK = append(def.PK, i)
+	}
+	return def, nil
+}
+
+func columnDef(cd *pg.ColumnDef) (memcat.Column, bool, error) {
+	t, err := typeFromName(cd.TypeName)
+	if err != nil {
+		return memcat.Column{}, false, err
+	}
+	c := memcat.Column{Name: cd.Colname, Type: t, NotNull: cd.IsNotNull}
+	pk := false
+	for _, cn := range cd.Constraints {
+		con := cn.GetConstraint()
+		switch con.Contype {
+		case pg.ConstrType_CONSTR_NOTNULL:
+			c.NotNull = true
+		case pg.ConstrType_CONSTR_NULL:
+		case pg.ConstrType_CONSTR_PRIMARY:
+			pk = true
+			c.NotNull = true
+		default:
+			return c, false, unsupported("column constraint %s on %q", con.Contype, cd.Colname)
+		}
+	}
+	if cd.RawDefault != nil || cd.CollClause != nil || cd.Identity != "" || cd.Generated != "" {
+		return c, false, unsupported("column defaults, collations, identity and generated columns (%q)", cd.Colname)
+	}
+	return c, pk, nil
+}
+
+func (x *exec) createTable(s *pg.CreateStmt, out sink) error {
+	if len(s.InhRelations) > 0 || s.Partspec != nil || s.Partbound != nil || s.OfTypename != nil || len(s.Options) > 0 {
+		return unsupported("CREATE TABLE with inheritance, partitioning, OF or WITH options")
+	}
+	rv := s.Relation
+	def, err := tableDef(s)
+	if err != nil {
+		return err
+	}
+	if rv.Relpersistence == "t" {
+		if rv.Schemaname != "" && rv.Schemaname != "pg_temp" {
+			return errf(codeInvalidSchema, "cannot create temporary relation in non-temporary schema")
+		}
+		if _, ok := x.s.temps[rv.Relname]; ok {
+			if s.IfNotExists {
+				out.notice(&pgwire.Error{Code: codeDuplicateTable, Message: "relation \"" + rv.Relname + "\" already exists, skipping"})
+				return out.complete("CREATE TABLE")
+			}
+			return errf(codeDuplicateTable, "relation %q already exists", rv.Relname)
+		}
+		switch s.Oncommit {
+		case pg.OnCommitAction_ONCOMMIT_NOOP, pg.OnCommitAction_ONCOMMIT_PRESERVE_ROWS, pg.OnCommitAction_ONCOMMIT_DROP:
+		default:
+			return unsupported("ON COMMIT DELETE ROWS")
+		}
+		db := x.s.db
+		var pk uint32
+		oid, typ := db.NewOID(), db.NewOID()
+		if len(def.PK) > 0 {
+			pk = db.NewOID()
+		}
+		x.s.temps[rv.Relname] = memcat.NewTable(rv.Relname, oid, typ, pk, def)
+		if s.Oncommit == pg.OnCommitAction_ONCOMMIT_DROP {
+			if x.s.tempOnDrop == nil {
+				x.s.tempOnDrop = map[string]bool{}
+			}
+			x.s.tempOnDrop[rv.Relname] = true
+		}
+		return out.complete("CREATE TABLE")
+	}
+	if rv.Relpersistence == "u" {
+		return unsupported("UNLOGGED tables")
+	}
+	if !isLakeTable(rv.Relname) {
+		return unsupported("creating table %q: this server holds a DuckLake catalog only (tables named ducklake_*)", rv.Relname)
+	}
+	if err := x.checkWritable("CREATE TABLE"); err != nil {
+		return err
+	}
+	schema := rv.Schemaname
+	if schema == "" {
+		schema = x.s.searchSchema()
+	}
+	if schema == "pg_catalog" || schema == "information_schema" {
+		return errf("42501", "permission denied to create %q", schema+"."+rv.Relname)
+	}
+	if _, ok := x.s.view().Schemas[schema]; !ok {
+		// A new lake's metadata schema is created on first use.
+		if err := x.s.txn.CreateSchema(schema); err != nil {
+			return asPg(err)
+		}
+	}
+	if _, err := x.s.txn.CreateTable(schema, rv.Relname, def); err != nil {
+		if errors.Is(err, memcat.ErrTableExists) {
+			if s.IfNotExists {
+				out.notice(&pgwire.Error{Code: codeDuplicateTable, Message: "relation \"" + rv.Relname + "\" already exists, skipping"})
+				return out.complete("CREATE TABLE")
+			}
+			return errf(codeDuplicateTable, "relation %q already exists", rv.Relname)
+		}
+		return asPg(err)
+	}
+	return out.complete("CREATE TABLE")
+}
+
+func (x *exec) createSchema(s *pg.CreateSchemaStmt, out sink) error {
+	if len(s.SchemaElts) > 0 || s.Authrole != nil {
+		return unsupported("CREATE SCHEMA with AUTHORIZATION or elements")
+	}
+	if err := x.checkWritable("CREATE SCHEMA"); err != nil {
+		return err
+	}
+	if strings.HasPrefix(s.Schemaname, "pg_") {
+		return errf("42939", "unacceptable schema name %q", s.Schemaname)
+	}
+	if _, ok := x.s.view().Schemas[s.Schemaname]; ok || s.Schemaname == "information_schema" {
+		if s.IfNotExists {
+			out.notice(&pgwire.Error{Code: codeDuplicateSchema, Message: "schema \"" + s.Schemaname + "\" already exists, skipping"})
+			return out.complete("CREATE SCHEMA")
+		}
+		return errf(codeDuplicateSchema, "schema %q already exists", s.Schemaname)
+	}
+	if err := x.s.txn.CreateSchema(s.Schemaname); err != nil {
+		return asPg(err)
+	}
+	return out.complete("CREATE SCHEMA")
+}
+
+func (x *exec) drop(s *pg.DropStmt, out sink) error {
+	if s.RemoveType != pg.ObjectType_OBJECT_TABLE {
+		return unsupported("DROP %s", strings.TrimPrefix(s.RemoveType.String(), "OBJECT_"))
+	}
+	for _, o := range s.Objects {
+		ns := names(o.GetList().GetItems())
+		rv := &pg.RangeVar{Relname: ns[len(ns)-1]}
+		if len(ns) > 1 {
+			rv.Schemaname = ns[len(ns)-2]
+		}
+		t, schema, err := x.lookupTable(rv)
+		if err != nil {
+			if s.MissingOk {
+				out.notice(&pgwire.Error{Code: "00000", Message: "table \"" + rv.Relname + "\" does not exist, skipping"})
+				continue
+			}
+			return errf(codeUndefinedTable, "table %q does not exist", rv.Relname)
+		}
+		if schema == "" {
+			delete(x.s.temps, t.Name)
+			continue
+		}
+		if err := x.checkWritable("DROP TABLE"); err != nil {
+			return err
+		}
+		if err := x.s.txn.DropTable(schema, t.Name); err != nil {
+			return asPg(err)
+		}
+	}
+	return out.complete("DROP TABLE")
+}
+
+func (x *exec) alterTable(s *pg.AlterTableStmt, out sink) error {
+	if s.Objtype != pg.ObjectType_OBJECT_TABLE {
+		return unsupported("ALTER %s", s.Objtype)
+	}
+	t, schema, err := x.lookupTable(s.Relation)
+	if err != nil {
+		if s.MissingOk {
+			out.notice(&pgwire.Error{Code: "00000", Message: "relation \"" + s.Relation.Relname + "\" does not exist, skipping"})
+			return out.complete("ALTER TABLE")
+		}
+		return err
+	}
+	if schema == "" {
+		return unsupported("ALTER TABLE on a temporary table")
+	}
+	if err := x.checkWritable("ALTER TABLE"); err != nil {
+		return err
+	}
+	for _, cn := range s.Cmds {
+		cmd := cn.GetAlterTableCmd()
+		if cmd.Subtype != pg.AlterTableType_AT_AddColumn {
+			return unsupported("ALTER TABLE %s", strings.TrimPrefix(cmd.Subtype.String(), "AT_"))
+		}
+		c, pk, err := columnDef(cmd.Def.GetColumnDef())
+		if err != nil {
+			return err
+		}
+		if pk || c.NotNull {
+			return unsupported("ALTER TABLE ADD COLUMN with NOT NULL or PRIMARY KEY")
+		}
+		if err := x.s.txn.AddColumn(schema, t.Name, c); err != nil {
+			if errors.Is(err, memcat.ErrColumnExists) {
+				if cmd.MissingOk {
+					out.notice(&pgwire.Error{Code: codeDuplicateColumn, Message: "column \"" + c.Name + "\" of relation \"" + t.Name + "\" already exists, skipping"})
+					continue
+				}
+				return errf(codeDuplicateColumn, "column %q of relation %q already exists", c.Name, t.Name)
+			}
+			return asPg(err)
+		}
+	}
+	return out.complete("ALTER TABLE")
+}
+
+func (x *exec) rename(s *pg.RenameStmt, out sink) error {
+	if s.RenameType != pg.ObjectType_OBJECT_COLUMN || s.RelationType != pg.ObjectType_OBJECT_TABLE {
+		return unsupported("ALTER ... RENAME of %s", strings.TrimPrefix(s.RenameType.String(), "OBJECT_"))
+	}
+	t, schema, err := x.lookupTable(s.Relation)
+	if err != nil {
+		return err
+	}
+	if schema == "" {
+		return unsupported("ALTER TABLE on a temporary table")
+	}
+	if err := x.checkWritable("ALTER TABLE"); err != nil {
+		return err
+	}
+	if err := x.s.txn.RenameColumn(schema, t.Name, s.Subname, s.Newname); err != nil {
+		switch {
+		case errors.Is(err, memcat.ErrNoSuchColumn):
+			return errf(codeUndefinedColumn, "column %q does not exist", s.Subname)
+		case errors.Is(err, memcat.ErrColumnExists):
+			return errf(codeDuplicateColumn, "column %q of relation %q already exists", s.Newname, t.Name)
+		}
+		return asPg(err)
+	}
+	return out.complete("ALTER TABLE")
+}
+
+// set runs SET / RESET.
+func (x *exec) set(s *pg.VariableSetStmt, out sink) error {
+	name := strings.ToLower(s.Name)
+	switch s.Kind {
+	case pg.VariableSetKind_VAR_SET_VALUE:
+		var parts []string
+		for _, a := range s.Args {
+			c := a.GetAConst()
+			if c == nil {
+				if tc := a.GetTypeCast(); tc != nil {
+					c = tc.Arg.GetAConst()
+				}
+			}
+			if c == nil {
+				return unsupported("SET %s to an expression", name)
+			}
+			v, err := constValue(c)
+			if err != nil {
+				return err
+			}
+			parts = append(parts, datum.FormatText(outType(v.t), v.v))
+		}
+		val := strings.Join(parts, ", ")
+		if name == "timezone" && !strings.EqualFold(val, "UTC") && !strings.EqualFold(val, "GMT") && val != "Etc/UTC" {
+			return unsupported("TimeZone other than UTC (%s)", val)
+		}
+		if _, known := defaultSettings[name]; !known && !strings.Contains(name, ".") {
+			return errf(codeUndefinedObject, "unrecognized configuration parameter %q", s.Name)
+		}
+		x.s.settings[name] = val
+		if rep, ok := reported[name]; ok {
+			out.parameter(rep, val)
+		}
+		return out.complete("SET")
+	case pg.VariableSetKind_VAR_SET_DEFAULT, pg.VariableSetKind_VAR_RESET:
+		if def, ok := defaultSettings[name]; ok {
+			x.s.settings[name] = def
+			if rep, ok := reported[name]; ok {
+				out.parameter(rep, def)
+			}
+		} else if !strings.Contains(name, ".") {
+			return errf(codeUndefinedObject, "unrecognized configuration parameter %q", s.Name)
+		}
+		if s.Kind == pg.VariableSetKind_VAR_RESET {
+			return out.complete("RESET")
+		}
+		return out.complete("SET")
+	case pg.VariableSetKind_VAR_RESET_ALL:
+		x.s.resetSettings()
+		return out.complete("RESET")
+	case pg.VariableSetKind_VAR_SET_MULTI:
+		if name == "transaction" || name == "session characteristics" {
+			for _, a := range s.Args {
+				d := a.GetDefElem()
+				if d == nil {
+					continue
+				}
+				if d.Defname == "transaction_isolation" && name == "transaction" {
+					lvl := d.Arg.GetAConst().GetSval().GetSval()
+					x.s.repeatable = lvl == "repeatable read" || lvl == "serializable"
+				}
+				if d.Defname == "transaction_read_only" && name == "transaction" {
+					x.s.readOnly = d.Arg.GetAConst().GetIval().GetIval() != 0
+				}
+			}
+			return out.complete("SET")
+		}
+	}
+	return unsupported("SET form %s", s.Kind)
+}
+
+func (x *exec) show(s *pg.VariableShowStmt, out sink) error {
+	name := strings.ToLower(s.Name)
+	if name == "all" {
+		return unsupported("SHOW ALL")
+	}
+	v, ok := x.s.setting(name)
+	if !ok {
+		return errf(codeUndefinedObject, "unrecognized configuration parameter %q", s.Name)
+	}
+	return out.rows([]colInfo{{name: name, typ: datum.Text}}, [][]datum.Value{{datum.TextValue(v)}}, "SHOW")
+}

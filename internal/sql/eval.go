@@ -1,0 +1,570 @@
+package sql
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/moraine-db/moraine/internal/datum"
+)
+
+// exec evaluates one statement for a session.
+type exec struct {
+	ctx    context.Context
+	s      *Session
+	params []tv
+	ctes   map[string]*rel
+}
+
+func (x *exec) eval(n *pg.Node, e *env) (tv, error) {
+	if n == nil {
+		return tv{}, unsupported("an empty expression")
+	}
+	switch {
+	case n.GetColumnRef() != nil:
+		cr := n.GetColumnRef()
+		if len(cr.Fields) > 0 && cr.Fields[len(cr.Fields)-1].GetAStar() != nil {
+			return tv{}, unsupported("* in this position")
+		}
+		i, err := e.resolve(names(cr.Fields))
+		if err != nil {
+			return tv{}, err
+		}
+		return tv{e.row[i], e.cols[i].typ}, nil
+	case n.GetAConst() != nil:
+		return constValue(n.GetAConst())
+	case n.GetTypeCast() != nil:
+		return x.evalCast(n.GetTypeCast(), e)
+	case n.GetAExpr() != nil:
+		return x.evalAExpr(n.GetAExpr(), e)
+	case n.GetBoolExpr() != nil:
+		return x.evalBool(n.GetBoolExpr(), e)
+	case n.GetNullTest() != nil:
+		nt := n.GetNullTest()
+		a, err := x.eval(nt.Arg, e)
+		if err != nil {
+			return tv{}, err
+		}
+		isNull := a.v.IsNull()
+		if nt.Nulltesttype == pg.NullTestType_IS_NOT_NULL {
+			return boolTV(!isNull), nil
+		}
+		return boolTV(isNull), nil
+	case n.GetCollateClause() != nil:
+		return x.eval(n.GetCollateClause().Arg, e)
+	case n.GetFuncCall() != nil:
+		return x.evalFunc(n.GetFuncCall(), e)
+	case n.GetSubLink() != nil:
+		return x.evalSubLink(n.GetSubLink(), e)
+	case n.GetCoalesceExpr() != nil:
+		var last tv
+		for _, a := range n.GetCoalesceExpr().Args {
+			v, err := x.eval(a, e)
+			if err != nil {
+				return tv{}, err
+			}
+			if !v.v.IsNull() {
+				return v, nil
+			}
+			last = v
+		}
+		return last, nil
+	case n.GetCaseExpr() != nil:
+		return x.evalCase(n.GetCaseExpr(), e)
+	case n.GetParamRef() != nil:
+		i := int(n.GetParamRef().Number) - 1
+		if i < 0 || i >= len(x.params) {
+			return tv{}, errf("42P02", "there is no parameter $%d", i+1)
+		}
+		return x.params[i], nil
+	case n.GetSqlvalueFunction() != nil:
+		switch n.GetSqlvalueFunction().Op {
+		case pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N:
+			return tv{datum.TimestampTZValue(x.s.txStartMicros()), datum.TimestampTZ}, nil
+		case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER, pg.SQLValueFunctionOp_SVFOP_SESSION_USER, pg.SQLValueFunctionOp_SVFOP_USER:
+			return tv{datum.TextValue(x.s.user), datum.Name}, nil
+		case pg.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG:
+			return tv{datum.TextValue(x.s.dbName), datum.Name}, nil
+		case pg.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:
+			return tv{datum.TextValue(x.s.searchSchema()), datum.Name}, nil
+		}
+		return tv{}, unsupported("SQL value function %s", n.GetSqlvalueFunction().Op)
+	case n.GetAArrayExpr() != nil:
+		return tv{}, unsupported("ARRAY[...] expressions")
+	}
+	return tv{}, unsupported("expression %s", nodeKind(n))
+}
+
+// nodeKind names a parse node's type for error messages.
+func nodeKind(n *pg.Node) string {
+	if n == nil || n.Node == nil {
+		return "(empty)"
+	}
+	s := fmt.Sprintf("%T", n.Node)
+	s = strings.TrimPrefix(s, "*pg_query.Node_")
+	return s
+}
+
+func (x *exec) evalCast(c *pg.TypeCast, e *env) (tv, error) {
+	t, err := typeFromName(c.TypeName)
+	if err != nil {
+		return tv{}, err
+	}
+	a, err := x.eval(c.Arg, e)
+	if err != nil {
+		return tv{}, err
+	}
+	if t.OID == datum.OIDRegclass {
+		if a.v.IsNull() {
+			return tv{datum.Null, t}, nil
+		}
+		if a.v.K == datum.KindInt {
+			return tv{a.v, t}, nil
+		}
+		oid, ok := x.regclass(a.v.S)
+		if !ok {
+			return tv{}, errf(codeUndefinedTable, "relation %q does not exist", a.v.S)
+		}
+		return tv{datum.IntValue(int64(oid)), t}, nil
+	}
+	v, err := coerce(a, t)
+	if err != nil {
+		return tv{}, err
+	}
+	return tv{v, t}, nil
+}
+
+func (x *exec) evalBool(b *pg.BoolExpr, e *env) (tv, error) {
+	switch b.Boolop {
+	case pg.BoolExprType_NOT_EXPR:
+		a, err := x.eval(b.Args[0], e)
+		if err != nil {
+			return tv{}, err
+		}
+		if a.v.IsNull() {
+			return nullBool, nil
+		}
+		return boolTV(a.v.I == 0), nil
+	case pg.BoolExprType_AND_EXPR:
+		sawNull := false
+		for _, arg := range b.Args {
+			a, err := x.eval(arg, e)
+			if err != nil {
+				return tv{}, err
+			}
+			if a.v.IsNull() {
+				sawNull = true
+			} else if a.v.I == 0 {
+				return boolTV(false), nil
+			}
+		}
+		if sawNull {
+			return nullBool, nil
+		}
+		return boolTV(true), nil
+	case pg.BoolExprType_OR_EXPR:
+		sawNull := false
+		for _, arg := range b.Args {
+			a, err := x.eval(arg, e)
+			if err != nil {
+				return tv{}, err
+			}
+			if a.v.IsNull() {
+				sawNull = true
+			} else if a.v.I != 0 {
+				return boolTV(true), nil
+			}
+		}
+		if sawNull {
+			return nullBool, nil
+		}
+		return boolTV(false), nil
+	}
+	return tv{}, unsupported("boolean operator %s", b.Boolop)
+}
+
+func opName(ns []*pg.Node) string {
+	if len(ns) == 0 {
+		return ""
+	}
+	return nodeName(ns[len(ns)-1])
+}
+
+func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
+	op := opName(a.Name)
+	switch a.Kind {
+	case pg.A_Expr_Kind_AEXPR_OP:
+		if a.Lexpr == nil {
+			r, err := x.eval(a.Rexpr, e)
+			if err != nil {
+				return tv{}, err
+			}
+			if op == "-" && r.v.K == datum.KindInt {
+				return tv{datum.IntValue(-r.v.I), r.t}, nil
+			}
+			if op == "-" && r.v.K == datum.KindNumeric {
+				s := r.v.S
+				if strings.HasPrefix(s, "-") {
+					s = s[1:]
+				} else {
+					s = "-" + s
+				}
+				return tv{datum.NumericValue(s), r.t}, nil
+			}
+			return tv{}, unsupported("prefix operator %s", op)
+		}
+		l, err := x.eval(a.Lexpr, e)
+		if err != nil {
+			return tv{}, err
+		}
+		r, err := x.eval(a.Rexpr, e)
+		if err != nil {
+			return tv{}, err
+		}
+		switch op {
+		case "=", "<>", "!=", "<", "<=", ">", ">=":
+			return compareOp(op, l, r)
+		case "~", "!~":
+			if l.v.IsNull() || r.v.IsNull() {
+				return nullBool, nil
+			}
+			re, err := regexp.Compile(r.v.S)
+			if err != nil {
+				return tv{}, errf("2201B", "invalid regular expression: %v", err)
+			}
+			m := re.MatchString(l.v.S)
+			return boolTV(m == (op == "~")), nil
+		case "~~", "!~~":
+			if l.v.IsNull() || r.v.IsNull() {
+				return nullBool, nil
+			}
+			m := likeMatch(l.v.S, r.v.S)
+			return boolTV(m == (op == "~~")), nil
+		case "+", "-":
+			if l.v.IsNull() || r.v.IsNull() {
+				return tv{datum.Null, l.t}, nil
+			}
+			if l.v.K == datum.KindInt && r.v.K == datum.KindInt {
+				t := l.t
+				if r.t == datum.Int8 {
+					t = datum.Int8
+				}
+				if op == "+" {
+					return tv{datum.IntValue(l.v.I + r.v.I), t}, nil
+				}
+				return tv{datum.IntValue(l.v.I - r.v.I), t}, nil
+			}
+		case "||":
+			if l.v.IsNull() || r.v.IsNull() {
+				return tv{datum.Null, datum.Text}, nil
+			}
+			return tv{datum.TextValue(datum.FormatText(l.t, l.v) + datum.FormatText(r.t, r.v)), datum.Text}, nil
+		}
+		return tv{}, unsupported("operator %s", op)
+	case pg.A_Expr_Kind_AEXPR_IN:
+		l, err := x.eval(a.Lexpr, e)
+		if err != nil {
+			return tv{}, err
+		}
+		list := a.Rexpr.GetList()
+		if list == nil {
+			return tv{}, unsupported("IN without a list")
+		}
+		sawNull := false
+		for _, item := range list.Items {
+			r, err := x.eval(item, e)
+			if err != nil {
+				return tv{}, err
+			}
+			c, err := compareOp("=", l, r)
+			if err != nil {
+				return tv{}, err
+			}
+			if c.v.IsNull() {
+				sawNull = true
+			} else if c.v.I != 0 {
+				return boolTV(op == "="), nil
+			}
+		}
+		if sawNull {
+			return nullBool, nil
+		}
+		return boolTV(op != "="), nil
+	case pg.A_Expr_Kind_AEXPR_LIKE, pg.A_Expr_Kind_AEXPR_ILIKE:
+		l, err := x.eval(a.Lexpr, e)
+		if err != nil {
+			return tv{}, err
+		}
+		r, err := x.eval(a.Rexpr, e)
+		if err != nil {
+			return tv{}, err
+		}
+		if l.v.IsNull() || r.v.IsNull() {
+			return nullBool, nil
+		}
+		s, p := l.v.S, r.v.S
+		if a.Kind == pg.A_Expr_Kind_AEXPR_ILIKE {
+			s, p = strings.ToLower(s), strings.ToLower(p)
+		}
+		m := likeMatch(s, p)
+		return boolTV(m == (op == "~~" || op == "~~*")), nil
+	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN:
+		l, err := x.eval(a.Lexpr, e)
+		if err != nil {
+			return tv{}, err
+		}
+		list := a.Rexpr.GetList()
+		lo, err := x.eval(list.Items[0], e)
+		if err != nil {
+			return tv{}, err
+		}
+		hi, err := x.eval(list.Items[1], e)
+		if err != nil {
+			return tv{}, err
+		}
+		c1, err := compareOp(">=", l, lo)
+		if err != nil {
+			return tv{}, err
+		}
+		c2, err := compareOp("<=", l, hi)
+		if err != nil {
+			return tv{}, err
+		}
+		if c1.v.IsNull() || c2.v.IsNull() {
+			return nullBool, nil
+		}
+		in := c1.v.I != 0 && c2.v.I != 0
+		return boolTV(in == (a.Kind == pg.A_Expr_Kind_AEXPR_BETWEEN)), nil
+	}
+	return tv{}, unsupported("operator expression of kind %s", a.Kind)
+}
+
+func (x *exec) evalCase(c *pg.CaseExpr, e *env) (tv, error) {
+	var arg tv
+	var err error
+	if c.Arg != nil {
+		if arg, err = x.eval(c.Arg, e); err != nil {
+			return tv{}, err
+		}
+	}
+	var resT datum.Type
+	for _, w := range c.Args {
+		cw := w.GetCaseWhen()
+		var ok bool
+		if c.Arg != nil {
+			v, err := x.eval(cw.Expr, e)
+			if err != nil {
+				return tv{}, err
+			}
+			r, err := compareOp("=", arg, v)
+			if err != nil {
+				return tv{}, err
+			}
+			ok = truth(r)
+		} else {
+			v, err := x.eval(cw.Expr, e)
+			if err != nil {
+				return tv{}, err
+			}
+			ok = truth(v)
+		}
+		if ok {
+			r, err := x.eval(cw.Result, e)
+			if err != nil {
+				return tv{}, err
+			}
+			return r, nil
+		}
+		if resT.OID == 0 {
+			if lit := cw.Result.GetAConst(); lit != nil && lit.GetSval() != nil {
+				resT = datum.Text
+			}
+		}
+	}
+	if c.Defresult != nil {
+		return x.eval(c.Defresult, e)
+	}
+	if resT.OID == 0 {
+		resT = datum.Text
+	}
+	return tv{datum.Null, resT}, nil
+}
+
+func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
+	sel := sl.Subselect.GetSelectStmt()
+	if sel == nil {
+		return tv{}, unsupported("subquery that is not a SELECT")
+	}
+	r, err := x.runSelect(sel, e)
+	if err != nil {
+		return tv{}, err
+	}
+	switch sl.SubLinkType {
+	case pg.SubLinkType_EXPR_SUBLINK:
+		if len(r.cols) != 1 {
+			return tv{}, errf(codeSyntax, "subquery must return only one column")
+		}
+		t := outType(r.cols[0].typ)
+		switch len(r.rows) {
+		case 0:
+			return tv{datum.Null, t}, nil
+		case 1:
+			return tv{r.rows[0][0], t}, nil
+		}
+		return tv{}, errf(codeCardinality, "more than one row returned by a subquery used as an expression")
+	case pg.SubLinkType_EXISTS_SUBLINK:
+		return boolTV(len(r.rows) > 0), nil
+	case pg.SubLinkType_ANY_SUBLINK:
+		l, err := x.eval(sl.Testexpr, e)
+		if err != nil {
+			return tv{}, err
+		}
+		sawNull := false
+		for _, row := range r.rows {
+			c, err := compareOp("=", l, tv{row[0], r.cols[0].typ})
+			if err != nil {
+				return tv{}, err
+			}
+			if c.v.IsNull() {
+				sawNull = true
+			} else if c.v.I != 0 {
+				return boolTV(true), nil
+			}
+		}
+		if sawNull {
+			return nullBool, nil
+		}
+		return boolTV(false), nil
+	}
+	return tv{}, unsupported("subquery of kind %s", sl.SubLinkType)
+}
+
+// outType is the type a result column reports: unknown becomes text.
+func outType(t datum.Type) datum.Type {
+	if t == unknownType {
+		return datum.Text
+	}
+	return t
+}
+
+// isAggregate reports whether a function call is an aggregate moraine
+// evaluates.
+func isAggregate(fc *pg.FuncCall) bool {
+	switch strings.ToLower(opName(fc.Funcname)) {
+	case "count", "max", "min", "sum", "bool_and", "bool_or":
+		return fc.Over == nil
+	}
+	return false
+}
+
+func (x *exec) evalFunc(fc *pg.FuncCall, e *env) (tv, error) {
+	name := strings.ToLower(opName(fc.Funcname))
+	if isAggregate(fc) {
+		if e.aggs != nil {
+			if r, ok := e.aggs[fc]; ok {
+				return r, nil
+			}
+		}
+		return tv{}, errf("42803", "aggregate functions are not allowed here")
+	}
+	if fc.Over != nil {
+		return tv{}, unsupported("window functions")
+	}
+	args := make([]tv, len(fc.Args))
+	for i, a := range fc.Args {
+		v, err := x.eval(a, e)
+		if err != nil {
+			return tv{}, err
+		}
+		args[i] = v
+	}
+	return x.callFunc(name, args)
+}
+
+func (x *exec) callFunc(name string, args []tv) (tv, error) {
+	argText := func(i int) (string, bool) {
+		if i >= len(args) || args[i].v.IsNull() {
+			return "", false
+		}
+		return datum.FormatText(args[i].t, args[i].v), true
+	}
+	switch name {
+	case "now", "transaction_timestamp", "statement_timestamp":
+		return tv{datum.TimestampTZValue(x.s.txStartMicros()), datum.TimestampTZ}, nil
+	case "version":
+		return tv{datum.TextValue(ServerVersionString), datum.Text}, nil
+	case "current_database":
+		return tv{datum.TextValue(x.s.dbName), datum.Name}, nil
+	case "current_schema":
+		return tv{datum.TextValue(x.s.searchSchema()), datum.Name}, nil
+	case "current_user", "session_user":
+		return tv{datum.TextValue(x.s.user), datum.Name}, nil
+	case "pg_backend_pid":
+		return tv{datum.IntValue(int64(x.s.pid)), datum.Int4}, nil
+	case "current_setting":
+		s, ok := argText(0)
+		if !ok {
+			return tv{datum.Null, datum.Text}, nil
+		}
+		v, found := x.s.setting(s)
+		if !found {
+			if len(args) > 1 && truth(args[1]) {
+				return tv{datum.Null, datum.Text}, nil
+			}
+			return tv{}, errf(codeUndefinedObject, "unrecognized configuration parameter %q", s)
+		}
+		return tv{datum.TextValue(v), datum.Text}, nil
+	case "to_regclass":
+		s, ok := argText(0)
+		if !ok {
+			return tv{datum.Null, datum.Type{OID: datum.OIDRegclass, Mod: -1}}, nil
+		}
+		oid, found := x.regclass(s)
+		if !found {
+			return tv{datum.Null, datum.Type{OID: datum.OIDRegclass, Mod: -1}}, nil
+		}
+		return tv{datum.IntValue(int64(oid)), datum.Type{OID: datum.OIDRegclass, Mod: -1}}, nil
+	case "pg_table_is_visible", "has_table_privilege", "has_schema_privilege":
+		return boolTV(true), nil
+	case "format_type":
+		if len(args) < 1 || args[0].v.IsNull() {
+			return tv{datum.Null, datum.Text}, nil
+		}
+		mod := int32(-1)
+		if len(args) > 1 && !args[1].v.IsNull() {
+			mod = int32(args[1].v.I)
+		}
+		t := datum.Type{OID: uint32(args[0].v.I), Mod: mod}
+		if !t.Known() {
+			return tv{datum.TextValue("???"), datum.Text}, nil
+		}
+		return tv{datum.TextValue(t.String()), datum.Text}, nil
+	case "pg_get_userbyid":
+		return tv{datum.TextValue(x.s.user), datum.Name}, nil
+	case "pg_encoding_to_char":
+		return tv{datum.TextValue("UTF8"), datum.Name}, nil
+	case "obj_description", "col_description", "shobj_description", "pg_get_expr", "pg_get_partkeydef":
+		return tv{datum.Null, datum.Text}, nil
+	case "lower", "upper":
+		s, ok := argText(0)
+		if !ok {
+			return tv{datum.Null, datum.Text}, nil
+		}
+		if name == "lower" {
+			s = strings.ToLower(s)
+		} else {
+			s = strings.ToUpper(s)
+		}
+		return tv{datum.TextValue(s), datum.Text}, nil
+	case "length", "char_length":
+		s, ok := argText(0)
+		if !ok {
+			return tv{datum.Null, datum.Int4}, nil
+		}
+		return tv{datum.IntValue(int64(len([]rune(s)))), datum.Int4}, nil
+	}
+	return tv{}, errf(codeUndefinedFunc, "function %s does not exist", name)
+}

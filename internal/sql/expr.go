@@ -1,0 +1,286 @@
+package sql
+
+import (
+	"strconv"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/moraine-db/moraine/internal/datum"
+)
+
+// unknownType is PostgreSQL's "unknown": the type of a quoted literal until
+// context decides (it becomes the other operand's type in a comparison, the
+// column's type in an INSERT, and text in a result).
+var unknownType = datum.Type{OID: 705, Mod: -1}
+
+// colInfo describes one column of an intermediate relation.
+type colInfo struct {
+	qual     string // the range variable's name or alias
+	name     string
+	typ      datum.Type
+	tableOID uint32 // for RowDescription: the base table, 0 if computed
+	attnum   int16
+	hidden   bool // ctid: addressable by name, not expanded by *
+}
+
+// rel is a materialized relation.
+type rel struct {
+	cols []colInfo
+	rows [][]datum.Value
+}
+
+// env is the scope an expression is evaluated in: one row of a relation.
+type env struct {
+	cols []colInfo
+	row  []datum.Value
+	aggs map[*pg.FuncCall]tv // results of aggregates, in aggregate mode
+}
+
+// tv is a typed value.
+type tv struct {
+	v datum.Value
+	t datum.Type
+}
+
+func nodeName(n *pg.Node) string {
+	if s := n.GetString_(); s != nil {
+		return s.Sval
+	}
+	return ""
+}
+
+func names(ns []*pg.Node) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = nodeName(n)
+	}
+	return out
+}
+
+// resolve finds a column reference in scope.
+func (e *env) resolve(fields []string) (int, error) {
+	var qual, name string
+	switch len(fields) {
+	case 1:
+		name = fields[0]
+	case 2:
+		qual, name = fields[0], fields[1]
+	case 3:
+		qual, name = fields[1], fields[2]
+	default:
+		return -1, unsupported("column reference %s", strings.Join(fields, "."))
+	}
+	found := -1
+	for i, c := range e.cols {
+		if c.name != name || (qual != "" && c.qual != qual) {
+			continue
+		}
+		if found >= 0 {
+			return -1, errf(codeAmbiguousColumn, "column reference %q is ambiguous", name)
+		}
+		found = i
+	}
+	if found < 0 {
+		if qual != "" {
+			for _, c := range e.cols {
+				if c.qual == qual {
+					return -1, errf(codeUndefinedColumn, "column %s.%s does not exist", qual, name)
+				}
+			}
+			return -1, errf(codeUndefinedTable, "missing FROM-clause entry for table %q", qual)
+		}
+		return -1, errf(codeUndefinedColumn, "column %q does not exist", name)
+	}
+	return found, nil
+}
+
+// constValue converts a literal.
+func constValue(c *pg.A_Const) (tv, error) {
+	if c.Isnull {
+		return tv{datum.Null, unknownType}, nil
+	}
+	switch {
+	case c.GetIval() != nil:
+		return tv{datum.IntValue(int64(c.GetIval().Ival)), datum.Int4}, nil
+	case c.GetFval() != nil:
+		s := c.GetFval().Fval
+		if i, err := strconv.ParseInt(s, 10, 64); err == nil {
+			return tv{datum.IntValue(i), datum.Int8}, nil
+		}
+		n, err := datum.ParseNumeric(s, datum.Numeric)
+		if err != nil {
+			return tv{}, err
+		}
+		return tv{datum.NumericValue(n), datum.Numeric}, nil
+	case c.GetBoolval() != nil:
+		return tv{datum.BoolValue(c.GetBoolval().Boolval), datum.Bool}, nil
+	case c.GetSval() != nil:
+		return tv{datum.TextValue(c.GetSval().Sval), unknownType}, nil
+	case c.GetBsval() != nil:
+		return tv{}, unsupported("bit string literals")
+	}
+	// pg_query leaves Ival's oneof empty for the integer 0.
+	return tv{datum.IntValue(0), datum.Int4}, nil
+}
+
+// coerce converts x to type t with PostgreSQL's implicit/assignment rules.
+func coerce(x tv, t datum.Type) (datum.Value, error) {
+	if x.v.IsNull() {
+		return datum.Null, nil
+	}
+	if x.t == t {
+		return x.v, nil
+	}
+	if x.t == unknownType {
+		return datum.ParseText(t, x.v.S)
+	}
+	v, err := datum.Cast(x.v, x.t, t)
+	if err != nil {
+		return datum.Null, err
+	}
+	return v, nil
+}
+
+// unify brings two operands of a comparison to a common representation:
+// an unknown literal takes the other side's type; integers meet numerics
+// and floats through datum.Compare's cross-kind rules.
+func unify(a, b tv) (tv, tv, error) {
+	switch {
+	case a.t == unknownType && b.t != unknownType:
+		v, err := coerce(a, b.t)
+		if err != nil {
+			return a, b, err
+		}
+		return tv{v, b.t}, b, nil
+	case b.t == unknownType && a.t != unknownType:
+		v, err := coerce(b, a.t)
+		if err != nil {
+			return a, b, err
+		}
+		return a, tv{v, a.t}, nil
+	}
+	if a.v.K == datum.KindText && b.v.K != datum.KindText && !b.v.IsNull() {
+		v, err := datum.Cast(a.v, a.t, b.t)
+		if err != nil {
+			return a, b, err
+		}
+		return tv{v, b.t}, b, nil
+	}
+	if b.v.K == datum.KindText && a.v.K != datum.KindText && !a.v.IsNull() {
+		v, err := datum.Cast(b.v, b.t, a.t)
+		if err != nil {
+			return a, b, err
+		}
+		return a, tv{v, a.t}, nil
+	}
+	return a, b, nil
+}
+
+func boolTV(b bool) tv { return tv{datum.BoolValue(b), datum.Bool} }
+
+var nullBool = tv{datum.Null, datum.Bool}
+
+// compareOp evaluates a comparison operator; NULL in, NULL out.
+func compareOp(op string, a, b tv) (tv, error) {
+	a, b, err := unify(a, b)
+	if err != nil {
+		return tv{}, err
+	}
+	if a.v.IsNull() || b.v.IsNull() {
+		return nullBool, nil
+	}
+	c := datum.Compare(a.v, b.v)
+	switch op {
+	case "=":
+		return boolTV(c == 0), nil
+	case "<>", "!=":
+		return boolTV(c != 0), nil
+	case "<":
+		return boolTV(c < 0), nil
+	case "<=":
+		return boolTV(c <= 0), nil
+	case ">":
+		return boolTV(c > 0), nil
+	case ">=":
+		return boolTV(c >= 0), nil
+	}
+	return tv{}, unsupported("operator %s", op)
+}
+
+// truth is SQL's WHERE test: only TRUE passes.
+func truth(x tv) bool { return x.v.K == datum.KindBool && x.v.I != 0 }
+
+// likeMatch implements LIKE with % and _ (and backslash escapes).
+func likeMatch(s, p string) bool {
+	if p == "" {
+		return s == ""
+	}
+	switch p[0] {
+	case '%':
+		for i := 0; i <= len(s); i++ {
+			if likeMatch(s[i:], p[1:]) {
+				return true
+			}
+		}
+		return false
+	case '_':
+		if s == "" {
+			return false
+		}
+		_, n := firstRune(s)
+		return likeMatch(s[n:], p[1:])
+	case '\\':
+		if len(p) > 1 {
+			return s != "" && s[0] == p[1] && likeMatch(s[1:], p[2:])
+		}
+	}
+	return s != "" && s[0] == p[0] && likeMatch(s[1:], p[1:])
+}
+
+func firstRune(s string) (rune, int) {
+	for i, r := range s {
+		if i > 0 {
+			return r, i
+		}
+		_ = r
+	}
+	return 0, len(s)
+}
+
+// typeFromName resolves a pg_query TypeName.
+func typeFromName(tn *pg.TypeName) (datum.Type, error) {
+	ns := names(tn.Names)
+	var mods []int32
+	for _, m := range tn.Typmods {
+		c := m.GetAConst()
+		if c == nil || c.GetIval() == nil {
+			if c != nil && c.GetIval() == nil && c.GetFval() == nil && c.GetSval() == nil {
+				mods = append(mods, 0)
+				continue
+			}
+			return datum.Type{}, unsupported("type modifier in %s", strings.Join(ns, "."))
+		}
+		mods = append(mods, c.GetIval().Ival)
+	}
+	if len(ns) > 0 {
+		switch strings.ToLower(ns[len(ns)-1]) {
+		case "regclass", "regnamespace", "regtype", "regproc", "oid":
+			if strings.ToLower(ns[len(ns)-1]) != "regclass" {
+				return datum.OID, nil
+			}
+		case "char":
+			if len(ns) == 1 || ns[0] != "pg_catalog" {
+				// "char" quoted is the one-byte type.
+				if len(tn.Typmods) == 0 && len(ns) == 1 {
+					return datum.Char, nil
+				}
+			}
+		}
+	}
+	t, err := datum.ParseTypeName(ns, mods, len(tn.ArrayBounds))
+	if err != nil {
+		return datum.Type{}, errf(codeUndefinedObject, "%s", err.Error())
+	}
+	return t, nil
+}

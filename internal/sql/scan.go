@@ -1,0 +1,131 @@
+package sql
+
+import (
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// relName is how PostgreSQL prints a relation name in "does not exist".
+func relName(rv *pg.RangeVar) string {
+	if rv.Schemaname != "" {
+		return rv.Schemaname + "." + rv.Relname
+	}
+	return rv.Relname
+}
+
+// lookupTable finds a lake table or a temp table for writing or reading.
+// It returns the table, its schema ("" for a temp table).
+func (x *exec) lookupTable(rv *pg.RangeVar) (*memcat.Table, string, error) {
+	if rv.Catalogname != "" && rv.Catalogname != x.s.dbName {
+		return nil, "", unsupported("cross-database references (%s)", rv.Catalogname)
+	}
+	schema := rv.Schemaname
+	if schema == "" || schema == "pg_temp" {
+		if t, ok := x.s.temps[rv.Relname]; ok {
+			return t, "", nil
+		}
+		if schema == "pg_temp" {
+			return nil, "", errf(codeUndefinedTable, "relation %q does not exist", relName(rv))
+		}
+		schema = x.s.searchSchema()
+	}
+	if t, ok := x.s.view().Lookup(schema, rv.Relname); ok {
+		return t, schema, nil
+	}
+	return nil, "", errf(codeUndefinedTable, "relation %q does not exist", relName(rv))
+}
+
+// scan materializes a relation named in FROM.
+func (x *exec) scan(rv *pg.RangeVar) (*rel, error) {
+	qual := rv.Relname
+	if rv.Alias != nil && rv.Alias.Aliasname != "" {
+		qual = rv.Alias.Aliasname
+	}
+	if rv.Schemaname == "" {
+		if r, ok := x.ctes[rv.Relname]; ok {
+			return requalify(r, qual), nil
+		}
+	}
+	switch rv.Schemaname {
+	case "pg_catalog", "information_schema":
+		if r, ok, err := x.virtual(rv.Schemaname, rv.Relname); ok || err != nil {
+			if err != nil {
+				return nil, err
+			}
+			return requalify(r, qual), nil
+		}
+		return nil, errf(codeUndefinedTable, "relation %q does not exist", relName(rv))
+	case "":
+		if _, temp := x.s.temps[rv.Relname]; !temp {
+			if r, ok, err := x.virtual("pg_catalog", rv.Relname); ok || err != nil {
+				if err != nil {
+					return nil, err
+				}
+				return requalify(r, qual), nil
+			}
+		}
+	}
+	t, _, err := x.lookupTable(rv)
+	if err != nil {
+		return nil, err
+	}
+	return tableRel(t, qual), nil
+}
+
+func requalify(r *rel, qual string) *rel {
+	cols := make([]colInfo, len(r.cols))
+	copy(cols, r.cols)
+	for i := range cols {
+		cols[i].qual = qual
+	}
+	return &rel{cols: cols, rows: r.rows}
+}
+
+// tableRel exposes a table's rows with the hidden ctid column last.
+func tableRel(t *memcat.Table, qual string) *rel {
+	n := len(t.Def.Columns)
+	cols := make([]colInfo, n+1)
+	for i, c := range t.Def.Columns {
+		cols[i] = colInfo{qual: qual, name: c.Name, typ: c.Type, tableOID: t.OID, attnum: int16(i + 1)}
+	}
+	cols[n] = colInfo{qual: qual, name: "ctid", typ: datum.TID, tableOID: t.OID, attnum: -1, hidden: true}
+	rows := make([][]datum.Value, len(t.Rows))
+	for i, r := range t.Rows {
+		row := make([]datum.Value, n+1)
+		copy(row, r.Vals)
+		row[n] = datum.Value{K: datum.KindTID, I: r.CTID}
+		rows[i] = row
+	}
+	return &rel{cols: cols, rows: rows}
+}
+
+// regclass resolves a relation name as to_regclass does.
+func (x *exec) regclass(name string) (uint32, bool) {
+	schema, rel := "", name
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		schema, rel = name[:i], name[i+1:]
+	}
+	rel = unquoteIdent(rel)
+	schema = unquoteIdent(schema)
+	if schema == "" {
+		if t, ok := x.s.temps[rel]; ok {
+			return t.OID, true
+		}
+		schema = x.s.searchSchema()
+	}
+	if t, ok := x.s.view().Lookup(schema, rel); ok {
+		return t.OID, true
+	}
+	return 0, false
+}
+
+func unquoteIdent(s string) string {
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return strings.ReplaceAll(s[1:len(s)-1], `""`, `"`)
+	}
+	return strings.ToLower(s)
+}

@@ -1,0 +1,394 @@
+package sql
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/pgwire"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// ServerVersionString is what version() answers. DuckDB's postgres
+// extension parses the first number group (major ≥ 14 enables its ctid
+// scans, which relpages 0 keeps serial) and checks for "PostgreSQL".
+const ServerVersionString = "PostgreSQL 15.18 (moraine) on x86_64-pc-linux-gnu, compiled by Go, 64-bit"
+
+// Executor is the pgwire executor over a catalog server.
+type Executor struct {
+	cat   *memcat.Server
+	cache *parseCache
+	// Now is the clock for NOW(); tests replace it.
+	Now func() time.Time
+}
+
+// New returns an executor over cat.
+func New(cat *memcat.Server) *Executor {
+	return &Executor{cat: cat, cache: newParseCache(4096), Now: time.Now}
+}
+
+var _ pgwire.Executor = (*Executor)(nil)
+
+// NewSession implements pgwire.Executor: the startup database selects the
+// catalog (created on first use).
+func (ex *Executor) NewSession(_ context.Context, info pgwire.StartupInfo) (pgwire.Session, error) {
+	return ex.Open(info.Database, info.User, info.ApplicationName, info.BackendPID), nil
+}
+
+// Open returns a session on database db.
+func (ex *Executor) Open(db, user, app string, pid uint32) *Session {
+	if db == "" {
+		db = user
+	}
+	s := &Session{ex: ex, db: ex.cat.Database(db), dbName: db, user: user, pid: pid, temps: map[string]*memcat.Table{}}
+	s.resetSettings()
+	if app != "" {
+		s.settings["application_name"] = app
+	}
+	return s
+}
+
+// Session is one connection's state. pgwire never calls into one Session
+// concurrently, so it has no lock.
+type Session struct {
+	ex     *Executor
+	db     *memcat.DB
+	dbName string
+	user   string
+	pid    uint32
+
+	txn        *memcat.Txn // nil outside any transaction
+	inBlock    bool        // an explicit BEGIN is open
+	failed     bool        // the block saw an error: only ROLLBACK/COMMIT work
+	readOnly   bool
+	repeatable bool // REPEATABLE READ or SERIALIZABLE: one snapshot for the block
+	txStart    time.Time
+
+	temps      map[string]*memcat.Table
+	tempOnDrop map[string]bool
+	settings   map[string]string
+}
+
+var defaultSettings = map[string]string{
+	"application_name":              "",
+	"client_encoding":               "UTF8",
+	"datestyle":                     "ISO, MDY",
+	"default_transaction_isolation": "read committed",
+	"default_transaction_read_only": "off",
+	"extra_float_digits":            "1",
+	"integer_datetimes":             "on",
+	"intervalstyle":                 "postgres",
+	"is_superuser":                  "on",
+	"lc_collate":                    "C.UTF-8",
+	"lc_ctype":                      "C.UTF-8",
+	"max_identifier_length":         "63",
+	"search_path":                   `"$user", public`,
+	"server_encoding":               "UTF8",
+	"server_version":                "15.18",
+	"server_version_num":            "150018",
+	"standard_conforming_strings":   "on",
+	"statement_timeout":             "0",
+	"timezone":                      "UTC",
+	"transaction_isolation":         "read committed",
+	"transaction_read_only":         "off",
+	"bytea_output":                  "hex",
+}
+
+// reported are the settings PostgreSQL reports with ParameterStatus when
+// they change, with their reported spelling.
+var reported = map[string]string{
+	"application_name": "application_name", "client_encoding": "client_encoding",
+	"datestyle": "DateStyle", "intervalstyle": "IntervalStyle", "timezone": "TimeZone",
+	"standard_conforming_strings": "standard_conforming_strings", "is_superuser": "is_superuser",
+}
+
+func (s *Session) resetSettings() {
+	app := ""
+	if s.settings != nil {
+		app = s.settings["application_name"]
+	}
+	s.settings = make(map[string]string, len(defaultSettings))
+	for k, v := range defaultSettings {
+		s.settings[k] = v
+	}
+	s.settings["application_name"] = app
+}
+
+func (s *Session) setting(name string) (string, bool) {
+	name = strings.ToLower(name)
+	switch name {
+	case "transaction_isolation":
+		if s.txn != nil && s.repeatable {
+			return "repeatable read", true
+		}
+	case "transaction_read_only":
+		if s.readOnly {
+			return "on", true
+		}
+	}
+	v, ok := s.settings[name]
+	return v, ok
+}
+
+// searchSchema is the first schema of search_path that exists.
+func (s *Session) searchSchema() string {
+	v := s.view()
+	for _, p := range strings.Split(s.settings["search_path"], ",") {
+		p = strings.TrimSpace(p)
+		if p == `"$user"` || p == "$user" {
+			p = s.user
+		}
+		p = unquoteIdent(p)
+		if _, ok := v.Schemas[p]; ok {
+			return p
+		}
+	}
+	return "public"
+}
+
+// view is what a statement reads.
+func (s *Session) view() *memcat.Version {
+	if s.txn != nil {
+		return s.txn.View()
+	}
+	return s.db.Head()
+}
+
+func (s *Session) txStartMicros() int64 {
+	t := s.txStart
+	if t.IsZero() {
+		t = s.ex.Now()
+	}
+	return t.UnixMicro() - 946684800*1_000_000
+}
+
+// TxStatus implements pgwire.Session.
+func (s *Session) TxStatus() pgwire.TxStatus {
+	switch {
+	case s.failed:
+		return pgwire.TxFailed
+	case s.inBlock:
+		return pgwire.TxActive
+	}
+	return pgwire.TxIdle
+}
+
+// Close implements pgwire.Session: an open transaction rolls back.
+func (s *Session) Close() error {
+	s.endTxn()
+	return nil
+}
+
+func (s *Session) beginTxn() {
+	s.txn = s.db.Begin(nil)
+	s.txStart = s.ex.Now()
+	s.readOnly = s.settings["default_transaction_read_only"] == "on"
+	s.repeatable = false
+}
+
+// endTxn forgets the transaction and drops ON COMMIT DROP temp tables.
+func (s *Session) endTxn() {
+	s.txn = nil
+	s.inBlock, s.failed, s.readOnly, s.repeatable = false, false, false, false
+	s.txStart = time.Time{}
+	for name := range s.tempOnDrop {
+		delete(s.temps, name)
+	}
+	s.tempOnDrop = nil
+}
+
+func (s *Session) commitTxn(ctx context.Context) error {
+	txn := s.txn
+	s.endTxn()
+	if txn == nil {
+		return nil
+	}
+	return asPg(txn.Commit(ctx))
+}
+
+// Query implements pgwire.Session.
+func (s *Session) Query(ctx context.Context, sql string, w *pgwire.ResultWriter) error {
+	return s.query(ctx, sql, &resultSink{w: w})
+}
+
+// query runs a simple-query string, writing each statement's result to out.
+func (s *Session) query(ctx context.Context, sql string, out sink) error {
+	stmts, err := s.ex.cache.parse(sql)
+	if err != nil {
+		s.fail()
+		return err
+	}
+	for _, st := range stmts {
+		if err := s.run(ctx, st.node, out, nil); err != nil {
+			s.fail()
+			return err
+		}
+	}
+	// A simple Query is one implicit transaction unless it opened a block.
+	if s.txn != nil && !s.inBlock {
+		if err := s.commitTxn(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fail records an error: a block becomes failed, an implicit transaction
+// rolls back.
+func (s *Session) fail() {
+	if s.inBlock {
+		s.failed = true
+		return
+	}
+	s.endTxn()
+}
+
+// isTxnControl reports statements that run in a failed block.
+func isTxnControl(n *pg.Node) bool {
+	ts := n.GetTransactionStmt()
+	if ts == nil {
+		return false
+	}
+	switch ts.Kind {
+	case pg.TransactionStmtKind_TRANS_STMT_COMMIT, pg.TransactionStmtKind_TRANS_STMT_ROLLBACK,
+		pg.TransactionStmtKind_TRANS_STMT_ROLLBACK_TO, pg.TransactionStmtKind_TRANS_STMT_PREPARE,
+		pg.TransactionStmtKind_TRANS_STMT_COMMIT_PREPARED, pg.TransactionStmtKind_TRANS_STMT_ROLLBACK_PREPARED:
+		return true
+	}
+	return false
+}
+
+// run executes one statement.
+func (s *Session) run(ctx context.Context, n *pg.Node, out sink, params []tv) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.failed && !isTxnControl(n) {
+		return errf(codeInFailedTx, "current transaction is aborted, commands ignored until end of transaction block")
+	}
+	if ts := n.GetTransactionStmt(); ts != nil {
+		return s.runTxn(ctx, ts, out)
+	}
+	if s.txn == nil {
+		s.beginTxn()
+	} else if !s.repeatable {
+		// READ COMMITTED: each statement sees the newest commit (while the
+		// transaction has not written; see the package notes).
+		s.txn.Rebase(s.db.Head())
+	}
+	x := &exec{ctx: ctx, s: s, params: params}
+	return x.statement(n, out)
+}
+
+func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) error {
+	switch ts.Kind {
+	case pg.TransactionStmtKind_TRANS_STMT_BEGIN, pg.TransactionStmtKind_TRANS_STMT_START:
+		if s.inBlock {
+			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: codeActiveTx, Message: "there is already a transaction in progress"})
+			return out.complete("BEGIN")
+		}
+		if s.txn == nil {
+			s.beginTxn()
+		}
+		s.inBlock = true
+		for _, o := range ts.Options {
+			d := o.GetDefElem()
+			if d == nil {
+				continue
+			}
+			switch d.Defname {
+			case "transaction_isolation":
+				lvl := ""
+				if c := d.Arg.GetAConst(); c != nil && c.GetSval() != nil {
+					lvl = c.GetSval().Sval
+				}
+				s.repeatable = lvl == "repeatable read" || lvl == "serializable"
+			case "transaction_read_only":
+				if c := d.Arg.GetAConst(); c != nil {
+					if c.GetIval() != nil {
+						s.readOnly = c.GetIval().Ival != 0
+					} else if c.GetBoolval() != nil {
+						s.readOnly = c.GetBoolval().Boolval
+					}
+				}
+			case "transaction_deferrable":
+			default:
+				return unsupported("transaction option %s", d.Defname)
+			}
+		}
+		if s.repeatable && !s.txn.HasWrites() {
+			// The snapshot is taken by the first statement; in moraine the
+			// newest version now is as good as any before it.
+			s.txn.Rebase(s.db.Head())
+		}
+		return out.complete("BEGIN")
+	case pg.TransactionStmtKind_TRANS_STMT_COMMIT:
+		if !s.inBlock {
+			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: codeNoActiveTx, Message: "there is no transaction in progress"})
+			if err := s.commitTxn(ctx); err != nil {
+				return err
+			}
+			return out.complete("COMMIT")
+		}
+		if s.failed {
+			s.endTxn()
+			return out.complete("ROLLBACK")
+		}
+		if err := s.commitTxn(ctx); err != nil {
+			return err
+		}
+		return out.complete("COMMIT")
+	case pg.TransactionStmtKind_TRANS_STMT_ROLLBACK:
+		if !s.inBlock {
+			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: codeNoActiveTx, Message: "there is no transaction in progress"})
+		}
+		s.endTxn()
+		return out.complete("ROLLBACK")
+	}
+	return unsupported("transaction statement %s", ts.Kind)
+}
+
+// sink receives a statement's result. resultSink writes to pgwire; tests
+// use a collecting sink.
+type sink interface {
+	rows(cols []colInfo, rows [][]datum.Value, tag string) error
+	complete(tag string) error
+	notice(n *pgwire.Error)
+	parameter(name, value string)
+	copyOut(format int16, cols []colInfo, rows [][]datum.Value) error
+	copyIn(format int16, ncols int, null string) (copySource, error)
+}
+
+// copySource yields COPY FROM cells, nil = NULL.
+type copySource interface {
+	Next() ([][]byte, error)
+}
+
+// pgColumns converts result columns to RowDescription fields.
+func pgColumns(cols []colInfo) []pgwire.Column {
+	out := make([]pgwire.Column, len(cols))
+	for i, c := range cols {
+		t := outType(c.typ)
+		size := t.Len()
+		if !t.Known() {
+			size = -1
+		}
+		out[i] = pgwire.Column{Name: c.name, TableOID: c.tableOID, TableAttr: c.attnum, TypeOID: t.OID, TypeSize: size, TypeModifier: t.Mod}
+		if c.tableOID == 0 {
+			out[i].TableAttr = 0
+		}
+	}
+	return out
+}
+
+// encodeCell encodes one value in a wire format.
+func encodeCell(dst []byte, t datum.Type, v datum.Value, format int16) ([]byte, error) {
+	t = outType(t)
+	if format == 1 {
+		return datum.AppendBinary(dst, t, v)
+	}
+	return datum.AppendText(dst, t, v), nil
+}

@@ -1,0 +1,147 @@
+package sql
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/pgwire"
+	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
+)
+
+// resultSink writes results to a pgwire ResultWriter. In a portal
+// (Execute), rows may be limited: the sink then writes up to max rows and
+// keeps the rest for the next Execute.
+type resultSink struct {
+	w       *pgwire.ResultWriter
+	max     int             // 0 = no limit
+	pending [][]datum.Value // rows left over after a Suspend
+	cols    []colInfo
+	tag     string
+	done    bool
+}
+
+func (r *resultSink) rows(cols []colInfo, rows [][]datum.Value, tag string) error {
+	if err := r.w.Describe(pgColumns(cols)); err != nil {
+		return err
+	}
+	r.cols, r.tag = cols, tag
+	return r.emit(rows)
+}
+
+func (r *resultSink) emit(rows [][]datum.Value) error {
+	formats := r.w.Formats()
+	cells := make([][]byte, len(r.cols))
+	var buf []byte
+	for i, row := range rows {
+		if r.max > 0 && i >= r.max {
+			r.pending = rows[i:]
+			return r.w.Suspend()
+		}
+		buf = buf[:0]
+		offs := make([]int, len(row)+1)
+		for j, v := range row {
+			offs[j] = len(buf)
+			if v.IsNull() {
+				continue
+			}
+			var err error
+			buf, err = encodeCell(buf, r.cols[j].typ, v, formats[j])
+			if err != nil {
+				return fmt.Errorf("column %q: %w", r.cols[j].name, err)
+			}
+		}
+		offs[len(row)] = len(buf)
+		for j, v := range row {
+			if v.IsNull() {
+				cells[j] = nil
+				continue
+			}
+			cells[j] = buf[offs[j]:offs[j+1]:offs[j+1]]
+			if cells[j] == nil {
+				cells[j] = []byte{}
+			}
+		}
+		if err := r.w.RawRow(cells); err != nil {
+			return err
+		}
+	}
+	r.pending = nil
+	r.done = true
+	return r.w.Complete(r.tag)
+}
+
+func (r *resultSink) complete(tag string) error {
+	r.done = true
+	return r.w.Complete(tag)
+}
+
+func (r *resultSink) notice(n *pgwire.Error) { _ = r.w.Notice(n) }
+
+func (r *resultSink) parameter(name, value string) { _ = r.w.ParameterStatus(name, value) }
+
+func (r *resultSink) copyOut(format int16, cols []colInfo, rows [][]datum.Value) error {
+	co, err := r.w.CopyOut(format, pgColumns(cols))
+	if err != nil {
+		return err
+	}
+	for _, row := range rows {
+		var encErr error
+		err := co.AppendRow(func(dst []byte) []byte {
+			if format == 1 {
+				dst = pgvalue.AppendTupleStart(dst, len(row))
+				for j, v := range row {
+					if v.IsNull() {
+						dst = pgvalue.AppendNullField(dst)
+						continue
+					}
+					at := len(dst)
+					dst = append(dst, 0, 0, 0, 0)
+					var e error
+					dst, e = encodeCell(dst, cols[j].typ, v, 1)
+					if e != nil && encErr == nil {
+						encErr = e
+					}
+					binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+				}
+				return dst
+			}
+			for j, v := range row {
+				if j > 0 {
+					dst = append(dst, '\t')
+				}
+				if v.IsNull() {
+					dst = append(dst, `\N`...)
+					continue
+				}
+				dst = pgvalue.AppendCopyTextValue(dst, datum.AppendText(nil, outType(cols[j].typ), v))
+			}
+			return append(dst, '\n')
+		})
+		if encErr != nil {
+			return encErr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	r.done = true
+	return co.Close()
+}
+
+func (r *resultSink) copyIn(format int16, ncols int, null string) (copySource, error) {
+	ci, err := r.w.CopyIn(format, ncols)
+	if err != nil {
+		return nil, err
+	}
+	if format == 1 {
+		return pgvalue.NewBinaryCopyReader(ci), nil
+	}
+	tr := pgvalue.NewTextCopyReader(ci)
+	tr.Null = null
+	return &textSource{r: tr}, nil
+}
+
+type textSource struct{ r *pgvalue.TextCopyReader }
+
+func (t *textSource) Next() ([][]byte, error) { return t.r.Next() }

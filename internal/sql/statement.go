@@ -1,0 +1,592 @@
+package sql
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/pgwire"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// statement runs one non-transaction-control statement.
+func (x *exec) statement(n *pg.Node, out sink) error {
+	switch {
+	case n.GetSelectStmt() != nil:
+		r, err := x.runSelect(n.GetSelectStmt(), nil)
+		if err != nil {
+			return err
+		}
+		return out.rows(r.cols, r.rows, "SELECT "+strconv.Itoa(len(r.rows)))
+	case n.GetCopyStmt() != nil:
+		return x.copy(n.GetCopyStmt(), out)
+	case n.GetInsertStmt() != nil:
+		return x.insert(n.GetInsertStmt(), out)
+	case n.GetUpdateStmt() != nil:
+		return x.update(n.GetUpdateStmt(), out)
+	case n.GetDeleteStmt() != nil:
+		return x.delete(n.GetDeleteStmt(), out)
+	case n.GetCreateStmt() != nil:
+		return x.createTable(n.GetCreateStmt(), out)
+	case n.GetCreateSchemaStmt() != nil:
+		return x.createSchema(n.GetCreateSchemaStmt(), out)
+	case n.GetDropStmt() != nil:
+		return x.drop(n.GetDropStmt(), out)
+	case n.GetAlterTableStmt() != nil:
+		return x.alterTable(n.GetAlterTableStmt(), out)
+	case n.GetRenameStmt() != nil:
+		return x.rename(n.GetRenameStmt(), out)
+	case n.GetVariableSetStmt() != nil:
+		return x.set(n.GetVariableSetStmt(), out)
+	case n.GetVariableShowStmt() != nil:
+		return x.show(n.GetVariableShowStmt(), out)
+	case n.GetDiscardStmt() != nil:
+		if n.GetDiscardStmt().Target != pg.DiscardMode_DISCARD_ALL {
+			return unsupported("DISCARD %s", strings.TrimPrefix(n.GetDiscardStmt().Target.String(), "DISCARD_"))
+		}
+		if x.s.inBlock {
+			return errf(codeActiveTx, "DISCARD ALL cannot run inside a transaction block")
+		}
+		x.s.resetSettings()
+		for name := range x.s.temps {
+			delete(x.s.temps, name)
+		}
+		return out.complete("DISCARD ALL")
+	}
+	return unsupported("statement %s", nodeKind(n))
+}
+
+func (x *exec) checkWritable(verb string) error {
+	if x.s.readOnly {
+		return errf(codeReadOnly, "cannot execute %s in a read-only transaction", verb)
+	}
+	return nil
+}
+
+// target is a table a write names: a lake table (schema != "") or a
+// session temp table.
+type writeTarget struct {
+	t      *memcat.Table
+	schema string
+}
+
+func (x *exec) writeTarget(rv *pg.RangeVar, verb string) (writeTarget, error) {
+	if rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" {
+		return writeTarget{}, unsupported("%s into system catalogs", verb)
+	}
+	t, schema, err := x.lookupTable(rv)
+	if err != nil {
+		return writeTarget{}, err
+	}
+	if schema != "" {
+		if err := x.checkWritable(verb); err != nil {
+			return writeTarget{}, err
+		}
+	}
+	return writeTarget{t: t, schema: schema}, nil
+}
+
+// current re-reads the target table from the view (a write copies it).
+func (x *exec) current(wt writeTarget) *memcat.Table {
+	if wt.schema == "" {
+		return wt.t
+	}
+	t, _ := x.s.view().Lookup(wt.schema, wt.t.Name)
+	return t
+}
+
+func (x *exec) insertRow(wt writeTarget, vals []datum.Value) error {
+	t := x.current(wt)
+	for i, c := range t.Def.Columns {
+		if c.NotNull && vals[i].IsNull() {
+			return notNullError(t, i, vals)
+		}
+	}
+	if wt.schema == "" {
+		if err := t.CheckPK(vals, -1); err != nil {
+			return asPg(err)
+		}
+		t.Rows = append(t.Rows, memcat.Row{CTID: t.NextCTID(), Vals: vals})
+		return nil
+	}
+	_, err := x.s.txn.Insert(wt.schema, t.Name, vals)
+	return asPg(err)
+}
+
+func (x *exec) updateRow(wt writeTarget, ctid int64, vals []datum.Value) error {
+	t := x.current(wt)
+	for i, c := range t.Def.Columns {
+		if c.NotNull && vals[i].IsNull() {
+			return notNullError(t, i, vals)
+		}
+	}
+	if wt.schema == "" {
+		if err := t.CheckPK(vals, ctid); err != nil {
+			return asPg(err)
+		}
+		for i := range t.Rows {
+			if t.Rows[i].CTID == ctid {
+				t.Rows = append(t.Rows[:i], t.Rows[i+1:]...)
+				break
+			}
+		}
+		t.Rows = append(t.Rows, memcat.Row{CTID: t.NextCTID(), Vals: vals})
+		return nil
+	}
+	_, err := x.s.txn.Update(wt.schema, t.Name, ctid, vals)
+	return asPg(err)
+}
+
+func (x *exec) deleteRow(wt writeTarget, ctid int64) error {
+	t := x.current(wt)
+	if wt.schema == "" {
+		for i := range t.Rows {
+			if t.Rows[i].CTID == ctid {
+				t.Rows = append(t.Rows[:i], t.Rows[i+1:]...)
+				return nil
+			}
+		}
+		return nil
+	}
+	return asPg(x.s.txn.Delete(wt.schema, t.Name, ctid))
+}
+
+func notNullError(t *memcat.Table, col int, vals []datum.Value) error {
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		if v.IsNull() {
+			parts[i] = "null"
+		} else {
+			parts[i] = datum.FormatText(t.Def.Columns[i].Type, v)
+		}
+	}
+	return &pgwire.Error{Code: codeNotNull,
+		Message: fmt.Sprintf("null value in column %q of relation %q violates not-null constraint", t.Def.Columns[col].Name, t.Name),
+		Detail:  "Failing row contains (" + strings.Join(parts, ", ") + ")."}
+}
+
+// columnList maps an INSERT/COPY column list to table positions.
+func columnList(t *memcat.Table, list []*pg.Node) ([]int, error) {
+	if len(list) == 0 {
+		idx := make([]int, len(t.Def.Columns))
+		for i := range idx {
+			idx[i] = i
+		}
+		return idx, nil
+	}
+	idx := make([]int, len(list))
+	for i, n := range list {
+		name := ""
+		if rt := n.GetResTarget(); rt != nil {
+			if len(rt.Indirection) > 0 {
+				return nil, unsupported("subscripts or fields in an INSERT column list")
+			}
+			name = rt.Name
+		} else {
+			name = nodeName(n)
+		}
+		j := t.Def.ColumnIndex(name)
+		if j < 0 {
+			return nil, errf(codeUndefinedColumn, "column %q of relation %q does not exist", name, t.Name)
+		}
+		idx[i] = j
+	}
+	return idx, nil
+}
+
+func (x *exec) insert(s *pg.InsertStmt, out sink) error {
+	if s.OnConflictClause != nil || len(s.ReturningList) > 0 || s.WithClause != nil {
+		return unsupported("INSERT with ON CONFLICT, RETURNING or WITH")
+	}
+	wt, err := x.writeTarget(s.Relation, "INSERT")
+	if err != nil {
+		return err
+	}
+	t := wt.t
+	idx, err := columnList(t, s.Cols)
+	if err != nil {
+		return err
+	}
+	sel := s.SelectStmt.GetSelectStmt()
+	if sel == nil {
+		return unsupported("INSERT ... DEFAULT VALUES")
+	}
+	var rows [][]tv
+	if len(sel.ValuesLists) > 0 && sel.Op == pg.SetOperation_SETOP_NONE {
+		for _, l := range sel.ValuesLists {
+			items := l.GetList().GetItems()
+			if len(items) > len(idx) {
+				return errf(codeSyntax, "INSERT has more expressions than target columns")
+			}
+			row := make([]tv, len(items))
+			for i, it := range items {
+				if it.GetSetToDefault() != nil {
+					row[i] = tv{datum.Null, unknownType}
+					continue
+				}
+				v, err := x.eval(it, &env{})
+				if err != nil {
+					return err
+				}
+				row[i] = v
+			}
+			rows = append(rows, row)
+		}
+	} else {
+		r, err := x.runSelect(sel, nil)
+		if err != nil {
+			return err
+		}
+		if len(r.cols) > len(idx) {
+			return errf(codeSyntax, "INSERT has more expressions than target columns")
+		}
+		for _, vr := range r.rows {
+			row := make([]tv, len(vr))
+			for i, v := range vr {
+				row[i] = tv{v, r.cols[i].typ}
+			}
+			rows = append(rows, row)
+		}
+	}
+	for _, row := range rows {
+		vals := make([]datum.Value, len(t.Def.Columns))
+		for i, v := range row {
+			c := t.Def.Columns[idx[i]]
+			cv, err := assign(v, c)
+			if err != nil {
+				return err
+			}
+			vals[idx[i]] = cv
+		}
+		if err := x.insertRow(wt, vals); err != nil {
+			return err
+		}
+	}
+	return out.complete("INSERT 0 " + strconv.Itoa(len(rows)))
+}
+
+// assign converts a value for storing into column c (PostgreSQL's
+// assignment cast).
+func assign(v tv, c memcat.Column) (datum.Value, error) {
+	cv, err := coerce(v, c.Type)
+	if err != nil {
+		var se *datum.SyntaxError
+		if errors.As(err, &se) {
+			return datum.Null, asPg(err)
+		}
+		return datum.Null, errf(codeDatatype, "column %q is of type %s but expression is of type %s", c.Name, c.Type, outType(v.t))
+	}
+	return cv, nil
+}
+
+func (x *exec) withCTEs(w *pg.WithClause) (func(), error) {
+	if w == nil {
+		return func() {}, nil
+	}
+	saved := x.ctes
+	x.ctes = make(map[string]*rel, len(saved)+len(w.Ctes))
+	for k, v := range saved {
+		x.ctes[k] = v
+	}
+	restore := func() { x.ctes = saved }
+	if err := x.addCTEs(w); err != nil {
+		restore()
+		return nil, err
+	}
+	return restore, nil
+}
+
+// matchRows evaluates a WHERE clause (and FROM items) for UPDATE/DELETE
+// over the target table and returns, for each target row that matches,
+// its ctid and the scope of the first matching combination.
+func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *pg.Node, fn func(ctid int64, e *env) error) error {
+	target := tableRel(t, alias)
+	var other *rel
+	for _, f := range from {
+		r, err := x.fromItem(f)
+		if err != nil {
+			return err
+		}
+		if other == nil {
+			other = r
+			continue
+		}
+		if other, err = x.join(other, r, nil, pg.JoinType_JOIN_INNER); err != nil {
+			return err
+		}
+	}
+	cols := target.cols
+	if other != nil {
+		cols = append(append([]colInfo{}, target.cols...), other.cols...)
+	}
+	ctidCol := len(t.Def.Columns)
+	e := &env{cols: cols, row: make([]datum.Value, len(cols))}
+	for _, row := range target.rows {
+		copy(e.row, row)
+		if other == nil {
+			if where != nil {
+				v, err := x.eval(where, e)
+				if err != nil {
+					return err
+				}
+				if !truth(v) {
+					continue
+				}
+			}
+			if err := fn(row[ctidCol].I, e); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, orow := range other.rows {
+			copy(e.row[len(row):], orow)
+			if where != nil {
+				v, err := x.eval(where, e)
+				if err != nil {
+					return err
+				}
+				if !truth(v) {
+					continue
+				}
+			}
+			if err := fn(row[ctidCol].I, e); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	return nil
+}
+
+func (x *exec) update(s *pg.UpdateStmt, out sink) error {
+	if len(s.ReturningList) > 0 {
+		return unsupported("UPDATE ... RETURNING")
+	}
+	restore, err := x.withCTEs(s.WithClause)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	wt, err := x.writeTarget(s.Relation, "UPDATE")
+	if err != nil {
+		return err
+	}
+	t := wt.t
+	alias := t.Name
+	if s.Relation.Alias != nil {
+		alias = s.Relation.Alias.Aliasname
+	}
+	type set struct {
+		col  int
+		expr *pg.Node
+	}
+	var sets []set
+	for _, n := range s.TargetList {
+		rt := n.GetResTarget()
+		if len(rt.Indirection) > 0 {
+			return unsupported("UPDATE of subscripts or fields")
+		}
+		if rt.Val.GetMultiAssignRef() != nil {
+			return unsupported("UPDATE SET (a, b) = ...")
+		}
+		j := t.Def.ColumnIndex(rt.Name)
+		if j < 0 {
+			return errf(codeUndefinedColumn, "column %q of relation %q does not exist", rt.Name, t.Name)
+		}
+		sets = append(sets, set{j, rt.Val})
+	}
+	type change struct {
+		ctid int64
+		vals []datum.Value
+	}
+	var changes []change
+	err = x.matchRows(t, alias, s.FromClause, s.WhereClause, func(ctid int64, e *env) error {
+		vals := make([]datum.Value, len(t.Def.Columns))
+		copy(vals, e.row[:len(t.Def.Columns)])
+		for _, st := range sets {
+			v, err := x.eval(st.expr, e)
+			if err != nil {
+				return err
+			}
+			cv, err := assign(v, t.Def.Columns[st.col])
+			if err != nil {
+				return err
+			}
+			vals[st.col] = cv
+		}
+		changes = append(changes, change{ctid, vals})
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range changes {
+		if err := x.updateRow(wt, c.ctid, c.vals); err != nil {
+			return err
+		}
+	}
+	return out.complete("UPDATE " + strconv.Itoa(len(changes)))
+}
+
+func (x *exec) delete(s *pg.DeleteStmt, out sink) error {
+	if len(s.ReturningList) > 0 {
+		return unsupported("DELETE ... RETURNING")
+	}
+	restore, err := x.withCTEs(s.WithClause)
+	if err != nil {
+		return err
+	}
+	defer restore()
+	wt, err := x.writeTarget(s.Relation, "DELETE")
+	if err != nil {
+		return err
+	}
+	alias := wt.t.Name
+	if s.Relation.Alias != nil {
+		alias = s.Relation.Alias.Aliasname
+	}
+	var ctids []int64
+	err = x.matchRows(wt.t, alias, s.UsingClause, s.WhereClause, func(ctid int64, _ *env) error {
+		ctids = append(ctids, ctid)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, c := range ctids {
+		if err := x.deleteRow(wt, c); err != nil {
+			return err
+		}
+	}
+	return out.complete("DELETE " + strconv.Itoa(len(ctids)))
+}
+
+// copyOptions reads FORMAT, NULL and DELIMITER.
+func copyOptions(opts []*pg.Node) (format int16, null string, err error) {
+	null = `\N`
+	for _, o := range opts {
+		d := o.GetDefElem()
+		if d == nil {
+			continue
+		}
+		val := ""
+		if d.Arg != nil {
+			if s := d.Arg.GetString_(); s != nil {
+				val = s.Sval
+			} else if c := d.Arg.GetAConst(); c != nil && c.GetSval() != nil {
+				val = c.GetSval().Sval
+			}
+		}
+		switch strings.ToLower(d.Defname) {
+		case "format":
+			switch strings.ToLower(val) {
+			case "binary":
+				format = 1
+			case "text":
+				format = 0
+			default:
+				return 0, "", unsupported("COPY format %s", val)
+			}
+		case "null":
+			null = val
+		case "delimiter":
+			if val != "\t" {
+				return 0, "", unsupported("COPY DELIMITER other than tab")
+			}
+		default:
+			return 0, "", unsupported("COPY option %s", d.Defname)
+		}
+	}
+	return format, null, nil
+}
+
+func (x *exec) copy(s *pg.CopyStmt, out sink) error {
+	if s.Filename != "" || s.IsProgram {
+		return unsupported("COPY to or from a file or program (only STDIN/STDOUT)")
+	}
+	if s.WhereClause != nil {
+		return unsupported("COPY ... WHERE")
+	}
+	format, null, err := copyOptions(s.Options)
+	if err != nil {
+		return err
+	}
+	if !s.IsFrom {
+		var r *rel
+		if s.Query != nil {
+			sel := s.Query.GetSelectStmt()
+			if sel == nil {
+				return unsupported("COPY (%s) TO", nodeKind(s.Query))
+			}
+			if r, err = x.runSelect(sel, nil); err != nil {
+				return err
+			}
+		} else {
+			sel := &pg.SelectStmt{FromClause: []*pg.Node{{Node: &pg.Node_RangeVar{RangeVar: s.Relation}}}}
+			star := &pg.Node{Node: &pg.Node_ColumnRef{ColumnRef: &pg.ColumnRef{Fields: []*pg.Node{{Node: &pg.Node_AStar{AStar: &pg.A_Star{}}}}}}}
+			sel.TargetList = []*pg.Node{{Node: &pg.Node_ResTarget{ResTarget: &pg.ResTarget{Val: star}}}}
+			if r, err = x.runSelect(sel, nil); err != nil {
+				return err
+			}
+		}
+		return out.copyOut(format, r.cols, r.rows)
+	}
+	wt, err := x.writeTarget(s.Relation, "COPY FROM")
+	if err != nil {
+		return err
+	}
+	idx, err := columnList(wt.t, s.Attlist)
+	if err != nil {
+		return err
+	}
+	src, err := out.copyIn(format, len(idx), null)
+	if err != nil {
+		return err
+	}
+	cols := x.current(wt).Def.Columns
+	var rows [][]datum.Value
+	for line := 1; ; line++ {
+		cells, err := src.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return asPg(err)
+		}
+		if len(cells) != len(idx) {
+			return errf("22P04", "row %d has %d columns, expected %d", line, len(cells), len(idx))
+		}
+		vals := make([]datum.Value, len(cols))
+		for i, c := range cells {
+			if c == nil {
+				continue
+			}
+			col := cols[idx[i]]
+			var v datum.Value
+			if format == 1 {
+				v, err = datum.DecodeBinary(col.Type, c)
+				if err != nil {
+					return errf("22P03", "incorrect binary data format in column %s: %v", col.Name, err)
+				}
+			} else {
+				v, err = datum.ParseText(col.Type, string(c))
+				if err != nil {
+					return asPg(err)
+				}
+			}
+			vals[idx[i]] = v
+		}
+		rows = append(rows, vals)
+	}
+	for _, vals := range rows {
+		if err := x.insertRow(wt, vals); err != nil {
+			return err
+		}
+	}
+	return out.complete("COPY " + strconv.Itoa(len(rows)))
+}
