@@ -266,34 +266,142 @@ type pageChunk struct {
 
 var heapGen atomic.Uint64
 
-// heap emulates PostgreSQL's placement of heap tuples:
+// PostgreSQL 15 free space map constants (storage/freespace, fsmpage.c).
+const (
+	fsmNodes      = pageSize - pageHeaderSize - 4 // NodesPerPage
+	fsmNonLeaf    = pageSize/2 - 1                // NonLeafNodesPerPage
+	fsmLeaves     = fsmNodes - fsmNonLeaf         // SlotsPerFSMPage
+	fsmCatStep    = pageSize / 256
+	maxFSMRequest = pageSize - 32 // MaxHeapTupleSize
+)
+
+// fsmPage is one leaf page of the free space map: a binary tree of
+// categories (max of children at inner nodes) over fsmLeaves heap pages,
+// and the next-slot hint that spreads searches.
+type fsmPage struct {
+	gen   uint64
+	nodes [fsmNodes]uint8
+	next  int32
+}
+
+func fsmAvailToCat(avail int) uint8 {
+	if avail >= maxFSMRequest {
+		return 255
+	}
+	return uint8(min(avail/fsmCatStep, 254))
+}
+
+func fsmNeededToCat(needed int) uint8 {
+	if needed == 0 {
+		return 1
+	}
+	return uint8(min((needed+fsmCatStep-1)/fsmCatStep, 255))
+}
+
+// set is fsm_set_avail: store a leaf value and propagate maxima upwards.
+func (f *fsmPage) set(slot int, v uint8) {
+	n := fsmNonLeaf + slot
+	if f.nodes[n] == v && v <= f.nodes[0] {
+		return
+	}
+	f.nodes[n] = v
+	for n > 0 {
+		n = (n - 1) / 2
+		l := 2*n + 1
+		nv := f.nodes[l]
+		if l+1 < fsmNodes {
+			nv = max(nv, f.nodes[l+1])
+		}
+		if f.nodes[n] == nv {
+			break
+		}
+		f.nodes[n] = nv
+	}
+}
+
+// search is fsm_search_avail with advancenext: starting at the next-slot
+// hint, step right and climb until a node has enough space, then descend
+// preferring the left child. It returns the slot or -1.
+func (f *fsmPage) search(minCat uint8) int {
+	if f.nodes[0] < minCat {
+		return -1
+	}
+	target := int(f.next)
+	if target < 0 || target >= fsmLeaves {
+		target = 0
+	}
+	n := fsmNonLeaf + target
+	for n > 0 {
+		if f.nodes[n] >= minCat {
+			break
+		}
+		// rightneighbor, wrapping to the leftmost node of the level, then
+		// parent.
+		r := n + 1
+		if (r+1)&r == 0 {
+			r = (r - 1) / 2
+		}
+		n = (r - 1) / 2
+	}
+	for n < fsmNonLeaf {
+		c := 2*n + 1
+		if c < fsmNodes && f.nodes[c] >= minCat {
+			n = c
+			continue
+		}
+		c++
+		if c < fsmNodes && f.nodes[c] >= minCat {
+			n = c
+			continue
+		}
+		return -1 // inconsistent tree; PostgreSQL rebuilds it, never here
+	}
+	slot := n - fsmNonLeaf
+	f.next = int32(slot + 1)
+	return slot
+}
+
+const noBlock = ^uint32(0)
+
+// heap emulates PostgreSQL 15's placement of heap tuples
+// (RelationGetBufferForTuple, heap_update, the free space map):
 //
 //   - pages of 8192 bytes with a 24-byte header and 4-byte line pointers;
-//   - an INSERT goes on the last page if MAXALIGN(t_len) fits
-//     PageGetHeapFreeSpace, else on a new page; items are numbered from 1
-//     per page;
-//   - an UPDATE writes a new tuple version on the old tuple's page when it
-//     fits there (PostgreSQL's heap_update; HOT when no index key changed),
-//     else like an INSERT; the old version keeps its slot;
+//     items are numbered from 1 per page and never reused;
+//   - an INSERT tries the relation's target block (the page it last put a
+//     tuple on; the last page when there is none). If MAXALIGN(t_len) does
+//     not fit PageGetHeapFreeSpace there, the page's free space is recorded
+//     in the free space map and the map is searched (from its next-slot
+//     hint) for a page of a sufficient category; failing that, the relation
+//     is extended by one page. The page used becomes the target block;
+//   - an UPDATE writes the new version on the old tuple's page if it fits
+//     there, else places it like an INSERT; the old version keeps its slot;
 //   - a DELETE leaves its slot and its space in use.
 //
 // Nothing is ever reclaimed: moraine models a heap where neither VACUUM nor
-// opportunistic page pruning has run. This is what PostgreSQL does while a
-// page has more than 10% free space (pruning only starts below that) or no
-// dead tuples; docs/catalog.md lists the divergences.
+// opportunistic page pruning has run, and one backend's target block (a
+// new PostgreSQL connection starts at the last page instead).
+// docs/catalog.md lists the divergences.
 //
-// A heap is persistent: clone() is O(pages/256) and shares chunks with the
-// original; a chunk is copied on its first write in the clone.
+// A heap is persistent: clone() is O(pages/256) and shares chunks and free
+// space map pages with the original; each is copied on its first write in
+// the clone.
 type heap struct {
 	gen    uint64
 	chunks []*pageChunk
 	npages uint32
+	target uint32 // noBlock when unset
+	fsm    []*fsmPage
 }
 
-func newHeap() heap { return heap{gen: heapGen.Add(1)} }
+func newHeap() heap { return heap{gen: heapGen.Add(1), target: noBlock} }
 
 func (h heap) clone() heap {
-	return heap{gen: heapGen.Add(1), chunks: append([]*pageChunk(nil), h.chunks...), npages: h.npages}
+	c := h
+	c.gen = heapGen.Add(1)
+	c.chunks = append([]*pageChunk(nil), h.chunks...)
+	c.fsm = append([]*fsmPage(nil), h.fsm...)
+	return c
 }
 
 func (h *heap) get(b uint32) page { return h.chunks[b/chunkPages].pages[b%chunkPages] }
@@ -309,6 +417,24 @@ func (h *heap) mut(b uint32) *page {
 	return &c.pages[b%chunkPages]
 }
 
+func (h *heap) fsmMut(i int) *fsmPage {
+	for len(h.fsm) <= i {
+		h.fsm = append(h.fsm, nil)
+	}
+	f := h.fsm[i]
+	switch {
+	case f == nil:
+		f = &fsmPage{gen: h.gen}
+		h.fsm[i] = f
+	case f.gen != h.gen:
+		cp := *f
+		cp.gen = h.gen
+		f = &cp
+		h.fsm[i] = f
+	}
+	return f
+}
+
 func (h *heap) extend() uint32 {
 	b := h.npages
 	if int(b/chunkPages) == len(h.chunks) {
@@ -319,18 +445,46 @@ func (h *heap) extend() uint32 {
 	return b
 }
 
-// insert places a new tuple of t_len l and returns its ctid.
-func (h *heap) insert(l int) CTID {
+// recordAndGet is RecordAndGetPageWithFreeSpace: record that page b has
+// avail bytes free and look for a page with need bytes on the same map
+// page. (The map's upper levels are only maintained by VACUUM, so a search
+// from the root finds nothing in a never-vacuumed relation.)
+func (h *heap) recordAndGet(b uint32, avail, need int) uint32 {
+	f := h.fsmMut(int(b / fsmLeaves))
+	f.set(int(b%fsmLeaves), fsmAvailToCat(avail))
+	s := f.search(fsmNeededToCat(need))
+	if s < 0 {
+		return noBlock
+	}
+	nb := (b/fsmLeaves)*fsmLeaves + uint32(s)
+	if nb >= h.npages {
+		return noBlock
+	}
+	return nb
+}
+
+// place finds a page for a tuple of t_len l and puts it there.
+func (h *heap) place(l int) CTID {
 	need := alignUp(l, maxAlign)
-	if h.npages > 0 {
-		last := h.npages - 1
-		if need <= h.get(last).heapFree() {
-			return MakeCTID(last, h.mut(last).place(l))
+	target := h.target
+	if target == noBlock && h.npages > 0 {
+		target = h.npages - 1
+	}
+	for target != noBlock {
+		free := h.get(target).heapFree()
+		if need <= free {
+			h.target = target
+			return MakeCTID(target, h.mut(target).place(l))
 		}
+		target = h.recordAndGet(target, free, need)
 	}
 	b := h.extend()
+	h.target = b
 	return MakeCTID(b, h.mut(b).place(l))
 }
+
+// insert places a new tuple of t_len l and returns its ctid.
+func (h *heap) insert(l int) CTID { return h.place(l) }
 
 // update places the new version of the tuple at old, of t_len l.
 func (h *heap) update(old CTID, l int) CTID {
@@ -338,8 +492,5 @@ func (h *heap) update(old CTID, l int) CTID {
 	if b < h.npages && alignUp(l, maxAlign) <= h.get(b).heapFree() {
 		return MakeCTID(b, h.mut(b).place(l))
 	}
-	return h.insert(l)
+	return h.place(l)
 }
-
-// Pages is the number of heap pages (pg_class.relpages after ANALYZE).
-func (h *heap) pages() uint32 { return h.npages }
