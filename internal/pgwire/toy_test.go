@@ -26,6 +26,7 @@ import (
 //	SELECT $1::int8, $2 ...      (extended) echoes its parameters
 //	INSERT INTO t VALUES (n, 's')
 //	COPY t TO STDOUT [binary]    / COPY t FROM STDIN [binary]
+//	COPY series(n) TO STDOUT [binary]  n rows (id, 'x')
 //	BEGIN / COMMIT / ROLLBACK, NOTICE <text>, PANIC, anything else: 42601
 //	SELECT version()             text
 type toyExec struct {
@@ -110,6 +111,7 @@ var (
 	reSeries = regexp.MustCompile(`(?i)^select generate_series\(1, ?([0-9]+)\)$`)
 	reInsert = regexp.MustCompile(`(?i)^insert into t values \((-?[0-9]+), (null|'([^']*)')\)$`)
 	reCopy   = regexp.MustCompile(`^copy t( \(\s*id,\s*name\s*\))? (from stdin|to stdout)(.*)$`)
+	reCopySeries = regexp.MustCompile(`^copy series\(([0-9]+)\) to stdout(.*)$`)
 	reParam  = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9_]+))?`)
 )
 
@@ -248,6 +250,15 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		s.e.rows = append(s.e.rows, r)
 		s.e.mu.Unlock()
 		return w.Complete("INSERT 0 1")
+	case reCopySeries.MatchString(lower):
+		m := reCopySeries.FindStringSubmatch(lower)
+		n, _ := strconv.Atoi(m[1])
+		rows := make([]toyRow, n)
+		name := "x"
+		for i := range rows {
+			rows[i] = toyRow{id: int64(i), name: &name}
+		}
+		return s.copyOutRows(w, rows, strings.Contains(m[2], "binary"))
 	case reCopy.MatchString(strings.ReplaceAll(lower, `"`, "")):
 		m := reCopy.FindStringSubmatch(strings.ReplaceAll(lower, `"`, ""))
 		if m[2] == "to stdout" {
@@ -293,13 +304,17 @@ func (s *toySession) rowsResult(w *ResultWriter, cols []Column, n, skip int, row
 }
 
 func (s *toySession) copyOut(w *ResultWriter, binary bool) error {
+	s.e.mu.Lock()
+	rows := append([]toyRow(nil), s.e.rows...)
+	s.e.mu.Unlock()
+	return s.copyOutRows(w, rows, binary)
+}
+
+func (s *toySession) copyOutRows(w *ResultWriter, rows []toyRow, binary bool) error {
 	format := int16(0)
 	if binary {
 		format = 1
 	}
-	s.e.mu.Lock()
-	rows := append([]toyRow(nil), s.e.rows...)
-	s.e.mu.Unlock()
 	co, err := w.CopyOut(format, tCols)
 	if err != nil {
 		return err
