@@ -130,11 +130,14 @@ func analyse(text string) *stmtInfo {
 }
 
 // selectOrdered reports whether a SELECT's output order is fixed: it has a
-// top-level ORDER BY, or it is a plain projection (no WHERE, GROUP BY,
+// top-level ORDER BY, it reads no relation (one row), or it is a plain projection (no WHERE, GROUP BY,
 // DISTINCT, set operation or join) of a single subquery that is ordered.
 func selectOrdered(sel map[string]json.RawMessage) bool {
 	if sel["sortClause"] != nil {
 		return true
+	}
+	if sel["fromClause"] == nil && (sel["op"] == nil || string(sel["op"]) == `"SETOP_NONE"`) {
+		return true // SELECT 1, version(): one row
 	}
 	if sel["whereClause"] != nil || sel["groupClause"] != nil || sel["distinctClause"] != nil ||
 		sel["op"] != nil && string(sel["op"]) != `"SETOP_NONE"` {
