@@ -163,12 +163,12 @@ func TestPsqlAuthAndTLS(t *testing.T) {
 		if !strings.HasPrefix(string(bin), "PGCOPY\n\xff\r\n\x00") || !strings.HasSuffix(string(bin), "\xff\xff") {
 			t.Fatalf("binary copy out %q", bin)
 		}
-		before := len(ts.exec.rows)
+		before := len(ts.exec.snapshot())
 		out, err = run(t, ci, "", "-c", `\copy t from '`+outBin+`' with (format binary)`)
 		if err != nil || out != "COPY 3\n" {
 			t.Fatalf("binary copy in: %v\n%s", err, out)
 		}
-		if got := ts.exec.rows[before:]; len(got) != 3 || got[2].id != 12 || *got[2].name != "tab\there" || got[1].name != nil {
+		if got := ts.exec.snapshot()[before:]; len(got) != 3 || got[2].id != 12 || *got[2].name != "tab\there" || got[1].name != nil {
 			t.Errorf("rows after binary round trip: %+v", got)
 		}
 	})

@@ -52,6 +52,12 @@ func (e *toyExec) NewSession(ctx context.Context, info StartupInfo) (Session, er
 	return &toySession{e: e, tx: TxIdle}, nil
 }
 
+func (e *toyExec) snapshot() []toyRow {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]toyRow(nil), e.rows...)
+}
+
 func (e *toyExec) liveSessions() int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
