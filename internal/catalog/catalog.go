@@ -52,6 +52,10 @@ type Commit struct {
 	Base *Version // the current version the commit applies to
 	Next *Version // the version it produces
 	Ops  []Op     // the transaction's operations, in order
+	// Pinned is the version the transaction read (its REPEATABLE READ
+	// snapshot); it is Base unless other commits landed meanwhile. The commit
+	// pipeline classifies conflicts against what landed after it.
+	Pinned *Version
 }
 
 // Options configure a Server.
@@ -67,7 +71,7 @@ type Server struct {
 		sync.Mutex
 		dbs map[string]*Database
 	}
-	nextCatalogID atomic.Uint64
+	nextCatalogID atomic.Uint32
 }
 
 // NewServer returns an empty registry.
@@ -78,10 +82,10 @@ func NewServer(opts Options) *Server {
 	return s
 }
 
-func (s *Server) allocCatalogID() uint64 { return s.nextCatalogID.Add(1) - 1 }
+func (s *Server) allocCatalogID() uint32 { return s.nextCatalogID.Add(1) - 1 }
 
 // noteCatalogID makes sure later allocations stay above id (after a load).
-func (s *Server) noteCatalogID(id uint64) {
+func (s *Server) noteCatalogID(id uint32) {
 	for {
 		cur := s.nextCatalogID.Load()
 		if cur > id || s.nextCatalogID.CompareAndSwap(cur, id+1) {
@@ -136,14 +140,14 @@ type CatalogRef struct {
 }
 
 // Catalogs returns every (database, schema) pair with its catalog id.
-func (s *Server) Catalogs() map[uint64]CatalogRef {
+func (s *Server) Catalogs() map[uint32]CatalogRef {
 	s.mu.Lock()
 	dbs := make([]*Database, 0, len(s.mu.dbs))
 	for _, db := range s.mu.dbs {
 		dbs = append(dbs, db)
 	}
 	s.mu.Unlock()
-	out := map[uint64]CatalogRef{}
+	out := map[uint32]CatalogRef{}
 	for _, db := range dbs {
 		for _, sc := range db.Current().Schemas() {
 			out[sc.CatalogID] = CatalogRef{db.name, sc.Name}
@@ -203,10 +207,13 @@ func (db *Database) commit(ctx context.Context, t *Txn) error {
 	}
 	t.b = nil
 	if c := db.srv.opts.Committer; c != nil {
-		if err := c.Persist(ctx, &Commit{DB: db, Base: cur, Next: next, Ops: t.ops}); err != nil {
+		if err := c.Persist(ctx, &Commit{DB: db, Base: cur, Next: next, Ops: t.ops, Pinned: t.base}); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
 	}
 	db.cur.Store(next)
 	return nil
 }
+
+// Server returns the registry the database belongs to.
+func (db *Database) Server() *Server { return db.srv }

@@ -60,7 +60,7 @@ type Op struct {
 	Column    keyspace.ColumnDef
 	Default   datum.Value
 	NewName   string
-	CatalogID uint64
+	CatalogID uint32
 }
 
 func (o Op) String() string {

@@ -24,7 +24,7 @@ const (
 type Schema struct {
 	Name      string
 	OID       uint32
-	CatalogID uint64
+	CatalogID uint32
 	tables    map[string]*Table
 	owner     uint64
 }
@@ -176,7 +176,7 @@ func (b *builder) allocOID() uint32 {
 	return o
 }
 
-func (b *builder) createSchema(name string, catalogID uint64) (*Schema, error) {
+func (b *builder) createSchema(name string, catalogID uint32) (*Schema, error) {
 	if _, ok := b.v.schemas[name]; ok {
 		return nil, errSchemaExists(name)
 	}

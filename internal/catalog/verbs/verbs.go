@@ -1,0 +1,441 @@
+// Package verbs authors DuckLake commits against the resident catalog
+// without SQL: the rows DuckLake's metadata manager would write for create
+// schema/table, register data files (with column stats and partition
+// values), end or hard-delete files, set or clear partitioning and sorting,
+// each commit minting one snapshot. Tests and tools (moraine bench catalog)
+// use it to build catalogs.
+//
+// Classification follows DuckLake (RFC 0013): creating tables and setting or
+// clearing partitioning change the schema (schema_version + 1, a
+// ducklake_schema_versions row); setting or clearing sorting does not.
+package verbs
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+)
+
+// Lake is a DuckLake catalog in one (database, metadata schema) of a
+// catalog.Database, with the counters of its latest snapshot.
+type Lake struct {
+	db            *catalog.Database
+	schema        string
+	snapshot      int64
+	schemaVersion int64
+	nextCatalogID int64
+	nextFileID    int64
+	nextRowID     map[int64]int64 // per table: ducklake_table_stats.next_row_id
+	// Now gives snapshot times; tests fix it for reproducible rows.
+	Now func() time.Time
+}
+
+var (
+	I = datum.IntValue
+	S = datum.TextValue
+	N = datum.Null
+	B = datum.BoolValue
+)
+
+// Init creates the DuckLake tables (catalog version 1.1-dev1) in schema and
+// writes the seed rows of snapshot 0, as DuckLake's initialisation does.
+func Init(ctx context.Context, db *catalog.Database, schema, dataPath string) (*Lake, error) {
+	l := &Lake{db: db, schema: schema, nextCatalogID: 1, nextRowID: map[int64]int64{}, Now: time.Now}
+	tx := db.Begin()
+	if _, ok := tx.Schema(schema); !ok {
+		if err := tx.CreateSchema(schema); err != nil {
+			return nil, err
+		}
+	}
+	defs, err := keyspace.FixedDefs(schema, keyspace.Version11)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range defs {
+		if err := tx.CreateTable(d); err != nil {
+			return nil, fmt.Errorf("init: %w", err)
+		}
+	}
+	ins := func(table string, vals ...datum.Value) {
+		if err == nil {
+			_, err = tx.InsertRow(schema, table, vals)
+		}
+	}
+	ins("ducklake_snapshot", I(0), l.now(), I(0), I(1), I(0))
+	ins("ducklake_snapshot_changes", I(0), S(`created_schema:"main"`), N, N, N)
+	ins("ducklake_metadata", S("version"), S(keyspace.Version11), N, N)
+	ins("ducklake_metadata", S("created_by"), S("moraine verbs"), N, N)
+	ins("ducklake_metadata", S("data_path"), S(dataPath), N, N)
+	ins("ducklake_metadata", S("encrypted"), S("false"), N, N)
+	ins("ducklake_schema", I(0), uuid(), I(0), N, S("main"), S("main/"), B(true))
+	if err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	return l, nil
+}
+
+func (l *Lake) now() datum.Value {
+	t := l.Now()
+	return datum.TimestampTZValue(t.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds())
+}
+
+func uuid() datum.Value {
+	var u [16]byte
+	rand.Read(u[:])
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return datum.UUIDValue(u)
+}
+
+// Snapshot is the id of the latest snapshot the Lake committed.
+func (l *Lake) Snapshot() int64 { return l.snapshot }
+
+// SchemaVersion is the schema_version of the latest snapshot.
+func (l *Lake) SchemaVersion() int64 { return l.schemaVersion }
+
+// Database returns the catalog database.
+func (l *Lake) Database() *catalog.Database { return l.db }
+
+// Schema returns the metadata schema.
+func (l *Lake) Schema() string { return l.schema }
+
+type row struct {
+	table string
+	vals  []datum.Value
+}
+
+type update struct {
+	table string
+	match func([]datum.Value) bool
+	set   func([]datum.Value)
+}
+
+// Commit is one DuckLake commit being authored; Commit mints its snapshot.
+type Commit struct {
+	l             *Lake
+	snap          int64
+	nextCatalogID int64
+	nextFileID    int64
+	schemaChanged map[int64]bool
+	changes       []string
+	inserts       []row
+	updates       []update
+	deletes       []update
+	statsDelta    map[int64][3]int64 // table → record_count, rows, file_size
+}
+
+// Begin starts a commit on top of the latest snapshot.
+func (l *Lake) Begin() *Commit {
+	return &Commit{l: l, snap: l.snapshot + 1, nextCatalogID: l.nextCatalogID, nextFileID: l.nextFileID,
+		schemaChanged: map[int64]bool{}, statsDelta: map[int64][3]int64{}}
+}
+
+// SnapshotID is the snapshot the commit will mint.
+func (c *Commit) SnapshotID() int64 { return c.snap }
+
+func (c *Commit) insert(table string, vals ...datum.Value) {
+	c.inserts = append(c.inserts, row{table, vals})
+}
+
+// CreateSchema registers a DuckLake schema and returns its schema_id.
+func (c *Commit) CreateSchema(name string) int64 {
+	id := c.nextCatalogID
+	c.nextCatalogID++
+	c.insert("ducklake_schema", I(id), uuid(), I(c.snap), N, S(name), S(name+"/"), B(true))
+	c.changes = append(c.changes, fmt.Sprintf("created_schema:%q", name))
+	c.schemaChanged[-1] = true
+	return id
+}
+
+// Column is a user column of a DuckLake table.
+type Column struct {
+	Name string
+	Type string // DuckLake type name: int64, varchar, timestamp, …
+}
+
+// CreateTable registers a table with its columns and returns its table_id
+// and column ids (allocated from next_catalog_id as DuckLake does).
+func (c *Commit) CreateTable(schemaID int64, schemaName, name string, cols []Column) (int64, []int64) {
+	id := c.nextCatalogID
+	c.nextCatalogID++
+	c.insert("ducklake_table", I(id), uuid(), I(c.snap), N, I(schemaID), S(name), S(name+"/"), B(true))
+	ids := make([]int64, len(cols))
+	for i, col := range cols {
+		ids[i] = int64(i + 1)
+		c.insert("ducklake_column", I(ids[i]), I(c.snap), N, I(id), I(int64(i)), S(col.Name), S(col.Type), N, N, B(true), N, N, N)
+	}
+	c.changes = append(c.changes, fmt.Sprintf("created_table:%q.%q", schemaName, name))
+	c.schemaChanged[id] = true
+	return id, ids
+}
+
+// ColumnStats are one file's statistics for one column.
+type ColumnStats struct {
+	ColumnID, SizeBytes, ValueCount, NullCount int64
+	Min, Max                                   string
+}
+
+// DataFile is a Parquet file to register.
+type DataFile struct {
+	TableID, RecordCount, FileSize, FooterSize int64
+	Path                                       string
+	PartitionID                                *int64   // the partition spec it was written under
+	PartitionValues                            []string // one per partition key, in key order
+	Stats                                      []ColumnStats
+}
+
+// AddDataFile registers f and returns its data_file_id. Row ids continue
+// the table's next_row_id.
+func (c *Commit) AddDataFile(f DataFile) int64 {
+	id := c.nextFileID
+	c.nextFileID++
+	d := c.statsDelta[f.TableID]
+	rowStart := c.l.nextRowID[f.TableID] + d[1]
+	part := N
+	if f.PartitionID != nil {
+		part = I(*f.PartitionID)
+	}
+	c.insert("ducklake_data_file", I(id), I(f.TableID), I(c.snap), N, N, S(f.Path), B(true), S("parquet"),
+		I(f.RecordCount), I(f.FileSize), I(f.FooterSize), I(rowStart), part, N, N, N, I(1))
+	for _, s := range f.Stats {
+		c.insert("ducklake_file_column_stats", I(id), I(f.TableID), I(s.ColumnID), I(s.SizeBytes), I(s.ValueCount),
+			I(s.NullCount), S(s.Min), S(s.Max), N, N)
+	}
+	for i, v := range f.PartitionValues {
+		c.insert("ducklake_file_partition_value", I(id), I(f.TableID), I(int64(i)), S(v))
+	}
+	c.statsDelta[f.TableID] = [3]int64{d[0] + f.RecordCount, d[1] + f.RecordCount, d[2] + f.FileSize}
+	c.changes = append(c.changes, fmt.Sprintf("inserted_into_table:%d", f.TableID))
+	return id
+}
+
+func colIs(i int, v int64) func([]datum.Value) bool {
+	return func(vals []datum.Value) bool { return !vals[i].IsNull() && vals[i].Int() == v }
+}
+
+func current(i, end int, v int64) func([]datum.Value) bool {
+	return func(vals []datum.Value) bool { return vals[end].IsNull() && !vals[i].IsNull() && vals[i].Int() == v }
+}
+
+// EndDataFile ends a data file at this snapshot (UPDATE … SET end_snapshot).
+func (c *Commit) EndDataFile(tableID, fileID int64) {
+	snap := c.snap
+	c.updates = append(c.updates, update{"ducklake_data_file", current(0, 3, fileID),
+		func(v []datum.Value) { v[3] = I(snap) }})
+	c.changes = append(c.changes, fmt.Sprintf("deleted_from_table:%d", tableID))
+}
+
+// DeleteDataFile hard-deletes a data file with its stats and partition
+// values (expire/cleanup and compaction merges do this).
+func (c *Commit) DeleteDataFile(fileID int64) {
+	for _, t := range []string{"ducklake_data_file", "ducklake_file_column_stats", "ducklake_file_partition_value"} {
+		c.deletes = append(c.deletes, update{table: t, match: colIs(0, fileID)})
+	}
+}
+
+// PartitionColumn is one key of a partition spec.
+type PartitionColumn struct {
+	ColumnID  int64
+	Transform string // verbatim: identity, year, bucket(16), …
+}
+
+// SetPartitioning replaces the table's partition spec (ending the current
+// one) and returns the new partition_id. It changes the schema.
+func (c *Commit) SetPartitioning(tableID int64, cols []PartitionColumn) int64 {
+	c.endSpec("ducklake_partition_info", tableID)
+	id := c.nextCatalogID
+	c.nextCatalogID++
+	c.insert("ducklake_partition_info", I(id), I(tableID), I(c.snap), N)
+	for i, pc := range cols {
+		c.insert("ducklake_partition_column", I(id), I(tableID), I(int64(i)), I(pc.ColumnID), S(pc.Transform))
+	}
+	c.changes = append(c.changes, fmt.Sprintf("altered_table:%d", tableID))
+	c.schemaChanged[tableID] = true
+	return id
+}
+
+// ClearPartitioning ends the table's partition spec. It changes the schema.
+func (c *Commit) ClearPartitioning(tableID int64) {
+	c.endSpec("ducklake_partition_info", tableID)
+	c.changes = append(c.changes, fmt.Sprintf("altered_table:%d", tableID))
+	c.schemaChanged[tableID] = true
+}
+
+// SortExpression is one key of a sort spec, stored verbatim.
+type SortExpression struct {
+	Expression, Direction, NullOrder string
+}
+
+// SetSorting replaces the table's sort spec and returns its sort_id. It
+// does not change the schema (RFC 0013).
+func (c *Commit) SetSorting(tableID int64, exprs []SortExpression) int64 {
+	c.endSpec("ducklake_sort_info", tableID)
+	id := c.nextCatalogID
+	c.nextCatalogID++
+	c.insert("ducklake_sort_info", I(id), I(tableID), I(c.snap), N)
+	for i, e := range exprs {
+		c.insert("ducklake_sort_expression", I(id), I(tableID), I(int64(i)), S(e.Expression), S("duckdb"), S(e.Direction), S(e.NullOrder))
+	}
+	c.changes = append(c.changes, fmt.Sprintf("altered_table:%d", tableID))
+	return id
+}
+
+// ClearSorting ends the table's sort spec; no schema change.
+func (c *Commit) ClearSorting(tableID int64) {
+	c.endSpec("ducklake_sort_info", tableID)
+	c.changes = append(c.changes, fmt.Sprintf("altered_table:%d", tableID))
+}
+
+func (c *Commit) endSpec(table string, tableID int64) {
+	snap := c.snap
+	c.updates = append(c.updates, update{table, current(1, 3, tableID), func(v []datum.Value) { v[3] = I(snap) }})
+}
+
+// Commit mints the snapshot: the ducklake_snapshot row first (as DuckLake
+// sends it), then the changes, the staged rows, the ends and hard deletes,
+// the table stats and schema version rows; then commits the transaction.
+func (c *Commit) Commit(ctx context.Context) (int64, error) {
+	l := c.l
+	tx := l.db.Begin()
+	sv := l.schemaVersion
+	if len(c.schemaChanged) > 0 {
+		sv++
+	}
+	var err error
+	ins := func(table string, vals ...datum.Value) {
+		if err == nil {
+			_, err = tx.InsertRow(l.schema, table, vals)
+		}
+	}
+	ins("ducklake_snapshot", I(c.snap), l.now(), I(sv), I(c.nextCatalogID), I(c.nextFileID))
+	ins("ducklake_snapshot_changes", I(c.snap), S(dedupe(c.changes)), N, N, N)
+	for _, r := range c.inserts {
+		ins(r.table, r.vals...)
+	}
+	for _, u := range c.updates {
+		if err == nil {
+			err = c.apply(tx, u, false)
+		}
+	}
+	for _, u := range c.deletes {
+		if err == nil {
+			err = c.apply(tx, u, true)
+		}
+	}
+	for tid, d := range c.statsDelta {
+		if err != nil {
+			break
+		}
+		err = c.bumpStats(tx, tid, d)
+	}
+	if len(c.schemaChanged) > 0 {
+		for tid := range c.schemaChanged {
+			if tid >= 0 {
+				ins("ducklake_schema_versions", I(c.snap), I(sv), I(tid))
+			}
+		}
+	}
+	if err != nil {
+		tx.Rollback()
+		return 0, fmt.Errorf("verbs: snapshot %d: %w", c.snap, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, fmt.Errorf("verbs: snapshot %d: %w", c.snap, err)
+	}
+	l.snapshot, l.schemaVersion, l.nextCatalogID, l.nextFileID = c.snap, sv, c.nextCatalogID, c.nextFileID
+	for tid, d := range c.statsDelta {
+		l.nextRowID[tid] += d[1]
+	}
+	return c.snap, nil
+}
+
+func dedupe(cs []string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, c := range cs {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, c)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
+// apply runs an UPDATE (or DELETE) over the rows u matches.
+func (c *Commit) apply(tx *catalog.Txn, u update, del bool) error {
+	t, err := tx.Table(c.l.schema, u.table)
+	if err != nil {
+		return err
+	}
+	type hit struct {
+		c    catalog.CTID
+		vals []datum.Value
+	}
+	var hits []hit
+	// Data files are found through their primary key when the match is on it.
+	t.Scan(func(ct catalog.CTID, r datum.Row) bool {
+		vals, e := r.Decode(t.Types(), nil)
+		if e != nil {
+			err = e
+			return false
+		}
+		if u.match(vals) {
+			hits = append(hits, hit{ct, vals})
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, h := range hits {
+		if del {
+			err = tx.DeleteRow(c.l.schema, u.table, h.c)
+		} else {
+			u.set(h.vals)
+			_, err = tx.UpdateRow(c.l.schema, u.table, h.c, h.vals)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// bumpStats inserts or updates the table's ducklake_table_stats row.
+func (c *Commit) bumpStats(tx *catalog.Txn, tableID int64, d [3]int64) error {
+	t, err := tx.Table(c.l.schema, "ducklake_table_stats")
+	if err != nil {
+		return err
+	}
+	var at catalog.CTID
+	var vals []datum.Value
+	found := false
+	t.Scan(func(ct catalog.CTID, r datum.Row) bool {
+		v, e := r.Column(t.Types(), 0)
+		if e == nil && v.Int() == tableID {
+			at, found = ct, true
+			vals, err = r.Decode(t.Types(), nil)
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		_, err = tx.InsertRow(c.l.schema, "ducklake_table_stats", []datum.Value{I(tableID), I(d[0]), I(c.l.nextRowID[tableID] + d[1]), I(d[2])})
+		return err
+	}
+	vals[1], vals[2], vals[3] = I(vals[1].Int()+d[0]), I(vals[2].Int()+d[1]), I(vals[3].Int()+d[2])
+	_, err = tx.UpdateRow(c.l.schema, "ducklake_table_stats", at, vals)
+	return err
+}
