@@ -27,6 +27,7 @@ import (
 //	INSERT INTO t VALUES (n, 's')
 //	COPY t TO STDOUT [binary]    / COPY t FROM STDIN [binary]
 //	COPY series(n) TO STDOUT [binary]  n rows (id, 'x')
+//	COPY fast(n) TO STDOUT       n binary rows through the AppendRow fast path
 //	BEGIN / COMMIT / ROLLBACK, NOTICE <text>, PANIC, anything else: 42601
 //	SELECT version()             text
 type toyExec struct {
@@ -118,6 +119,7 @@ var (
 	reInsert = regexp.MustCompile(`(?i)^insert into t values \((-?[0-9]+), (null|'([^']*)')\)$`)
 	reCopy   = regexp.MustCompile(`^copy t( \(\s*id,\s*name\s*\))? (from stdin|to stdout)(.*)$`)
 	reCopySeries = regexp.MustCompile(`^copy series\(([0-9]+)\) to stdout(.*)$`)
+	reCopyFast   = regexp.MustCompile(`^copy fast\(([0-9]+)\) to stdout`)
 	reParam  = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9_]+))?`)
 )
 
@@ -256,6 +258,22 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		s.e.rows = append(s.e.rows, r)
 		s.e.mu.Unlock()
 		return w.Complete("INSERT 0 1")
+	case reCopyFast.MatchString(lower):
+		n, _ := strconv.Atoi(reCopyFast.FindStringSubmatch(lower)[1])
+		co, err := w.CopyOut(1, tCols)
+		if err != nil {
+			return err
+		}
+		// The executor's fast path: one bound method value, no allocation
+		// per row or cell.
+		f := &fastRows{name: "duckdb-lake-row"}
+		appendRow := f.append
+		for f.i = 0; f.i < int64(n); f.i++ {
+			if err := co.AppendRow(appendRow); err != nil {
+				return err
+			}
+		}
+		return co.Close()
 	case reCopySeries.MatchString(lower):
 		m := reCopySeries.FindStringSubmatch(lower)
 		n, _ := strconv.Atoi(m[1])
@@ -514,4 +532,16 @@ func (p *toyPortal) Execute(ctx context.Context, w *ResultWriter, maxRows int) e
 	}
 	p.sent += int(w.rows - before)
 	return err
+}
+
+// fastRows appends binary tuples (int8 id, text name) for COPY fast(n).
+type fastRows struct {
+	i    int64
+	name string
+}
+
+func (f *fastRows) append(dst []byte) []byte {
+	dst = pgvalue.AppendTupleStart(dst, 2)
+	dst = pgvalue.AppendInt8Field(dst, f.i)
+	return pgvalue.AppendStringField(dst, f.name)
 }
