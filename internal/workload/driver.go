@@ -619,8 +619,10 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
 		path := "ducklake-" + uuidString(newUUID()) + ".parquet"
 		tag := fmt.Sprintf("w%d-c%d", w, c)
 		p := plan{kind: "insert", tag: tag,
-			mine:  changes.Set{{Kind: changes.InsertedIntoTable, ID: table}},
-			build: func(base snapshot, st *stats) (string, Landed) { return d.insertBatch(base, st, table, rows, path, tag) },
+			mine: changes.Set{{Kind: changes.InsertedIntoTable, ID: table}},
+			build: func(base snapshot, st *stats) (string, Landed) {
+				return d.insertBatch(base, st, table, rows, path, tag)
+			},
 		}
 		start := time.Now()
 		base, err := d.begin(ctx, conn)
