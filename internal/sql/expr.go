@@ -1,6 +1,8 @@
 package sql
 
 import (
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -131,6 +133,9 @@ func coerce(x tv, t datum.Type) (datum.Value, error) {
 	}
 	if x.t == t {
 		return x.v, nil
+	}
+	if t.OID == datum.OIDTID && x.v.K == datum.KindText {
+		return parseTIDLenient(x.v.S)
 	}
 	if x.t == unknownType {
 		return datum.ParseText(t, x.v.S)
@@ -283,4 +288,43 @@ func typeFromName(tn *pg.TypeName) (datum.Type, error) {
 		return datum.Type{}, errf(codeUndefinedObject, "%s", err.Error())
 	}
 	return t, nil
+}
+
+// parseTIDLenient is PostgreSQL's tidin, which finds the '(' and ',' by
+// scanning and ignores what follows the ')': DuckDB's UPDATE through a temp
+// table sends '(0,1)' with its quotes and PostgreSQL accepts it.
+func parseTIDLenient(s string) (datum.Value, error) {
+	bad := &datum.SyntaxError{Code: "22P02", Msg: fmt.Sprintf("invalid input syntax for type tid: %q", s)}
+	var coord [2]int
+	n := 0
+	for i := 0; i < len(s) && n < 2 && s[i] != ')'; i++ {
+		if s[i] == ',' || (s[i] == '(' && n == 0) {
+			coord[n] = i + 1
+			n++
+		}
+	}
+	if n < 2 {
+		return datum.Null, bad
+	}
+	num := func(from int, end byte) (uint64, bool) {
+		j := from
+		for j < len(s) && s[j] == ' ' {
+			j++
+		}
+		k := j
+		for k < len(s) && s[k] >= '0' && s[k] <= '9' {
+			k++
+		}
+		if k == j || k >= len(s) || s[k] != end {
+			return 0, false
+		}
+		v, err := strconv.ParseUint(s[j:k], 10, 64)
+		return v, err == nil
+	}
+	b, ok1 := num(coord[0], ',')
+	o, ok2 := num(coord[1], ')')
+	if !ok1 || !ok2 || b > math.MaxUint32 || o > math.MaxUint16 {
+		return datum.Null, bad
+	}
+	return datum.TIDValue(uint32(b), uint16(o)), nil
 }

@@ -53,7 +53,7 @@ func mkRel(cols []vcol) *rel {
 
 func (r *rel) add(vals ...datum.Value) { r.rows = append(r.rows, vals) }
 
-func oidV(o uint32) datum.Value { return datum.IntValue(int64(o)) }
+func oidV(o uint32) datum.Value  { return datum.IntValue(int64(o)) }
 func nameV(s string) datum.Value { return datum.TextValue(s) }
 func intV(i int) datum.Value     { return datum.IntValue(int64(i)) }
 func boolV(b bool) datum.Value   { return datum.BoolValue(b) }

@@ -191,6 +191,9 @@ func (s *Session) beginTxn() {
 
 // endTxn forgets the transaction and drops ON COMMIT DROP temp tables.
 func (s *Session) endTxn() {
+	if s.txn != nil {
+		s.txn.Rollback()
+	}
 	s.txn = nil
 	s.inBlock, s.failed, s.readOnly, s.repeatable = false, false, false, false
 	s.txStart = time.Time{}
@@ -202,6 +205,7 @@ func (s *Session) endTxn() {
 
 func (s *Session) commitTxn(ctx context.Context) error {
 	txn := s.txn
+	s.txn = nil
 	s.endTxn()
 	if txn == nil {
 		return nil
@@ -280,7 +284,7 @@ func (s *Session) run(ctx context.Context, n *pg.Node, out sink, params []tv) er
 		s.txn.Rebase(s.db.Head())
 	}
 	x := &exec{ctx: ctx, s: s, params: params}
-	return x.statement(n, out)
+	return asPg(x.statement(n, out))
 }
 
 func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) error {

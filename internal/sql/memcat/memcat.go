@@ -34,14 +34,14 @@ import (
 
 // Errors callers branch on. The SQL layer turns them into SQLSTATEs.
 var (
-	ErrNoSuchTable    = errors.New("memcat: no such table")
-	ErrNoSuchSchema   = errors.New("memcat: no such schema")
-	ErrTableExists    = errors.New("memcat: table already exists")
-	ErrSchemaExists   = errors.New("memcat: schema already exists")
-	ErrNoSuchColumn   = errors.New("memcat: no such column")
-	ErrColumnExists   = errors.New("memcat: column already exists")
-	ErrSerialization  = errors.New("memcat: concurrent update")
-	ErrNoSuchRow      = errors.New("memcat: no such row")
+	ErrNoSuchTable   = errors.New("memcat: no such table")
+	ErrNoSuchSchema  = errors.New("memcat: no such schema")
+	ErrTableExists   = errors.New("memcat: table already exists")
+	ErrSchemaExists  = errors.New("memcat: schema already exists")
+	ErrNoSuchColumn  = errors.New("memcat: no such column")
+	ErrColumnExists  = errors.New("memcat: column already exists")
+	ErrSerialization = errors.New("memcat: concurrent update")
+	ErrNoSuchRow     = errors.New("memcat: no such row")
 )
 
 // UniqueError is a primary-key violation.
@@ -157,15 +157,19 @@ func (t *Table) CheckPK(vals []datum.Value, skip int64) error {
 			}
 		}
 		if same {
-			e := &UniqueError{Table: t.Name, Constraint: t.Name + "_pkey"}
-			for _, i := range t.Def.PK {
-				e.Columns = append(e.Columns, t.Def.Columns[i].Name)
-				e.Values = append(e.Values, datum.FormatText(t.Def.Columns[i].Type, vals[i]))
-			}
-			return e
+			return uniqueError(t, vals)
 		}
 	}
 	return nil
+}
+
+func uniqueError(t *Table, vals []datum.Value) *UniqueError {
+	e := &UniqueError{Table: t.Name, Constraint: t.Name + "_pkey"}
+	for _, i := range t.Def.PK {
+		e.Columns = append(e.Columns, t.Def.Columns[i].Name)
+		e.Values = append(e.Values, datum.FormatText(t.Def.Columns[i].Type, vals[i]))
+	}
+	return e
 }
 
 // Insert appends a row with a fresh ctid (the table must be owned by the
@@ -305,9 +309,15 @@ func (s *Server) Database(name string) *DB {
 
 // DB is one database's catalog.
 type DB struct {
-	Name      string
-	mu        sync.Mutex
-	head      *Version
+	Name string
+	mu   sync.Mutex
+	head *Version
+	// claims maps the primary keys that live transactions inserted but
+	// have not committed yet to their transaction. A second inserter of
+	// the same key fails at once with a unique violation (PostgreSQL makes
+	// it wait for the first and then fail; DuckLake's retry loop accepts
+	// either).
+	claims    map[string]*Txn
 	oids      atomic.Uint32
 	committer Committer
 }
@@ -332,11 +342,12 @@ func (db *DB) Begin(base *Version) *Txn {
 
 // Txn is one transaction: a base version plus its own writes.
 type Txn struct {
-	db    *DB
-	base  *Version
-	view  *Version // base, or a private copy once the transaction wrote
-	owned map[*Table]bool
-	ops   []Op
+	claimed []string
+	db      *DB
+	base    *Version
+	view    *Version // base, or a private copy once the transaction wrote
+	owned   map[*Table]bool
+	ops     []Op
 }
 
 // View is what the transaction reads: its base plus its own writes.
@@ -396,6 +407,9 @@ func (t *Txn) Insert(schema, table string, vals []datum.Value) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := t.claim(schema, tb, vals, -1); err != nil {
+		return 0, err
+	}
 	ctid := tb.NextCTID()
 	if err := tb.insert(ctid, vals); err != nil {
 		return 0, err
@@ -426,6 +440,12 @@ func (t *Txn) Update(schema, table string, ctid int64, vals []datum.Value) (int6
 	}
 	if err := tb.CheckPK(vals, ctid); err != nil {
 		return 0, err
+	}
+	old := tb.find(ctid)
+	if old >= 0 && !samePK(tb, tb.Rows[old].Vals, vals) {
+		if err := t.claim(schema, tb, vals, ctid); err != nil {
+			return 0, err
+		}
 	}
 	if err := tb.delete(ctid); err != nil {
 		return 0, err
@@ -538,10 +558,72 @@ func renameColumn(tb *Table, from, to string) error {
 	return nil
 }
 
+func samePK(tb *Table, a, b []datum.Value) bool {
+	for _, i := range tb.Def.PK {
+		if datum.Compare(a[i], b[i]) != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// claim checks a new primary key against rows committed since the
+// transaction's snapshot and against keys other live transactions
+// inserted, and records it as this transaction's.
+func (t *Txn) claim(schema string, tb *Table, vals []datum.Value, skip int64) error {
+	if len(tb.Def.PK) == 0 {
+		return nil
+	}
+	var kb strings.Builder
+	kb.WriteString(schema + "\x00" + tb.Name)
+	for _, i := range tb.Def.PK {
+		kb.WriteString("\x00" + datum.FormatText(tb.Def.Columns[i].Type, vals[i]))
+	}
+	key := kb.String()
+	db := t.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if ht, ok := db.head.Lookup(schema, tb.Name); ok && db.head != t.base {
+		if err := ht.CheckPK(vals, skip); err != nil {
+			return err
+		}
+	}
+	if other, ok := db.claims[key]; ok && other != t {
+		return uniqueError(tb, vals)
+	}
+	if db.claims == nil {
+		db.claims = map[string]*Txn{}
+	}
+	db.claims[key] = t
+	t.claimed = append(t.claimed, key)
+	return nil
+}
+
+// Rollback releases what the transaction claimed; its writes vanish with it.
+func (t *Txn) Rollback() {
+	t.release()
+	t.ops = nil
+}
+
+func (t *Txn) release() {
+	if len(t.claimed) == 0 {
+		return
+	}
+	t.db.mu.Lock()
+	for _, k := range t.claimed {
+		if t.db.claims[k] == t {
+			delete(t.db.claims, k)
+		}
+	}
+	t.db.mu.Unlock()
+	t.claimed = nil
+}
+
 // Commit replays the staged operations onto the newest version, hands the
 // result to the Committer and publishes it. A transaction without writes
 // commits trivially.
 func (t *Txn) Commit(ctx context.Context) error {
+	defer t.release()
 	if len(t.ops) == 0 {
 		return nil
 	}
