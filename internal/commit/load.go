@@ -1,0 +1,193 @@
+package commit
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/slate"
+)
+
+// Scanner is the read side of the store: slate.DB, slate.Snapshot.
+type Scanner interface {
+	ScanPrefix(ctx context.Context, prefix []byte) *slate.Iterator
+}
+
+// StoredCatalog is one DuckLake catalog as the store holds it: its registry
+// name, head, table definitions and rows (children flattened into their own
+// tables), decoded and checked.
+type StoredCatalog struct {
+	ID       uint32
+	Database string
+	Schema   string
+	Head     keyspace.Head
+	HasHead  bool
+	Defs     map[string]*keyspace.TableDef
+	Rows     map[string][]datum.Row
+	// Order lists the table names in definition key order.
+	Order []string
+}
+
+// ReadStore reads every catalog the store holds. Any record that does not
+// decode is an error naming it: a corrupt store is never half-loaded.
+func ReadStore(ctx context.Context, s Scanner) (map[uint32]*StoredCatalog, error) {
+	cats := map[uint32]*StoredCatalog{}
+	get := func(id uint32) *StoredCatalog {
+		c := cats[id]
+		if c == nil {
+			c = &StoredCatalog{ID: id, Defs: map[string]*keyspace.TableDef{}, Rows: map[string][]datum.Row{}}
+			cats[id] = c
+		}
+		return c
+	}
+	// Registry first: names of every catalog.
+	it := s.ScanPrefix(ctx, keyspace.RegistryPrefix())
+	for it.Next() {
+		db, schema, id, err := keyspace.DecodeRegistry(it.Key(), it.Value())
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("read store: registry: %w", err)
+		}
+		c := get(id)
+		c.Database, c.Schema = db, schema
+	}
+	if err := closeIter(it); err != nil {
+		return nil, fmt.Errorf("read store: registry: %w", err)
+	}
+	ids := make([]uint32, 0, len(cats))
+	for id := range cats {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if err := readCatalog(ctx, s, cats[id]); err != nil {
+			return nil, err
+		}
+	}
+	return cats, nil
+}
+
+func closeIter(it *slate.Iterator) error {
+	err := it.Err()
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func readCatalog(ctx context.Context, s Scanner, c *StoredCatalog) error {
+	if v, err := scanOne(ctx, s, keyspace.HeadKey(c.ID)); err != nil {
+		return err
+	} else if v != nil {
+		h, err := keyspace.DecodeHead(v)
+		if err != nil {
+			return fmt.Errorf("read store: catalog %d head: %w", c.ID, err)
+		}
+		c.Head, c.HasHead = h, true
+	}
+	codecs := map[string]*keyspace.Table{}
+	it := s.ScanPrefix(ctx, keyspace.KindPrefix(c.ID, keyspace.KindTableDef))
+	for it.Next() {
+		_, def, err := keyspace.DecodeTableDef(it.Key(), it.Value())
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("read store: catalog %d: %w", c.ID, err)
+		}
+		codec, err := keyspace.NewTable(def)
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("read store: catalog %d: %w", c.ID, err)
+		}
+		d := def
+		c.Defs[def.Name] = &d
+		c.Order = append(c.Order, def.Name)
+		codecs[def.Name] = codec
+	}
+	if err := closeIter(it); err != nil {
+		return fmt.Errorf("read store: catalog %d definitions: %w", c.ID, err)
+	}
+	lookup := func(_ uint32, name string) (*keyspace.Table, bool) {
+		t, ok := codecs[name]
+		return t, ok
+	}
+	it = s.ScanPrefix(ctx, keyspace.CatalogPrefix(c.ID))
+	for it.Next() {
+		k := it.Key()
+		if len(k) > 4 && !keyspace.Kind(k[4]).IsRowKind() {
+			continue // registry, head, definitions
+		}
+		e, err := keyspace.DecodeKV(k, it.Value(), lookup)
+		if err != nil {
+			it.Close()
+			return fmt.Errorf("read store: catalog %d key %x: %w", c.ID, k, err)
+		}
+		if _, ok := c.Defs[e.Table]; !ok {
+			it.Close()
+			return fmt.Errorf("read store: catalog %d: rows of %s, which has no definition: %w", c.ID, e.Table, keyspace.ErrCorrupt)
+		}
+		// Values alias the iterator's buffers: copy what is kept.
+		c.Rows[e.Table] = append(c.Rows[e.Table], append(datum.Row(nil), e.Row...))
+		if e.ChildTable != "" {
+			if _, ok := c.Defs[e.ChildTable]; !ok {
+				it.Close()
+				return fmt.Errorf("read store: catalog %d: %s rows embedded in %s, which has no definition: %w", c.ID, e.ChildTable, e.Table, keyspace.ErrCorrupt)
+			}
+			for _, ch := range e.Children {
+				c.Rows[e.ChildTable] = append(c.Rows[e.ChildTable], append(datum.Row(nil), ch...))
+			}
+		}
+	}
+	if err := closeIter(it); err != nil {
+		return fmt.Errorf("read store: catalog %d rows: %w", c.ID, err)
+	}
+	return nil
+}
+
+func scanOne(ctx context.Context, s Scanner, key []byte) ([]byte, error) {
+	it := s.ScanPrefix(ctx, key)
+	var out []byte
+	for it.Next() {
+		if string(it.Key()) == string(key) {
+			out = append([]byte(nil), it.Value()...)
+		}
+		break
+	}
+	if err := closeIter(it); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Prime loads the pipeline's indexes (heads, embedded children) from the
+// catalogs read at open, so that the first commit after a restart encodes
+// entities with the children they already have.
+func (p *Pipeline) Prime(cats map[uint32]*StoredCatalog) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, c := range cats {
+		if c.HasHead {
+			p.heads[id] = headState{head: c.Head}
+		}
+		for name, rows := range c.Rows {
+			def := c.Defs[name]
+			codec, err := p.codecs.get(id, def)
+			if err != nil {
+				return err
+			}
+			spec := codec.Spec
+			if !spec.Embedded() {
+				continue
+			}
+			for _, r := range rows {
+				link, err := linkValues(r, codec.Types(), spec.ParentLink, 0)
+				if err != nil {
+					return fmt.Errorf("prime: %s: %w", name, err)
+				}
+				p.children.add(identity(id, spec.Parent, link), r)
+			}
+		}
+	}
+	return nil
+}

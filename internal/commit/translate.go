@@ -1,0 +1,526 @@
+package commit
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/slate"
+)
+
+// The translation of one commit into keyspace operations.
+//
+// Row kinds whose rows stand alone are translated operation by operation: a
+// row's key is a pure function of the row (keyspace), so an insert puts the
+// new row's key, a delete deletes the old row's key (which names the exact
+// current or history row, as RFC 0008 requires of hard deletes), and an
+// update does both (ending a row moves it from its current key to a history
+// key; a begin_snapshot rebase rewrites a data file's value in place).
+//
+// Parent kinds (data files, partition specs, sort specs) carry their embedded
+// children in their value (RFC 0013), so any operation on a parent or on one
+// of its children marks the parent entity touched; after all operations the
+// entity is written once, from the parent row(s) in the next version and the
+// children the pipeline's child index holds plus this commit's changes. In a
+// merge the parent and its children are hard-deleted "in no guaranteed
+// order" (RFC 0008): deciding from the batch's end state rather than from
+// operation order is what makes that order irrelevant.
+
+type pendingKV struct {
+	put       bool
+	value     []byte
+	catalogID uint32
+	table     string
+}
+
+type parentTouch struct {
+	catalogID uint32
+	schema    string
+	codec     *keyspace.Table // the parent table's codec
+	link      []datum.Value   // the parent's link column values (identity)
+	keys      map[string]bool // keys of parent rows the commit's operations named
+}
+
+type childChange struct {
+	added, removed []datum.Row
+}
+
+type translation struct {
+	batch    *slate.Batch
+	children map[string]*childChange
+	heads    map[uint32]headState
+}
+
+type headState struct {
+	head keyspace.Head
+}
+
+type translator struct {
+	p        *Pipeline
+	c        *catalog.Commit
+	pending  map[string]*pendingKV
+	parents  map[string]*parentTouch
+	children map[string]*childChange
+	defs     map[defRef]bool
+	catalogs map[uint32]bool // catalogs whose rows or definitions changed
+	minted   map[uint32]int64
+	newCats  map[uint32]catalog.CatalogRef
+}
+
+type defRef struct {
+	catalogID uint32
+	schema    string
+	table     string
+}
+
+func (p *Pipeline) translate(c *catalog.Commit) (*translation, error) {
+	tr := &translator{
+		p: p, c: c,
+		pending:  map[string]*pendingKV{},
+		parents:  map[string]*parentTouch{},
+		children: map[string]*childChange{},
+		defs:     map[defRef]bool{},
+		catalogs: map[uint32]bool{},
+		minted:   map[uint32]int64{},
+		newCats:  map[uint32]catalog.CatalogRef{},
+	}
+	for i := range c.Ops {
+		if err := tr.op(&c.Ops[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := tr.finishParents(); err != nil {
+		return nil, err
+	}
+	return tr.emit()
+}
+
+// catalogID returns the keyspace catalog id of a schema of the database.
+func (tr *translator) catalogID(schema string) (uint32, error) {
+	s, ok := tr.c.Next.Schema(schema)
+	if !ok {
+		s, ok = tr.c.Base.Schema(schema)
+	}
+	if !ok {
+		return 0, fmt.Errorf("commit: schema %q is in neither version", schema)
+	}
+	if s.CatalogID == 0 || s.CatalogID > math.MaxUint32 {
+		return 0, fmt.Errorf("commit: schema %q has catalog id %d outside the keyspace's range", schema, s.CatalogID)
+	}
+	return uint32(s.CatalogID), nil
+}
+
+// table returns the table as of the next version, else as of the base.
+func (tr *translator) table(schema, name string) (*catalog.Table, bool) {
+	if t, err := tr.c.Next.Table(schema, name); err == nil {
+		return t, true
+	}
+	if t, err := tr.c.Base.Table(schema, name); err == nil {
+		return t, true
+	}
+	return nil, false
+}
+
+func (tr *translator) op(o *catalog.Op) error {
+	switch o.Kind {
+	case catalog.OpCreateSchema:
+		if o.CatalogID == 0 || o.CatalogID > math.MaxUint32 {
+			return fmt.Errorf("commit: schema %q has catalog id %d outside the keyspace's range", o.Schema, o.CatalogID)
+		}
+		id := uint32(o.CatalogID)
+		tr.put(keyspace.RegistryKey(tr.c.DB.Name(), o.Schema), keyspace.EncodeRegistryValue(id), keyspace.StoreCatalogID, "")
+		tr.newCats[id] = catalog.CatalogRef{Database: tr.c.DB.Name(), Schema: o.Schema}
+		tr.catalogs[id] = true
+		return nil
+	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn:
+		if o.Kind == catalog.OpAddColumn && !o.Default.IsNull() {
+			return &Error{Kind: ErrShape, Code: "0A000", Message: fmt.Sprintf(
+				"moraine does not support ADD COLUMN %q with a non-NULL DEFAULT (DuckLake's migrations add nullable columns)", o.Column.Name)}
+		}
+		id, err := tr.catalogID(o.Schema)
+		if err != nil {
+			return err
+		}
+		tr.defs[defRef{id, o.Schema, o.Table}] = true
+		tr.catalogs[id] = true
+		if o.Kind == catalog.OpDropTable {
+			return tr.dropRows(id, o)
+		}
+		return nil
+	case catalog.OpInsert, catalog.OpUpdate, catalog.OpDelete:
+		id, err := tr.catalogID(o.Schema)
+		if err != nil {
+			return err
+		}
+		tr.catalogs[id] = true
+		codec, err := tr.codec(id, o.Schema, o.Table)
+		if err != nil {
+			return err
+		}
+		if o.Kind != catalog.OpInsert {
+			if err := tr.row(id, o.Schema, codec, o.Old, false); err != nil {
+				return err
+			}
+		}
+		if o.Kind != catalog.OpDelete {
+			if err := tr.row(id, o.Schema, codec, o.New, true); err != nil {
+				return err
+			}
+			if o.Table == "ducklake_snapshot" && o.Kind == catalog.OpInsert {
+				v, err := o.New.Column(codec.Types(), 0)
+				if err != nil || v.IsNull() {
+					return shapeErr("ducklake_snapshot row without a snapshot_id")
+				}
+				if cur, ok := tr.minted[id]; !ok || v.I > cur {
+					tr.minted[id] = v.I
+				}
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("commit: unknown operation %s", o.Kind)
+}
+
+// dropRows deletes the stored rows of a table the commit drops, as the base
+// version held them (rows the commit itself inserted never reach the batch:
+// emit skips puts for tables that do not exist in the next version).
+func (tr *translator) dropRows(id uint32, o *catalog.Op) error {
+	t, err := tr.c.Base.Table(o.Schema, o.Table)
+	if err != nil {
+		return nil // created and dropped within the commit
+	}
+	codec, err := tr.p.codecs.get(id, t.Def())
+	if err != nil {
+		return err
+	}
+	var ferr error
+	t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+		ferr = tr.row(id, o.Schema, codec, r, false)
+		return ferr == nil
+	})
+	return ferr
+}
+
+func (tr *translator) codec(id uint32, schema, table string) (*keyspace.Table, error) {
+	t, ok := tr.table(schema, table)
+	if !ok {
+		return nil, fmt.Errorf("commit: table %s.%s is in neither version", schema, table)
+	}
+	return tr.p.codecs.get(id, t.Def())
+}
+
+// row records that row is added to (put) or removed from its table.
+func (tr *translator) row(id uint32, schema string, codec *keyspace.Table, row datum.Row, put bool) error {
+	spec := codec.Spec
+	switch {
+	case spec.Embedded():
+		pc, err := tr.parentCodec(id, schema, spec.Parent)
+		if err != nil {
+			return err
+		}
+		link, err := linkValues(row, codec.Types(), spec.ParentLink, 0)
+		if err != nil {
+			return fmt.Errorf("commit: %s: %w", codec.Def.Name, err)
+		}
+		ident := identity(id, spec.Parent, link)
+		tr.touch(ident, id, schema, pc, link)
+		ch := tr.children[ident]
+		if ch == nil {
+			ch = &childChange{}
+			tr.children[ident] = ch
+		}
+		if put {
+			ch.added = append(ch.added, row)
+		} else {
+			ch.removed = append(ch.removed, row)
+		}
+		return nil
+	case spec.Child != "":
+		child := codec.ChildTable()
+		link, err := linkValues(row, codec.Types(), child.Spec.ParentLink, 1)
+		if err != nil {
+			return fmt.Errorf("commit: %s: %w", codec.Def.Name, err)
+		}
+		ident := identity(id, codec.Def.Name, link)
+		pt := tr.touch(ident, id, schema, codec, link)
+		k, err := codec.Key(id, row)
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		pt.keys[string(k)] = true
+		return nil
+	default:
+		k, err := codec.Key(id, row)
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		if !put {
+			tr.pending[string(k)] = &pendingKV{catalogID: id, table: codec.Def.Name}
+			return nil
+		}
+		v, err := codec.EncodeValue(nil, row, nil)
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		if prev := tr.pending[string(k)]; prev != nil && prev.put && !bytes.Equal(prev.value, v) {
+			return shapeErr("two rows of %s in one commit have the same identity (%x)", codec.Def.Name, k)
+		}
+		tr.pending[string(k)] = &pendingKV{put: true, value: v, catalogID: id, table: codec.Def.Name}
+		return nil
+	}
+}
+
+func (tr *translator) parentCodec(id uint32, schema, parent string) (*keyspace.Table, error) {
+	if t, ok := tr.table(schema, parent); ok {
+		return tr.p.codecs.get(id, t.Def())
+	}
+	return nil, shapeErr("%s.%s rows need their parent table %s, which does not exist", schema, parent, parent)
+}
+
+func (tr *translator) touch(ident string, id uint32, schema string, codec *keyspace.Table, link []datum.Value) *parentTouch {
+	pt := tr.parents[ident]
+	if pt == nil {
+		pt = &parentTouch{catalogID: id, schema: schema, codec: codec, link: link, keys: map[string]bool{}}
+		tr.parents[ident] = pt
+	}
+	return pt
+}
+
+// linkValues reads the link columns of a row: side 0 reads the child's
+// columns of each (child, parent) pair, side 1 the parent's.
+func linkValues(row datum.Row, types []datum.Type, links [][2]int, side int) ([]datum.Value, error) {
+	vals, err := row.Decode(types, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]datum.Value, len(links))
+	for i, l := range links {
+		out[i] = vals[l[side]]
+	}
+	return out, nil
+}
+
+// identity names a parent entity: catalog, parent table and link values.
+func identity(id uint32, parent string, link []datum.Value) string {
+	b := keyspace.AppendUint32(nil, id)
+	b = keyspace.AppendString(b, parent)
+	for _, v := range link {
+		switch {
+		case v.IsNull():
+			b = keyspace.AppendNull(b)
+		case v.K == datum.KindText:
+			b = keyspace.AppendString(b, v.S)
+		default:
+			b = keyspace.AppendInt(b, v.I)
+		}
+	}
+	return string(b)
+}
+
+// finishParents writes every touched parent entity from the next version.
+func (tr *translator) finishParents() error {
+	for ident, pt := range tr.parents {
+		t, err := tr.c.Next.Table(pt.schema, pt.codec.Def.Name)
+		var rows []datum.Row
+		if err == nil {
+			rows = findParents(t, pt)
+		}
+		children := tr.p.children.rows(ident)
+		if ch := tr.children[ident]; ch != nil {
+			children = applyChildChange(children, ch)
+		}
+		if len(rows) == 0 && len(children) > 0 {
+			return shapeErr("%d %s rows belong to no %s row (%s)", len(children),
+				pt.codec.ChildTable().Def.Name, pt.codec.Def.Name, describeLink(pt))
+		}
+		final := map[string]bool{}
+		for _, r := range rows {
+			k, v, err := pt.codec.Encode(pt.catalogID, r, children)
+			if err != nil {
+				return shapeErr("%v", err)
+			}
+			final[string(k)] = true
+			tr.pending[string(k)] = &pendingKV{put: true, value: v, catalogID: pt.catalogID, table: pt.codec.Def.Name}
+		}
+		for k := range pt.keys {
+			if !final[k] {
+				tr.pending[k] = &pendingKV{catalogID: pt.catalogID, table: pt.codec.Def.Name}
+			}
+		}
+	}
+	return nil
+}
+
+func describeLink(pt *parentTouch) string {
+	var b bytes.Buffer
+	for i, l := range pt.codec.ChildTable().Spec.ParentLink {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		v := pt.link[i]
+		fmt.Fprintf(&b, "%s=%s", pt.codec.Def.Columns[l[1]].Name, datum.FormatText(pt.codec.Types()[l[1]], v))
+	}
+	return b.String()
+}
+
+// findParents returns the rows of t whose link columns equal pt.link: by
+// primary key when the table has one, else by a scan (partition and sort
+// specs are small tables).
+func findParents(t *catalog.Table, pt *parentTouch) []datum.Row {
+	links := pt.codec.ChildTable().Spec.ParentLink
+	match := func(r datum.Row) bool {
+		vals, err := r.Decode(t.Types(), nil)
+		if err != nil {
+			return false
+		}
+		for i, l := range links {
+			if !datum.Equal(vals[l[1]], pt.link[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	def := t.Def()
+	if len(def.PrimaryKey) > 0 {
+		key := make([]datum.Value, 0, len(def.PrimaryKey))
+		ok := true
+		for _, pk := range def.PrimaryKey {
+			found := false
+			for i, l := range links {
+				if l[1] == pk {
+					key = append(key, pt.link[i])
+					found = true
+				}
+			}
+			ok = ok && found
+		}
+		if ok {
+			if _, r, found := t.LookupKey(key); found && match(r) {
+				return []datum.Row{r}
+			}
+			return nil
+		}
+	}
+	var out []datum.Row
+	t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+		if match(r) {
+			out = append(out, r)
+		}
+		return true
+	})
+	return out
+}
+
+func applyChildChange(base []datum.Row, ch *childChange) []datum.Row {
+	out := append([]datum.Row(nil), base...)
+	for _, r := range ch.removed {
+		for i := range out {
+			if bytes.Equal(out[i], r) {
+				out = append(out[:i], out[i+1:]...)
+				break
+			}
+		}
+	}
+	return append(out, ch.added...)
+}
+
+func (tr *translator) put(key, value []byte, id uint32, table string) {
+	tr.pending[string(key)] = &pendingKV{put: true, value: value, catalogID: id, table: table}
+}
+
+// emit builds the batch: table definitions, rows, heads; sorted by key so the
+// batch is deterministic.
+func (tr *translator) emit() (*translation, error) {
+	for d := range tr.defs {
+		k := keyspace.TableDefKey(d.catalogID, d.table)
+		if t, err := tr.c.Next.Table(d.schema, d.table); err == nil {
+			tr.put(k, keyspace.EncodeTableDef(t.Def()), d.catalogID, "")
+		} else {
+			tr.pending[string(k)] = &pendingKV{catalogID: d.catalogID}
+		}
+	}
+	// A put for a table that does not exist after the commit (inserted, then
+	// dropped) must not reach the store.
+	exists := map[defRef]bool{}
+	for k, e := range tr.pending {
+		if !e.put || e.table == "" {
+			continue
+		}
+		ref := defRef{catalogID: e.catalogID, table: e.table}
+		ok, seen := exists[ref]
+		if !seen {
+			ok = tr.tableExists(e.catalogID, e.table)
+			exists[ref] = ok
+		}
+		if !ok {
+			tr.pending[k] = &pendingKV{catalogID: e.catalogID, table: e.table}
+		}
+	}
+	heads := map[uint32]headState{}
+	for id := range tr.catalogs {
+		h, ok := tr.p.heads[id]
+		if !ok {
+			ref, isNew := tr.newCats[id]
+			if !isNew {
+				ref = tr.refOf(id)
+			}
+			h = headState{head: keyspace.Head{FormatVersion: keyspace.FormatVersion, Database: ref.Database, Schema: ref.Schema}}
+			// The catalog's first durable commit also records its name: a
+			// database's "public" schema exists before any commit names it.
+			tr.put(keyspace.RegistryKey(ref.Database, ref.Schema), keyspace.EncodeRegistryValue(id), keyspace.StoreCatalogID, "")
+		}
+		h.head.Commits++
+		if s, ok := tr.minted[id]; ok && (!h.head.HasSnapshot || s > h.head.Snapshot) {
+			h.head.Snapshot, h.head.HasSnapshot = s, true
+		}
+		heads[id] = h
+		tr.put(keyspace.HeadKey(id), keyspace.EncodeHead(h.head), id, "")
+	}
+	keys := make([]string, 0, len(tr.pending))
+	for k := range tr.pending {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	b := slate.NewBatch()
+	for _, k := range keys {
+		if e := tr.pending[k]; e.put {
+			b.Put([]byte(k), e.value)
+		} else {
+			b.Delete([]byte(k))
+		}
+	}
+	return &translation{batch: b, children: tr.children, heads: heads}, nil
+}
+
+func (tr *translator) tableExists(id uint32, name string) bool {
+	for _, s := range tr.c.Next.Schemas() {
+		if id == s.CatalogID {
+			_, ok := s.Table(name)
+			return ok
+		}
+	}
+	return false
+}
+
+func (tr *translator) refOf(id uint32) catalog.CatalogRef {
+	for _, s := range tr.c.Next.Schemas() {
+		if id == s.CatalogID {
+			return catalog.CatalogRef{Database: tr.c.DB.Name(), Schema: s.Name}
+		}
+	}
+	return catalog.CatalogRef{Database: tr.c.DB.Name()}
+}
+
+// publish folds a durable commit into the pipeline's indexes.
+func (t *translation) publish(p *Pipeline) {
+	for ident, ch := range t.children {
+		p.children.set(ident, applyChildChange(p.children.rows(ident), ch))
+	}
+	for id, h := range t.heads {
+		p.heads[id] = h
+	}
+}
