@@ -45,8 +45,8 @@ var mutable = map[string]bool{
 
 // immutable tables are append-only logs: no row of them is ever updated.
 var immutable = map[string]bool{
-	"ducklake_snapshot":                    true,
-	"ducklake_snapshot_changes":            true,
+	"ducklake_snapshot":                     true,
+	"ducklake_snapshot_changes":             true,
 	"ducklake_files_scheduled_for_deletion": true,
 }
 
