@@ -34,6 +34,7 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	addr := fs.String("addr", replay.DefaultAddr, "server: host:port, a conninfo (host=… port=…) or a postgres:// URL")
 	verbose := fs.Bool("v", false, "show the first differing message with context")
 	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for each expected server message")
+	recreate := fs.Bool("recreate", false, "drop and create each transcript's databases before their first use (for validating against a real PostgreSQL; needs -addr to reach an admin database)")
 	settle := fs.Duration("settle", 20*time.Millisecond, "longest wait for another connection's answer before sending a racing message")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: moraine replay [flags] <transcript.jsonl>…")
@@ -48,12 +49,33 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	opts := replay.Options{Addr: *addr, Timeout: *timeout, Settle: *settle}
 	passed, failed := 0, 0
+	created := map[string]bool{}
 	for _, path := range fs.Args() {
 		tr, err := replay.Load(path)
 		if err != nil {
 			fmt.Fprintf(stdout, "FAIL %s: %v\n", path, err)
 			failed++
 			continue
+		}
+		if *recreate {
+			// Only at first use: a later transcript may continue the lake
+			// an earlier one built (s07 after s01).
+			var fresh []string
+			for _, db := range tr.Databases() {
+				if !created[db] {
+					created[db] = true
+					fresh = append(fresh, db)
+				}
+			}
+			admin, err := replay.AdminConninfo(*addr)
+			if err == nil {
+				err = replay.RecreateDatabases(ctx, admin, fresh)
+			}
+			if err != nil {
+				fmt.Fprintf(stdout, "FAIL %s: %v\n", tr.Name, err)
+				failed++
+				continue
+			}
 		}
 		res := replay.Replay(ctx, tr, opts)
 		if res.Passed() {

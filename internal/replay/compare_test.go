@@ -283,3 +283,19 @@ func TestReadRejects(t *testing.T) {
 		}
 	}
 }
+
+func TestAdminConninfo(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:55433":      "host=127.0.0.1 port=55433 user=postgres dbname=postgres sslmode=disable",
+		"host=h port=1 user=u": "host=h port=1 user=u",
+		"postgres://u@h:2/db":  "postgres://u@h:2/db",
+	} {
+		got, err := AdminConninfo(in)
+		if err != nil || got != want {
+			t.Errorf("AdminConninfo(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	if _, err := AdminConninfo("nope"); err == nil {
+		t.Error("AdminConninfo accepted an address without port")
+	}
+}

@@ -2,13 +2,9 @@ package replay
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // postgresConninfo returns the conninfo of the real PostgreSQL the replayer
@@ -31,23 +27,6 @@ func postgresConninfo(t *testing.T) string {
 var prerequisites = map[string][]string{
 	"s07_reattach": {"s01_basic"},
 	"s10_psql":     {"s01_basic", "s07_reattach"},
-}
-
-// freshDatabase drops and recreates a database, so a transcript meets the
-// empty database its capture started from.
-func freshDatabase(ctx context.Context, conninfo, name string) error {
-	c, err := pgconn.Connect(ctx, conninfo)
-	if err != nil {
-		return err
-	}
-	defer c.Close(ctx)
-	ident := `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
-	for _, sql := range []string{"DROP DATABASE IF EXISTS " + ident + " WITH (FORCE)", "CREATE DATABASE " + ident} {
-		if _, err := c.Exec(ctx, sql).ReadAll(); err != nil {
-			return fmt.Errorf("%s: %w", sql, err)
-		}
-	}
-	return nil
 }
 
 // TestReplayPostgres replays every fixture against a real PostgreSQL 15,
@@ -75,10 +54,8 @@ func TestReplayPostgres(t *testing.T) {
 				chain = append(chain, byName[pre])
 			}
 			chain = append(chain, tr)
-			for _, db := range tr.Databases() {
-				if err := freshDatabase(ctx, conninfo, db); err != nil {
-					t.Fatal(err)
-				}
+			if err := RecreateDatabases(ctx, conninfo, tr.Databases()); err != nil {
+				t.Fatal(err)
 			}
 			for _, x := range chain {
 				res := Replay(ctx, x, opts)
