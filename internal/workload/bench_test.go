@@ -1,0 +1,124 @@
+package workload_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"image/color"
+	"image/png"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/workload"
+)
+
+func sampleReport() *workload.BenchReport {
+	return &workload.BenchReport{
+		Benchmark: "commits", BaselineLabel: "postgres", RatioWriters: 16, RatioVsPG: 2.5,
+		Runs: []workload.BenchRun{
+			{System: "postgres", Writers: 1, Commits: 100, CommitsPerSec: 200, P50MS: 4, P99MS: 9},
+			{System: "postgres", Writers: 16, Commits: 1600, CommitsPerSec: 100, P50MS: 40, P99MS: 900},
+			{System: "moraine", Writers: 1, Commits: 100, CommitsPerSec: 400, P50MS: 2, P99MS: 5},
+			{System: "moraine", Writers: 16, Commits: 1600, Failed: 3, CommitsPerSec: 250, P50MS: 10, P99MS: 100},
+		},
+	}
+}
+
+func TestWriteTable(t *testing.T) {
+	var buf bytes.Buffer
+	if err := sampleReport().WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"commits/s", "moraine/postgres writers=1: commits/s x2.00, p50 latency x0.50",
+		"moraine/postgres writers=16: commits/s x2.50, p50 latency x0.25",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if last := lines[len(lines)-1]; last != "ratio_vs_postgres=2.500" {
+		t.Errorf("last line %q", last)
+	}
+
+	r := sampleReport()
+	r.RatioVsPG = math.NaN()
+	r.Runs = r.Runs[:2]
+	buf.Reset()
+	if err := r.WriteTable(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(buf.String(), "ratio_vs_postgres=n/a\n") {
+		t.Errorf("single-system table should end with n/a:\n%s", buf.String())
+	}
+	var js bytes.Buffer
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back map[string]any
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := back["ratio_vs_postgres"]; !ok || v != nil {
+		t.Errorf("ratio_vs_postgres = %v, want null", v)
+	}
+}
+
+func TestWritePNG(t *testing.T) {
+	var buf bytes.Buffer
+	if err := sampleReport().WritePNG(&buf); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() != 1000 || b.Dy() != 440 {
+		t.Fatalf("image is %v", b)
+	}
+	// Count bar pixels per system colour: moraine's commits/s bars are
+	// taller than postgres's, so it must cover more pixels in the left panel.
+	count := map[color.RGBA]int{}
+	for y := 0; y < 440; y++ {
+		for x := 0; x < 495; x++ {
+			r, g, b, _ := img.At(x, y).RGBA()
+			count[color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(b >> 8), 0xff}]++
+		}
+	}
+	blue, red := count[color.RGBA{0x33, 0x66, 0xcc, 0xff}], count[color.RGBA{0xdc, 0x39, 0x12, 0xff}]
+	if blue == 0 || red <= blue {
+		t.Fatalf("bar pixels: postgres %d, moraine %d; want moraine > postgres > 0", blue, red)
+	}
+}
+
+// TestRunBench runs the benchmark end to end against the test PostgreSQL,
+// twice over (two targets naming the same server), so that the ratio path
+// is exercised; it is not a meaningful comparison.
+func TestRunBench(t *testing.T) {
+	pg := postgres(t)
+	var progress bytes.Buffer
+	rep, err := workload.RunBench(context.Background(), workload.BenchConfig{
+		Targets: []workload.Target{{Name: "postgres", ConnInfo: pg}, {Name: "again", ConnInfo: pg}},
+		Writers: []int{1, 4}, Commits: 5, Verify: true, Progress: &progress,
+		Base: workload.Config{Tables: 2, MaxRetries: 100, RetryWait: 5 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runs) != 4 {
+		t.Fatalf("%d runs", len(rep.Runs))
+	}
+	for _, r := range rep.Runs {
+		if r.Commits != 5*r.Writers || !r.Verified || r.CommitsPerSec <= 0 || r.P50MS <= 0 || r.P99MS < r.P50MS {
+			t.Errorf("run %+v", r)
+		}
+	}
+	if rep.RatioWriters != 4 || math.IsNaN(rep.RatioVsPG) || rep.RatioVsPG <= 0 {
+		t.Errorf("ratio %v at %d writers", rep.RatioVsPG, rep.RatioWriters)
+	}
+	t.Log(progress.String())
+}
