@@ -123,7 +123,70 @@ func (c *Codec) Append(dst []byte, oid uint32, format int16, v any) (out []byte,
 	if format == TextFormat && oid == TimestamptzOID {
 		nb = fixTimestamptzZone(nb, start)
 	}
+	if format == BinaryFormat {
+		nb = canonicalBinary(oid, nb, start)
+	}
 	return nb, false, nil
+}
+
+// canonicalBinary rewrites pgtype's binary output, from offset start, into
+// the exact bytes PostgreSQL sends where the two differ but mean the same:
+// numeric without leading or trailing zero digit groups, empty arrays with
+// zero dimensions, and the canonical NaN.
+func canonicalBinary(oid uint32, b []byte, start int) []byte {
+	v := b[start:]
+	switch {
+	case oid == NumericOID && len(v) >= 8:
+		ndigits := int(int16(binary.BigEndian.Uint16(v)))
+		weight := int16(binary.BigEndian.Uint16(v[2:]))
+		if ndigits == 0 && len(v) == 8 {
+			binary.BigEndian.PutUint16(v[2:], 0) // zero has weight 0
+			return b
+		}
+		if ndigits < 0 || len(v) != 8+2*ndigits {
+			return b
+		}
+		digits := v[8:]
+		lead := 0
+		for lead < ndigits && digits[2*lead] == 0 && digits[2*lead+1] == 0 {
+			lead++
+		}
+		trail := ndigits
+		for trail > lead && digits[2*trail-2] == 0 && digits[2*trail-1] == 0 {
+			trail--
+		}
+		if lead == 0 && trail == ndigits {
+			return b
+		}
+		n := trail - lead
+		weight -= int16(lead)
+		if n == 0 {
+			weight = 0
+		}
+		copy(digits, digits[2*lead:2*trail])
+		binary.BigEndian.PutUint16(v, uint16(n))
+		binary.BigEndian.PutUint16(v[2:], uint16(weight))
+		return b[:start+8+2*n]
+	case isArrayOID(oid) && len(v) == 20 && binary.BigEndian.Uint32(v) == 1 && binary.BigEndian.Uint32(v[12:]) == 0:
+		// One dimension of length 0: PostgreSQL writes an empty array as
+		// zero dimensions.
+		binary.BigEndian.PutUint32(v, 0)
+		return b[:start+12]
+	case oid == Float8OID && len(v) == 8 && math.IsNaN(math.Float64frombits(binary.BigEndian.Uint64(v))):
+		binary.BigEndian.PutUint64(v, 0x7ff8000000000000)
+	case oid == Float4OID && len(v) == 4 && math.IsNaN(float64(math.Float32frombits(binary.BigEndian.Uint32(v)))):
+		binary.BigEndian.PutUint32(v, 0x7fc00000)
+	}
+	return b
+}
+
+func isArrayOID(oid uint32) bool {
+	switch oid {
+	case Int2ArrayOID, Int4ArrayOID, Int8ArrayOID, TextArrayOID, VarcharArrOID,
+		1000, 1001, 1002, 1003, 1014, 1021, 1022, 1028, 1115, 1182, 1183, 1185, 1187, 1231, 2951:
+		return true
+	}
+	return false
 }
 
 // AppendField appends one length-prefixed cell (int32 length, then the
