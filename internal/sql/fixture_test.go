@@ -237,7 +237,8 @@ func loadFixture(t *testing.T, path string) []fxMsg {
 	return msgs
 }
 
-const fixtureDir = "/work/shared/fixtures"
+// fixtureDir is the shared fixtures directory, beside the repository.
+const fixtureDir = "../../../shared/fixtures"
 
 // fixtureOrder replays s01 before s07 and s10, which reuse its lake.
 var fixtureOrder = [][]string{
@@ -248,6 +249,9 @@ var fixtureOrder = [][]string{
 
 func TestFixtures(t *testing.T) {
 	if _, err := os.Stat(fixtureDir); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("fixtures not available: %v", err)
+		}
 		t.Skipf("fixtures not available: %v", err)
 	}
 	for _, group := range fixtureOrder {

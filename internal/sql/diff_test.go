@@ -1,0 +1,299 @@
+package sql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/pgwire"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// The differential test runs the same statement sequences — DuckLake's
+// DDL, commit batches, reads, ctid paths, temp tables, introspection and
+// errors — on a fresh database of a real PostgreSQL and on moraine's
+// executor, and compares every result: column names and type OIDs, rows
+// (as text, in order, ctid included), command tags, and errors (SQLSTATE,
+// message, detail). Timestamps from NOW() and object ids (allocated by each
+// server in its own way) are masked.
+
+// diffStep is one simple-query message, optionally with COPY FROM data.
+type diffStep struct {
+	sql  string
+	copy string // text-format COPY data
+}
+
+var diffScript = []diffStep{
+	{sql: `SET TimeZone = 'UTC'`},
+	{sql: `SELECT 1`},
+	{sql: `SELECT to_regclass('duckdb_secrets')`},
+	{sql: `SELECT current_setting('search_path'), current_setting('standard_conforming_strings')`},
+	// DuckLake's existence probe on a fresh lake.
+	{sql: `COPY (SELECT NULL FROM "public"."ducklake_metadata" LIMIT 1) TO STDOUT (FORMAT "binary")`},
+	{sql: `SELECT * FROM "public"."ducklake_metadata"`},
+	// Initialisation: one transaction of DDL.
+	{sql: `BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ`},
+	{sql: `CREATE TABLE "public"."ducklake_metadata"("key" VARCHAR NOT NULL, "value" VARCHAR NOT NULL, "scope" VARCHAR, "scope_id" BIGINT);`},
+	{sql: `CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY, "snapshot_time" TIMESTAMP WITH TIME ZONE, "schema_version" BIGINT, "next_catalog_id" BIGINT, "next_file_id" BIGINT);`},
+	{sql: `CREATE TABLE "public"."ducklake_snapshot_changes"("snapshot_id" BIGINT PRIMARY KEY, "changes_made" VARCHAR, "author" VARCHAR, "commit_message" VARCHAR, "commit_extra_info" VARCHAR);`},
+	{sql: `CREATE TABLE "public"."ducklake_schema"("schema_id" BIGINT PRIMARY KEY, "schema_uuid" UUID, "begin_snapshot" BIGINT, "end_snapshot" BIGINT, "schema_name" VARCHAR, "path" VARCHAR, "path_is_relative" BOOLEAN);`},
+	{sql: `CREATE TABLE "public"."ducklake_table"("table_id" BIGINT, "table_uuid" UUID, "begin_snapshot" BIGINT, "end_snapshot" BIGINT, "schema_id" BIGINT, "table_name" VARCHAR, "path" VARCHAR, "path_is_relative" BOOLEAN);`},
+	{sql: `CREATE TABLE "public"."ducklake_data_file"("data_file_id" BIGINT PRIMARY KEY, "table_id" BIGINT, "begin_snapshot" BIGINT, "end_snapshot" BIGINT, "file_order" BIGINT, "path" VARCHAR, "path_is_relative" BOOLEAN, "file_format" VARCHAR, "record_count" BIGINT, "file_size_bytes" BIGINT, "footer_size" BIGINT, "row_id_start" BIGINT, "partition_id" BIGINT, "encryption_key" VARCHAR, "mapping_id" BIGINT);`},
+	{sql: `CREATE TABLE "public"."ducklake_file_column_stats"("data_file_id" BIGINT, "table_id" BIGINT, "column_id" BIGINT, "column_size_bytes" BIGINT, "value_count" BIGINT, "null_count" BIGINT, "min_value" VARCHAR, "max_value" VARCHAR, "contains_nan" BOOLEAN, "extra_stats" VARCHAR);`},
+	{sql: `CREATE TABLE "public"."ducklake_column"("column_id" BIGINT, "begin_snapshot" BIGINT, "end_snapshot" BIGINT, "table_id" BIGINT, "column_order" BIGINT, "column_name" VARCHAR, "column_type" VARCHAR, "initial_default" VARCHAR, "default_value" VARCHAR, "nulls_allowed" BOOLEAN, "parent_column" BIGINT);`},
+	{sql: `CREATE TABLE "public"."ducklake_files_scheduled_for_deletion"("data_file_id" BIGINT, "path" VARCHAR, "path_is_relative" BOOLEAN, "schedule_start" TIMESTAMP WITH TIME ZONE);`},
+	{sql: `CREATE TABLE "public"."ducklake_inlined_data_tables"("table_id" BIGINT, "table_name" VARCHAR, "schema_version" BIGINT);`},
+	{sql: `COPY "public"."ducklake_metadata" FROM STDIN`, copy: "version\t0.3\t\\N\t\\N\ncreated_by\tDuckDB 1.4\t\\N\t\\N\ndata_path\t/lake/x/\t\\N\t\\N\n"},
+	{sql: `INSERT INTO "public".ducklake_snapshot VALUES (0, NOW(), 0, 1, 0); INSERT INTO "public".ducklake_snapshot_changes VALUES (0, 'created_schema:"main"', NULL, NULL, NULL); INSERT INTO "public".ducklake_schema VALUES (0, '6b9b8d1e-4c2a-4bb5-9e58-1e9b1f7c2a10', 0, NULL, 'main', 'main/', true)`},
+	{sql: `COMMIT`},
+	// Reads DuckLake sends constantly.
+	{sql: `COPY (SELECT "key", "value" FROM "public"."ducklake_metadata" WHERE "key" = 'version' COLLATE "C") TO STDOUT (FORMAT "binary")`},
+	{sql: `SELECT "key", "value", "scope", "scope_id", ctid FROM "public"."ducklake_metadata"`},
+	{sql: `SELECT snapshot_id, schema_version, next_catalog_id, next_file_id FROM "public".ducklake_snapshot WHERE snapshot_id = ( SELECT MAX(snapshot_id) FROM "public".ducklake_snapshot )`},
+	{sql: `SELECT "snapshot_id", "schema_version" FROM (SELECT snapshot_id, schema_version, next_catalog_id, next_file_id FROM "public".ducklake_snapshot WHERE snapshot_id = ( SELECT MAX(snapshot_id) FROM "public".ducklake_snapshot )) AS __unnamed_subquery`},
+	// A commit batch: one multi-statement message inside a transaction.
+	{sql: `BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ`},
+	{sql: `INSERT INTO "public".ducklake_snapshot VALUES (1, NOW(), 1, 2, 0);
+INSERT INTO "public".ducklake_snapshot_changes VALUES (1, 'created_table:"main"."t"', NULL, NULL, NULL);
+INSERT INTO "public".ducklake_table VALUES (1, '01a228fa-c981-73bd-bd75-de9b66b06eb9', 1, NULL, 0, 't', 't/', true);
+INSERT INTO "public".ducklake_column VALUES (1, 1, NULL, 1, 1, 'id', 'int64', NULL, 'NULL', true, NULL),(2, 1, NULL, 1, 2, 'name', 'varchar', NULL, 'NULL', true, NULL);
+INSERT INTO "public".ducklake_inlined_data_tables VALUES (1, 'ducklake_inlined_data_1_1', 1);
+CREATE TABLE IF NOT EXISTS "public".ducklake_inlined_data_1_1(row_id BIGINT, begin_snapshot BIGINT, end_snapshot BIGINT, id BIGINT, name VARCHAR, price DECIMAL(18,3), b BYTEA, ts TIMESTAMP, d DATE, f DOUBLE PRECISION, flag BOOLEAN, u UUID, i INTEGER, s SMALLINT, r REAL);
+INSERT INTO "public".ducklake_inlined_data_1_1 VALUES (0, 1, NULL, 1, 'one', 1.50, '\x6f6e65', CAST('2026-01-01 10:00:00' AS TIMESTAMP), '2026-01-02', 2.5, true, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 7, 3, 0.25), (1, 1, NULL, 2, NULL, -2.125, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)`},
+	{sql: `SELECT pg_namespace.oid AS namespace_id, relname, relpages, attname, pg_type.typname type_name, atttypmod type_modifier, pg_attribute.attndims ndim, attnum, pg_attribute.attnotnull AS notnull, NULL constraint_id, NULL constraint_type, NULL constraint_key, type_ns.nspname AS type_schema, col_desc.description AS column_comment, tbl_desc.description AS table_comment
+FROM pg_class
+JOIN pg_namespace ON relnamespace = pg_namespace.oid
+JOIN pg_attribute ON pg_class.oid=pg_attribute.attrelid
+JOIN pg_type ON atttypid=pg_type.oid
+JOIN pg_namespace type_ns ON pg_type.typnamespace = type_ns.oid
+LEFT JOIN pg_description col_desc ON col_desc.objoid=pg_class.oid AND col_desc.objsubid=pg_attribute.attnum
+LEFT JOIN pg_description tbl_desc ON tbl_desc.objoid=pg_class.oid AND tbl_desc.objsubid=0
+WHERE attnum > 0 AND relkind IN ('r', 'v', 'm', 'f', 'p') AND pg_namespace.nspname IN ('public')AND relname='ducklake_inlined_data_1_1'
+UNION ALL
+SELECT pg_namespace.oid AS namespace_id, relname, NULL relpages, NULL attname, NULL type_name, NULL type_modifier, NULL ndim, NULL attnum, NULL AS notnull, pg_constraint.oid AS constraint_id, contype AS constraint_type, conkey AS constraint_key, NULL AS type_schema, NULL AS column_comment, NULL AS table_comment
+FROM pg_class
+JOIN pg_namespace ON relnamespace = pg_namespace.oid
+JOIN pg_constraint ON (pg_class.oid=pg_constraint.conrelid)
+WHERE relkind IN ('r', 'v', 'm', 'f', 'p') AND contype IN ('p', 'u') AND pg_namespace.nspname IN ('public')AND relname='ducklake_inlined_data_1_1'
+ORDER BY namespace_id, relname, attnum, constraint_id`},
+	{sql: `COMMIT`},
+	{sql: `SELECT * FROM "public".ducklake_inlined_data_1_1`},
+	{sql: `COPY (SELECT "row_id", "name", "price", "b", "ts", "d", "f", "flag", "u", "i", "s", "r" FROM "public"."ducklake_inlined_data_1_1" ) TO STDOUT (FORMAT "binary")`},
+	// A lost race: the same snapshot id again.
+	{sql: `BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ`},
+	{sql: `INSERT INTO "public".ducklake_snapshot VALUES (1, NOW(), 1, 2, 0); INSERT INTO "public".ducklake_snapshot_changes VALUES (1, 'x', NULL, NULL, NULL)`},
+	{sql: `SELECT 1`},
+	{sql: `ROLLBACK`},
+	// Files, stats, updates and deletes.
+	{sql: `BEGIN`},
+	{sql: `INSERT INTO "public".ducklake_data_file VALUES (1, 1, 2, NULL, NULL, 'a.parquet', true, 'parquet', 100, 2000, 300, 0, NULL, NULL, NULL), (2, 1, 2, NULL, NULL, 'b.parquet', true, 'parquet', 50, 1000, 300, 100, NULL, NULL, NULL), (3, 1, 2, NULL, NULL, 'c.parquet', true, 'parquet', 10, 900, 300, 150, NULL, NULL, NULL);
+INSERT INTO "public".ducklake_file_column_stats VALUES (1, 1, 1, 20053, 5000, 0, '100', '5099', NULL, NULL),(1, 1, 2, 10, 5000, 3, 'a', 'z', NULL, NULL),(2, 1, 1, 20, 50, 0, '1', '50', false, NULL)`},
+	{sql: `UPDATE "public".ducklake_data_file SET end_snapshot = 3 WHERE end_snapshot IS NULL AND table_id IN (1) AND data_file_id >= 2`},
+	{sql: `UPDATE "public".ducklake_data_file SET begin_snapshot = 8 WHERE data_file_id = 1`},
+	{sql: `WITH dropped_cols(tid, cid) AS ( VALUES (1, 2) ) UPDATE "public".ducklake_column SET end_snapshot = 6 FROM dropped_cols WHERE table_id = tid AND column_id = cid AND end_snapshot IS NULL`},
+	{sql: `UPDATE "public".ducklake_file_column_stats SET contains_nan=CAST(false AS BOOLEAN), min_value=CAST('0' AS VARCHAR) WHERE data_file_id = 1 AND column_id = 1`},
+	{sql: `SELECT data_file_id, value_count, max_value, min_value FROM "public".ducklake_file_column_stats WHERE column_id = 1 AND table_id = 1`},
+	{sql: `SELECT "data_file_id", "begin_snapshot", "end_snapshot", ctid FROM "public"."ducklake_data_file"`},
+	{sql: `SELECT column_id, end_snapshot, ctid FROM "public".ducklake_column ORDER BY column_id DESC LIMIT 1`},
+	{sql: `DELETE FROM "public".ducklake_file_column_stats WHERE data_file_id IN (2, 3)`},
+	{sql: `DELETE FROM "public".ducklake_data_file WHERE ctid IN ('(0,3)')`},
+	{sql: `DELETE FROM "public".ducklake_inlined_data_1_1 WHERE begin_snapshot <= 7 AND (name IS NULL OR id < 0)`},
+	{sql: `SELECT count(*) FROM "public".ducklake_file_column_stats`},
+	{sql: `SELECT data_file_id, ctid FROM "public".ducklake_data_file WHERE data_file_id > 1 OR end_snapshot IS NOT NULL ORDER BY data_file_id`},
+	{sql: `COMMIT`},
+	// Migrations.
+	{sql: `ALTER TABLE "public"."ducklake_data_file" ADD COLUMN "row_group_count" BIGINT`},
+	{sql: `ALTER TABLE "public"."ducklake_inlined_data_1_1" RENAME COLUMN "begin_snapshot" TO "_ducklake_begin_snapshot"`},
+	{sql: `SELECT data_file_id, row_group_count FROM "public".ducklake_data_file`},
+	{sql: `SELECT _ducklake_begin_snapshot, row_id FROM "public".ducklake_inlined_data_1_1`},
+	// set_option through a temp table (UPDATE ... FROM tmp WHERE ctid = ::TID).
+	{sql: `BEGIN`},
+	{sql: `CREATE LOCAL TEMPORARY TABLE "update_data_1"("value" VARCHAR, __page_id_string VARCHAR) ON COMMIT DROP;`},
+	{sql: `COPY "update_data_1" FROM STDIN (FORMAT TEXT, NULL '')`, copy: "0.4\t(0,1)\n"},
+	{sql: `UPDATE "public"."ducklake_metadata" SET "value" = "update_data_1"."value" FROM "update_data_1" WHERE "ducklake_metadata".ctid=__page_id_string::TID`},
+	{sql: `SELECT "key", "value", ctid FROM "public"."ducklake_metadata"`},
+	{sql: `COMMIT`},
+	{sql: `SELECT * FROM "update_data_1"`},
+	// expire/cleanup: ctid deletes and the schedule.
+	{sql: `INSERT INTO "public".ducklake_files_scheduled_for_deletion VALUES (4, 'main/t/x.parquet', true, NOW())`},
+	{sql: `DELETE FROM "public".ducklake_files_scheduled_for_deletion WHERE ctid IN ('(0,1)','(0,2)')`},
+	{sql: `DELETE FROM "public".ducklake_inlined_data_tables`},
+	{sql: `DROP TABLE IF EXISTS "public".ducklake_inlined_data_9_9`},
+	{sql: `DROP TABLE "public".ducklake_inlined_data_1_1`},
+	{sql: `CREATE TABLE IF NOT EXISTS "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY)`},
+	// Errors as PostgreSQL words them.
+	{sql: `INSERT INTO "public".ducklake_snapshot VALUES (0, NOW(), 0, 1, 0)`},
+	{sql: `INSERT INTO "public".ducklake_metadata VALUES ('k', NULL, NULL, NULL)`},
+	{sql: `INSERT INTO "public".ducklake_snapshot VALUES ('x', NOW(), 0, 1, 0)`},
+	{sql: `SELECT * FROM "public".ducklake_nothing`},
+	{sql: `COPY (SELECT "snapshot_id" FROM "public"."ducklake_nothing" ) TO STDOUT (FORMAT "binary")`},
+	{sql: `SELECT nope FROM "public".ducklake_snapshot`},
+	{sql: `BEGIN; SELECT * FROM "public".ducklake_nothing`},
+	{sql: `SELECT 1`},
+	{sql: `COMMIT`},
+	{sql: `BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY`},
+	{sql: `SELECT snapshot_id FROM "public".ducklake_snapshot ORDER BY snapshot_id`},
+	{sql: `DELETE FROM "public".ducklake_snapshot`},
+	{sql: `ROLLBACK`},
+	{sql: `COMMIT`},
+	{sql: `DISCARD ALL`},
+	{sql: `SELECT snapshot_id, schema_version, next_catalog_id, next_file_id FROM ducklake_snapshot ORDER BY snapshot_id`},
+}
+
+var (
+	maskTimestamp = regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)?\+00`)
+	maskOID       = regexp.MustCompile(`\b(1[6-9]|[2-9][0-9])[0-9]{3}\b`)
+)
+
+func maskValue(s string) string {
+	return maskOID.ReplaceAllString(maskTimestamp.ReplaceAllString(s, "<now>"), "<oid>")
+}
+
+func pgEvents(ctx context.Context, c *pgconn.PgConn, st diffStep) []string {
+	var ev []string
+	if st.copy != "" {
+		tag, err := c.CopyFrom(ctx, strings.NewReader(st.copy), st.sql)
+		if err != nil {
+			return append(ev, pgErrEvent(err))
+		}
+		return append(ev, "C "+tag.String())
+	}
+	mrr := c.Exec(ctx, st.sql)
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		fds := rr.FieldDescriptions()
+		if len(fds) > 0 {
+			var cols []string
+			for _, fd := range fds {
+				cols = append(cols, fmt.Sprintf("%s:%d", fd.Name, fd.DataTypeOID))
+			}
+			ev = append(ev, "T "+strings.Join(cols, ","))
+		}
+		for rr.NextRow() {
+			var cells []string
+			for _, v := range rr.Values() {
+				if v == nil {
+					cells = append(cells, "NULL")
+				} else {
+					cells = append(cells, maskValue(string(v)))
+				}
+			}
+			ev = append(ev, "D "+strings.Join(cells, "|"))
+		}
+		tag, err := rr.Close()
+		if err != nil {
+			ev = append(ev, pgErrEvent(err))
+			break
+		}
+		ev = append(ev, "C "+tag.String())
+	}
+	if err := mrr.Close(); err != nil && (len(ev) == 0 || !strings.HasPrefix(ev[len(ev)-1], "E ")) {
+		ev = append(ev, pgErrEvent(err))
+	}
+	return ev
+}
+
+func pgErrEvent(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		s := "E " + pe.Code + " " + pe.Message
+		if pe.Detail != "" {
+			s += " DETAIL " + pe.Detail
+		}
+		return s
+	}
+	return "E untyped " + err.Error()
+}
+
+// moraineEvents renders moraine's answer like pgEvents does. COPY OUT rows
+// are compared through their text form.
+func moraineEvents(ctx context.Context, s *Session, st diffStep) []string {
+	rs := &recSink{}
+	if st.copy != "" {
+		rs.stdin = [][]byte{[]byte(st.copy)}
+	}
+	err := s.query(ctx, st.sql, rs)
+	var ev []string
+	for _, e := range rs.ev {
+		switch e.kind {
+		case "H", "G", "d":
+			continue // COPY framing: pgconn hides it
+		case "D":
+			ev = append(ev, "D "+maskValue(e.text))
+		default:
+			ev = append(ev, e.kind+" "+e.text)
+		}
+	}
+	if err != nil {
+		var pe *pgwire.Error
+		if errors.As(err, &pe) {
+			s := "E " + pe.Code + " " + pe.Message
+			if pe.Detail != "" {
+				s += " DETAIL " + pe.Detail
+			}
+			ev = append(ev, s)
+		} else {
+			ev = append(ev, "E untyped "+err.Error())
+		}
+	}
+	return ev
+}
+
+func TestDifferential(t *testing.T) {
+	conninfo := os.Getenv("MORAINE_TEST_POSTGRES")
+	if conninfo == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("MORAINE_TEST_POSTGRES is not set (CI=true): the differential test needs a PostgreSQL")
+		}
+		t.Skip("MORAINE_TEST_POSTGRES not set")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	admin, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer admin.Close(ctx)
+	db := fmt.Sprintf("moraine_diff_%d", rand.Uint32())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db).ReadAll(); err != nil {
+		t.Fatalf("create database: %v", err)
+	}
+	defer func() {
+		_, _ = admin.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)").ReadAll()
+	}()
+	cfg, err := pgconn.ParseConfig(conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = db
+	pc, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatalf("connect %s: %v", db, err)
+	}
+	defer pc.Close(ctx)
+
+	ex := New(memcat.NewServer(nil))
+	s := ex.Open(db, "postgres", "", 1)
+	for i, st := range diffScript {
+		want := pgEvents(ctx, pc, st)
+		got := moraineEvents(ctx, s, st)
+		if os.Getenv("DIFF_DEBUG") != "" {
+			t.Logf("step %d: %q", i, want)
+		}
+		if strings.Join(want, "\n") != strings.Join(got, "\n") {
+			t.Errorf("step %d: %s\n--- postgres ---\n%s\n--- moraine ---\n%s", i, abbreviate(st.sql, 300), strings.Join(want, "\n"), strings.Join(got, "\n"))
+		}
+		wantStatus := pc.TxStatus()
+		if byte(s.TxStatus()) != wantStatus {
+			t.Errorf("step %d: transaction status %c, postgres %c", i, s.TxStatus(), wantStatus)
+		}
+	}
+}
