@@ -152,7 +152,9 @@ func (h *harness) mustCommit(fn func(tx *catalog.Txn)) {
 
 // initLake creates DuckLake's tables and seed rows as DuckLake's
 // initialisation does, and a table t (id 1) with two columns.
-func (h *harness) initLake() {
+func (h *harness) initLake() { h.initLakeAt("/lake/") }
+
+func (h *harness) initLakeAt(dataPath string) {
 	h.t.Helper()
 	defs, err := keyspace.FixedDefs(schema, keyspace.Version11)
 	if err != nil {
@@ -167,7 +169,7 @@ func (h *harness) initLake() {
 		h.insert(tx, "ducklake_snapshot", "0", "2026-01-01 00:00:00+00", "0", "1", "0")
 		h.insert(tx, "ducklake_snapshot_changes", "0", `created_schema:"main"`, "NULL", "NULL", "NULL")
 		h.insert(tx, "ducklake_metadata", "version", "1.1-dev1", "NULL", "NULL")
-		h.insert(tx, "ducklake_metadata", "data_path", "/lake/", "NULL", "NULL")
+		h.insert(tx, "ducklake_metadata", "data_path", dataPath, "NULL", "NULL")
 		h.insert(tx, "ducklake_schema", "0", "01a228fa-c981-73bd-bd75-de9b66b06eb9", "0", "NULL", "main", "main/", "true")
 	})
 	h.mustCommit(func(tx *catalog.Txn) {

@@ -7,31 +7,15 @@ import (
 
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/commit/changes"
+	"github.com/moraine-db/moraine/internal/commit/rowids"
 	"github.com/moraine-db/moraine/internal/datum"
 )
 
-// HoldFile is one data file of a compaction, with its path resolved against
-// the lake's data path.
-type HoldFile struct {
-	DataFileID  int64
-	Path        string // absolute local path or object-store URL
-	RowIDStart  int64
-	RecordCount int64
-}
-
-// HoldRequest is one table's compaction: the files it registers and the
-// files it consumes (hard-deletes, for a merge; ends, for a rewrite).
-type HoldRequest struct {
-	TableID    int64
-	Merge      bool // merge_adjacent: outputs hold exactly the sources' ids; else rewrite: a subset
-	Registered []HoldFile
-	Consumed   []HoldFile
-}
-
 // HoldChecker reads the row ids of a compaction's files and checks RFC
-// 0008's hold. It returns an error describing the first violation.
+// 0008's hold; *rowids.Checker is the implementation. It returns an error
+// describing the first violation.
 type HoldChecker interface {
-	CheckHold(ctx context.Context, r HoldRequest) error
+	Check(ctx context.Context, c rowids.Compaction) error
 }
 
 // checkHolds gathers, per compacted table, the files the commit registers
@@ -52,9 +36,18 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 	if err != nil {
 		return err
 	}
-	reqs := map[int64]*HoldRequest{}
+	type req struct {
+		merge   bool
+		c       rowids.Compaction
+		sources map[int64]int // data_file_id → index in c.Sources
+	}
+	reqs := map[int64]*req{}
 	for tid, merge := range merges {
-		reqs[tid] = &HoldRequest{TableID: tid, Merge: merge}
+		k := rowids.Rewrite
+		if merge {
+			k = rowids.Merge
+		}
+		reqs[tid] = &req{merge: merge, c: rowids.Compaction{Kind: k}, sources: map[int64]int{}}
 	}
 	t, err := tableOf(c, schema, "ducklake_data_file")
 	if err != nil {
@@ -64,65 +57,105 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 	col := func(name string) int { return def.ColumnIndex(name) }
 	iID, iTable, iEnd, iPath, iRel, iStart, iCount := col("data_file_id"), col("table_id"), col("end_snapshot"),
 		col("path"), col("path_is_relative"), col("row_id_start"), col("record_count")
-	file := func(r []datum.Value) (HoldFile, int64, error) {
+	file := func(r []datum.Value) (rowids.File, int64, error) {
 		tid := r[iTable].I
 		path, err := paths.resolve(tid, r[iPath].S, !r[iRel].IsNull() && r[iRel].Bool())
 		if err != nil {
-			return HoldFile{}, 0, err
+			return rowids.File{}, 0, err
 		}
-		return HoldFile{DataFileID: r[iID].I, Path: path, RowIDStart: r[iStart].I, RecordCount: r[iCount].I}, tid, nil
+		return rowids.File{Path: path, RowIDStart: r[iStart].I, HasRowIDStart: !r[iStart].IsNull(), RecordCount: r[iCount].I}, tid, nil
+	}
+	decode := func(types []datum.Type, r datum.Row) ([]datum.Value, error) {
+		if r == nil {
+			return nil, nil
+		}
+		return r.Decode(types, nil)
 	}
 	for _, o := range ops {
 		if o.Table != "ducklake_data_file" {
 			continue
 		}
-		var oldV, newV []datum.Value
-		if o.Old != nil {
-			if oldV, err = o.Old.Decode(types, nil); err != nil {
+		oldV, err := decode(types, o.Old)
+		if err != nil {
+			return err
+		}
+		newV, err := decode(types, o.New)
+		if err != nil {
+			return err
+		}
+		consume := func(v []datum.Value, merge bool) error {
+			f, tid, err := file(v)
+			if err != nil {
 				return err
 			}
-		}
-		if o.New != nil {
-			if newV, err = o.New.Decode(types, nil); err != nil {
-				return err
+			if r := reqs[tid]; r != nil && r.merge == merge {
+				r.sources[v[iID].I] = len(r.c.Sources)
+				r.c.Sources = append(r.c.Sources, f)
 			}
+			return nil
 		}
-		switch o.Kind {
-		case catalog.OpInsert:
+		switch {
+		case o.Kind == catalog.OpInsert:
 			f, tid, err := file(newV)
 			if err != nil {
 				return err
 			}
 			if r := reqs[tid]; r != nil {
-				r.Registered = append(r.Registered, f)
+				r.c.Outputs = append(r.c.Outputs, f)
 			}
-		case catalog.OpDelete:
-			f, tid, err := file(oldV)
-			if err != nil {
+		case o.Kind == catalog.OpDelete:
+			if err := consume(oldV, true); err != nil {
 				return err
 			}
-			if r := reqs[tid]; r != nil && r.Merge {
-				r.Consumed = append(r.Consumed, f)
-			}
-		case catalog.OpUpdate:
-			if oldV[iEnd].IsNull() && !newV[iEnd].IsNull() {
-				f, tid, err := file(oldV)
-				if err != nil {
-					return err
-				}
-				if r := reqs[tid]; r != nil && !r.Merge {
-					r.Consumed = append(r.Consumed, f)
-				}
+		case o.Kind == catalog.OpUpdate && oldV[iEnd].IsNull() && !newV[iEnd].IsNull():
+			if err := consume(oldV, false); err != nil {
+				return err
 			}
 		}
 	}
-	for _, r := range reqs {
-		if len(r.Registered) == 0 && len(r.Consumed) == 0 {
+	// A rewrite's sources had their deletes applied: the delete files it
+	// ends name the rows the outputs may lack.
+	if dt, err := tableOf(c, schema, "ducklake_delete_file"); err == nil {
+		ddef, dtypes := dt.Def(), dt.Types()
+		dFile, dTable, dEnd, dPath, dRel := ddef.ColumnIndex("data_file_id"), ddef.ColumnIndex("table_id"),
+			ddef.ColumnIndex("end_snapshot"), ddef.ColumnIndex("path"), ddef.ColumnIndex("path_is_relative")
+		for _, o := range ops {
+			if o.Table != "ducklake_delete_file" || o.Kind != catalog.OpUpdate {
+				continue
+			}
+			oldV, err := decode(dtypes, o.Old)
+			if err != nil {
+				return err
+			}
+			newV, err := decode(dtypes, o.New)
+			if err != nil {
+				return err
+			}
+			if !oldV[dEnd].IsNull() || newV[dEnd].IsNull() {
+				continue
+			}
+			r := reqs[oldV[dTable].I]
+			if r == nil || r.merge {
+				continue
+			}
+			i, ok := r.sources[oldV[dFile].I]
+			if !ok {
+				continue
+			}
+			path, err := paths.resolve(oldV[dTable].I, oldV[dPath].S, !oldV[dRel].IsNull() && oldV[dRel].Bool())
+			if err != nil {
+				return err
+			}
+			r.c.Sources[i].Deletes = append(r.c.Sources[i].Deletes, path)
+		}
+	}
+	for tid, r := range reqs {
+		if len(r.c.Outputs) == 0 && len(r.c.Sources) == 0 {
 			continue
 		}
-		if err := p.opts.Hold.CheckHold(ctx, *r); err != nil {
+		if err := p.opts.Hold.Check(ctx, r.c); err != nil {
 			return &Error{Kind: ErrHold, Code: "XX001", Message: fmt.Sprintf(
-				"compaction of table %d refused: its files do not hold their sources' row ids (RFC 0008): %v", r.TableID, err)}
+				"compaction of table %d refused: its files do not hold their sources' row ids (RFC 0008): %v", tid, err)}
 		}
 	}
 	return nil

@@ -1,0 +1,234 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything `moraine serve` can be told. Each field is a setting
+// with one name used three ways: the flag --name, the environment variable
+// MORAINE_NAME (dashes become underscores), and the line `name = value` in
+// the file given by --config. Precedence, highest first: flag, environment,
+// file, default.
+type Config struct {
+	Store            string
+	Listen           string
+	UnixSocketDir    string
+	UsersFile        string
+	TLSCert          string
+	TLSKey           string
+	MetricsListen    string
+	LogFormat        string
+	LogLevel         string
+	Replica          bool
+	MaxConnections   int
+	IdleTimeout      time.Duration
+	StatementTimeout time.Duration
+	ReplicaPoll      time.Duration
+	ConfigFile       string
+}
+
+// ErrUsage marks configuration errors: the command exits 2 and names the
+// setting.
+var ErrUsage = errors.New("bad configuration")
+
+type setting struct {
+	name, help string
+	def        string
+	set        func(c *Config, v string) error
+}
+
+func str(p func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *p(c) = v; return nil }
+}
+
+var settings = []setting{
+	{"store", "object store URL holding the catalog (file://DIR, s3://BUCKET/PREFIX?endpoint=…&region=…, mem://)", "file://./moraine-data",
+		str(func(c *Config) *string { return &c.Store })},
+	{"listen", "TCP address for PostgreSQL clients; binding beyond loopback requires --users-file", "127.0.0.1:5433",
+		str(func(c *Config) *string { return &c.Listen })},
+	{"unix-socket-dir", "directory for the Unix socket .s.PGSQL.<port> (empty: none)", "",
+		str(func(c *Config) *string { return &c.UnixSocketDir })},
+	{"users-file", "file of users, one `name:SCRAM-SHA-256$…` verifier per line (moraine user add writes it)", "",
+		str(func(c *Config) *string { return &c.UsersFile })},
+	{"tls-cert", "PEM certificate for TLS (with --tls-key)", "",
+		str(func(c *Config) *string { return &c.TLSCert })},
+	{"tls-key", "PEM private key for TLS", "",
+		str(func(c *Config) *string { return &c.TLSKey })},
+	{"metrics-listen", "HTTP address for /metrics, /healthz and /readyz (empty: off)", "",
+		str(func(c *Config) *string { return &c.MetricsListen })},
+	{"log-format", "log format: text or json", "text",
+		str(func(c *Config) *string { return &c.LogFormat })},
+	{"log-level", "log level: debug, info, warn or error", "info",
+		str(func(c *Config) *string { return &c.LogLevel })},
+	{"replica", "open the store read-only, follow the writer and serve read-only attaches", "false",
+		func(c *Config, v string) (err error) { c.Replica, err = strconv.ParseBool(v); return }},
+	{"replica-poll", "how often a replica looks for new commits", "200ms",
+		func(c *Config, v string) (err error) { c.ReplicaPoll, err = time.ParseDuration(v); return }},
+	{"max-connections", "maximum concurrent client connections", "200",
+		func(c *Config, v string) (err error) {
+			c.MaxConnections, err = strconv.Atoi(v)
+			if err == nil && c.MaxConnections < 1 {
+				err = fmt.Errorf("must be at least 1")
+			}
+			return
+		}},
+	{"idle-timeout", "close client connections idle this long (0: never)", "0s",
+		func(c *Config, v string) (err error) { c.IdleTimeout, err = time.ParseDuration(v); return }},
+	{"statement-timeout", "cancel statements running this long (0: never)", "0s",
+		func(c *Config, v string) (err error) { c.StatementTimeout, err = time.ParseDuration(v); return }},
+}
+
+// ParseConfig reads the configuration from args, the environment (env, in
+// os.Environ form) and the optional file named by --config / MORAINE_CONFIG.
+// Errors wrap ErrUsage and name the setting.
+func ParseConfig(args []string, env []string, usage io.Writer) (*Config, error) {
+	fs := flag.NewFlagSet("moraine serve", flag.ContinueOnError)
+	fs.SetOutput(usage)
+	flagVals := map[string]*string{}
+	for _, s := range settings {
+		flagVals[s.name] = fs.String(s.name, s.def, s.help+" [env MORAINE_"+envName(s.name)+"]")
+	}
+	configFile := fs.String("config", "", "optional file of `name = value` settings [env MORAINE_CONFIG]")
+	fs.Usage = func() {
+		fmt.Fprintf(usage, "usage: moraine serve [flags]\n\nSettings come from flags, then MORAINE_* environment variables, then --config, then defaults.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: %v", ErrUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("%w: unexpected argument %q", ErrUsage, fs.Arg(0))
+	}
+	setByFlag := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { setByFlag[f.Name] = true })
+	envVals := map[string]string{}
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && strings.HasPrefix(k, "MORAINE_") {
+			envVals[k] = v
+		}
+	}
+	file := *configFile
+	if !setByFlag["config"] {
+		file = envVals["MORAINE_CONFIG"]
+	}
+	fileVals := map[string]string{}
+	if file != "" {
+		var err error
+		if fileVals, err = readConfigFile(file); err != nil {
+			return nil, err
+		}
+	}
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.name] = true
+	}
+	for k := range fileVals {
+		if !known[k] {
+			return nil, fmt.Errorf("%w: %s: unknown setting %q", ErrUsage, file, k)
+		}
+	}
+	c := &Config{ConfigFile: file}
+	for _, s := range settings {
+		v, from := s.def, "default"
+		if fv, ok := fileVals[s.name]; ok {
+			v, from = fv, file
+		}
+		if ev, ok := envVals["MORAINE_"+envName(s.name)]; ok {
+			v, from = ev, "MORAINE_"+envName(s.name)
+		}
+		if setByFlag[s.name] {
+			v, from = *flagVals[s.name], "--"+s.name
+		}
+		if err := s.set(c, v); err != nil {
+			return nil, fmt.Errorf("%w: %s (from %s): %q: %v", ErrUsage, s.name, from, v, err)
+		}
+	}
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func envName(name string) string { return strings.ToUpper(strings.ReplaceAll(name, "-", "_")) }
+
+func readConfigFile(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: config: %v", ErrUsage, err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%w: %s:%d: expected `name = value`", ErrUsage, path, n)
+		}
+		out[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: config: %v", ErrUsage, err)
+	}
+	return out, nil
+}
+
+func (c *Config) validate() error {
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("%w: log-format: %q is neither text nor json", ErrUsage, c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("%w: log-level: %q", ErrUsage, c.LogLevel)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("%w: tls-cert and tls-key go together", ErrUsage)
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("%w: listen: %v", ErrUsage, err)
+	}
+	if !isLoopback(host) && c.UsersFile == "" {
+		return fmt.Errorf("%w: listen: %s is not a loopback address; binding it requires authentication (--users-file)", ErrUsage, c.Listen)
+	}
+	if c.Store == "" {
+		return fmt.Errorf("%w: store: empty", ErrUsage)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsLoopback()
+}
+
+// Settings lists the setting names, for documentation tests.
+func Settings() []string {
+	out := make([]string, len(settings))
+	for i, s := range settings {
+		out[i] = s.name
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,128 @@
+// Package server wires moraine together: configuration, the object store,
+// the slate store, the resident catalog loaded from it, the commit pipeline,
+// the SQL executor and the PostgreSQL wire server, plus lifecycle (signals,
+// clean shutdown, reopen after a store failure) and observability.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/commit"
+	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/objstore/objurl"
+	"github.com/moraine-db/moraine/internal/slate"
+)
+
+// Stack is the storage side of a running moraine: the object store, the KV
+// store on it, the catalog loaded from it and (for a writer) the commit
+// pipeline that persists the catalog's commits.
+type Stack struct {
+	Store objstore.Store
+	KV    *slate.DB
+	Cat   *catalog.Server
+	Pipe  *commit.Pipeline // nil on a replica
+	// Seq is the store sequence the catalog was loaded at.
+	Seq uint64
+}
+
+// StackOptions configure OpenStack.
+type StackOptions struct {
+	Replica bool
+	Slate   slate.Options
+	Commit  commit.Options
+	Log     *slog.Logger
+}
+
+// OpenStack opens the store at url as its writer (fencing any previous
+// writer) or, with Replica, as a read-only follower, and loads the catalog.
+func OpenStack(ctx context.Context, url string, opts StackOptions) (*Stack, error) {
+	store, err := objurl.Open(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", url, err)
+	}
+	st, err := OpenStackOn(ctx, store, opts)
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	return st, nil
+}
+
+// OpenStackOn is OpenStack over an already open object store (tests, tools).
+func OpenStackOn(ctx context.Context, store objstore.Store, opts StackOptions) (*Stack, error) {
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	so := opts.Slate
+	if so.Logf == nil {
+		so.Logf = func(format string, args ...any) { log.Warn("store: " + fmt.Sprintf(format, args...)) }
+	}
+	var kv *slate.DB
+	var err error
+	start := time.Now()
+	if opts.Replica {
+		kv, err = slate.OpenReader(ctx, store, so)
+	} else {
+		kv, err = slate.Open(ctx, store, so)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open slate: %w", err)
+	}
+	st := &Stack{Store: store, KV: kv}
+	if err := st.load(ctx, opts); err != nil {
+		kv.Close(context.Background())
+		return nil, err
+	}
+	log.Info("catalog loaded", "store_seq", st.Seq, "databases", len(st.Cat.Databases()), "elapsed", time.Since(start).Round(time.Millisecond))
+	return st, nil
+}
+
+// load builds the catalog (and primes the pipeline) from one consistent
+// snapshot of the store.
+func (st *Stack) load(ctx context.Context, opts StackOptions) error {
+	snap, err := st.KV.Snapshot()
+	if err != nil {
+		return fmt.Errorf("load catalog: %w", err)
+	}
+	defer snap.Close()
+	var copts catalog.Options
+	if !opts.Replica {
+		st.Pipe = commit.New(st.KV, opts.Commit)
+		copts.Committer = st.Pipe
+	}
+	it := snap.ScanPrefix(ctx, nil)
+	cat, err := catalog.Load(ctx, it, copts)
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("load catalog: %w", err)
+	}
+	if st.Pipe != nil {
+		stored, err := commit.ReadStore(ctx, snap)
+		if err != nil {
+			return fmt.Errorf("load catalog: %w", err)
+		}
+		if err := st.Pipe.Prime(stored); err != nil {
+			return fmt.Errorf("load catalog: %w", err)
+		}
+	}
+	st.Cat = cat
+	st.Seq = st.KV.Stats().LastSeq
+	return nil
+}
+
+// Close closes the KV store (flushing it, for a writer) and the object store.
+func (st *Stack) Close(ctx context.Context) error {
+	err := st.KV.Close(ctx)
+	if cerr := st.Store.Close(); err == nil && cerr != nil && !errors.Is(cerr, objstore.ErrClosed) {
+		err = cerr
+	}
+	return err
+}
