@@ -198,7 +198,9 @@ func TestValidateDefRefuses(t *testing.T) {
 		wantErr error
 		mention string
 	}{
-		{"unknown table", func() TableDef { return TableDef{Schema: "public", Name: "users", Columns: []ColumnDef{{Name: "id", Type: datum.Int8}}} }, ErrUnknownTable, "users"},
+		{"unknown table", func() TableDef {
+			return TableDef{Schema: "public", Name: "users", Columns: []ColumnDef{{Name: "id", Type: datum.Int8}}}
+		}, ErrUnknownTable, "users"},
 		{"renamed column", func() TableDef { d := base("ducklake_snapshot"); d.Columns[2].Name = "schema_ver"; return d }, ErrBadDef, "schema_ver"},
 		{"wrong type", func() TableDef { d := base("ducklake_snapshot"); d.Columns[1].Type = datum.Timestamp; return d }, ErrBadDef, "snapshot_time"},
 		{"missing pk", func() TableDef { d := base("ducklake_snapshot"); d.PrimaryKey = nil; return d }, ErrBadDef, "primary key"},
@@ -218,7 +220,9 @@ func TestValidateDefRefuses(t *testing.T) {
 		}, ErrBadDef, "value"},
 		{"view_column_tag short", func() TableDef { d := base("ducklake_view_column_tag"); d.Columns = d.Columns[:5]; return d }, ErrBadDef, "ducklake_view_column_tag"},
 		{"no schema", func() TableDef { d := base("ducklake_tag"); d.Schema = ""; return d }, ErrBadDef, "schema"},
-		{"duplicate column", func() TableDef { return inl(ColumnDef{Name: "a", Type: datum.Int4}, ColumnDef{Name: "a", Type: datum.Int8}) }, ErrBadDef, `"a"`},
+		{"duplicate column", func() TableDef {
+			return inl(ColumnDef{Name: "a", Type: datum.Int4}, ColumnDef{Name: "a", Type: datum.Int8})
+		}, ErrBadDef, `"a"`},
 		{"inlined bad meta", func() TableDef { d := inl(); d.Columns[1].Name = "begin"; return d }, ErrBadDef, "begin"},
 		{"inlined meta type", func() TableDef { d := inl(); d.Columns[0].Type = datum.Int4; return d }, ErrBadDef, "_ducklake_row_id"},
 		{"inlined short", func() TableDef { d := inl(); d.Columns = d.Columns[:2]; return d }, ErrBadDef, "2 columns"},
