@@ -10,8 +10,8 @@ import (
 
 func TestTextRoundTrip(t *testing.T) {
 	cases := []struct {
-		typ       string
-		in, out   string
+		typ     string
+		in, out string
 	}{
 		{"bigint", " 42 ", "42"},
 		{"bigint", "-9223372036854775808", "-9223372036854775808"},

@@ -57,21 +57,21 @@ const (
 type Kind uint8
 
 const (
-	KindNull      Kind = iota // only for Value: the SQL NULL
-	KindBool                  // I: 0 or 1
-	KindInt                   // I: int2, int4, int8, oid, xid
-	KindFloat                 // I: math.Float64bits (float4 values are widened exactly)
-	KindText                  // S: text, varchar, name, char, bpchar, json
-	KindBytes                 // S: bytea, raw bytes
-	KindNumeric               // S: canonical decimal text ("12.50", "NaN")
-	KindUUID                  // S: 16 raw bytes
-	KindDate                  // I: days since 2000-01-01; math.MinInt32/MaxInt32 = -/+infinity
-	KindTime                  // I: microseconds since midnight
-	KindTimestamp             // I: microseconds since 2000-01-01 00:00:00; MinInt64/MaxInt64 = -/+infinity
-	KindTimestampTZ           // I: microseconds since 2000-01-01 00:00:00 UTC; same infinities
-	KindInterval              // I: microseconds, J: months<<32 | uint32(days)
-	KindTID                   // I: block<<16 | offset
-	KindArray                 // S: element values, row-encoded (see array.go); Type.Elem gives the element type
+	KindNull        Kind = iota // only for Value: the SQL NULL
+	KindBool                    // I: 0 or 1
+	KindInt                     // I: int2, int4, int8, oid, xid
+	KindFloat                   // I: math.Float64bits (float4 values are widened exactly)
+	KindText                    // S: text, varchar, name, char, bpchar, json
+	KindBytes                   // S: bytea, raw bytes
+	KindNumeric                 // S: canonical decimal text ("12.50", "NaN")
+	KindUUID                    // S: 16 raw bytes
+	KindDate                    // I: days since 2000-01-01; math.MinInt32/MaxInt32 = -/+infinity
+	KindTime                    // I: microseconds since midnight
+	KindTimestamp               // I: microseconds since 2000-01-01 00:00:00; MinInt64/MaxInt64 = -/+infinity
+	KindTimestampTZ             // I: microseconds since 2000-01-01 00:00:00 UTC; same infinities
+	KindInterval                // I: microseconds, J: months<<32 | uint32(days)
+	KindTID                     // I: block<<16 | offset
+	KindArray                   // S: element values, row-encoded (see array.go); Type.Elem gives the element type
 )
 
 // Type is a PostgreSQL column type: its OID and its type modifier (-1 for

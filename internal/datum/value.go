@@ -27,15 +27,15 @@ func BoolValue(b bool) Value {
 	}
 	return Value{K: KindBool}
 }
-func IntValue(i int64) Value            { return Value{K: KindInt, I: i} }
-func FloatValue(f float64) Value        { return Value{K: KindFloat, I: int64(math.Float64bits(f))} }
-func TextValue(s string) Value          { return Value{K: KindText, S: s} }
-func BytesValue(b []byte) Value         { return Value{K: KindBytes, S: string(b)} }
+func IntValue(i int64) Value              { return Value{K: KindInt, I: i} }
+func FloatValue(f float64) Value          { return Value{K: KindFloat, I: int64(math.Float64bits(f))} }
+func TextValue(s string) Value            { return Value{K: KindText, S: s} }
+func BytesValue(b []byte) Value           { return Value{K: KindBytes, S: string(b)} }
 func NumericValue(canonical string) Value { return Value{K: KindNumeric, S: canonical} }
-func UUIDValue(u [16]byte) Value        { return Value{K: KindUUID, S: string(u[:])} }
-func DateValue(days int32) Value        { return Value{K: KindDate, I: int64(days)} }
-func TimeValue(micros int64) Value      { return Value{K: KindTime, I: micros} }
-func TimestampValue(micros int64) Value { return Value{K: KindTimestamp, I: micros} }
+func UUIDValue(u [16]byte) Value          { return Value{K: KindUUID, S: string(u[:])} }
+func DateValue(days int32) Value          { return Value{K: KindDate, I: int64(days)} }
+func TimeValue(micros int64) Value        { return Value{K: KindTime, I: micros} }
+func TimestampValue(micros int64) Value   { return Value{K: KindTimestamp, I: micros} }
 func TimestampTZValue(micros int64) Value {
 	return Value{K: KindTimestampTZ, I: micros}
 }
@@ -50,11 +50,11 @@ func TIDValue(block uint32, offset uint16) Value {
 func (v Value) IsNull() bool { return v.K == KindNull }
 
 // Bool, Int, Float, … read the payload; they assume the kind matches.
-func (v Value) Bool() bool       { return v.I != 0 }
-func (v Value) Int() int64       { return v.I }
-func (v Value) Float() float64   { return math.Float64frombits(uint64(v.I)) }
-func (v Value) Text() string     { return v.S }
-func (v Value) Bytes() []byte    { return []byte(v.S) }
+func (v Value) Bool() bool     { return v.I != 0 }
+func (v Value) Int() int64     { return v.I }
+func (v Value) Float() float64 { return math.Float64frombits(uint64(v.I)) }
+func (v Value) Text() string   { return v.S }
+func (v Value) Bytes() []byte  { return []byte(v.S) }
 func (v Value) Interval() (months, days int32, micros int64) {
 	return int32(v.J >> 32), int32(uint32(v.J)), v.I
 }
