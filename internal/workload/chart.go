@@ -111,7 +111,7 @@ func drawPanel(img *image.RGBA, area image.Rectangle, title string, systems []st
 			x0 := gx + si*barW
 			fill(img, image.Rect(x0+1, plot.Max.Y-h, x0+barW-1, plot.Max.Y), palette[si%len(palette)])
 			label := formatNum(v)
-			drawText(img, x0+(barW-textWidth(label, 1))/2, plot.Max.Y-h-8, label, black, 1)
+			drawText(img, x0+(barW-textWidth(label, scale))/2, plot.Max.Y-h-14, label, black, scale)
 		}
 		wl := fmt.Sprintf("writers=%d", w)
 		drawText(img, gx+(groupW-20-textWidth(wl, scale))/2, plot.Max.Y+8, wl, black, scale)
