@@ -189,7 +189,9 @@ func (d *DB) commitLoop() {
 		d.mu.Unlock()
 
 		data := encodeWAL(id, d.epoch, batches)
+		t0 := time.Now()
 		err := d.store.PutIfAbsent(d.ctx, walName(id), data)
+		putTime := time.Since(t0)
 
 		d.mu.Lock()
 		if err != nil {
@@ -219,6 +221,19 @@ func (d *DB) commitLoop() {
 		}
 		for _, p := range group {
 			p.done <- nil
+		}
+		// Linger: concurrent writers just acknowledged usually come
+		// straight back. Without a pause the first of them leaves alone in
+		// the next WAL object and the rest wait behind it for a whole PUT,
+		// so every writer waits two PUTs; pausing for a small fraction of
+		// one PUT (until they are all back) keeps them in one group.
+		if linger := min(putTime/16, 2*time.Millisecond); n > 1 && linger > 50*time.Microsecond {
+			deadline := time.Now().Add(linger)
+			for len(d.queue) < n && time.Now().Before(deadline) && !d.closing {
+				d.mu.Unlock()
+				time.Sleep(linger / 8)
+				d.mu.Lock()
+			}
 		}
 	}
 }
