@@ -20,6 +20,8 @@ import (
 	_ "github.com/tidwall/btree"
 	_ "github.com/xdg-go/scram"
 	_ "gocloud.dev/blob"
+	_ "gocloud.dev/blob/azureblob" // objstore/azure, build tag "azure"
+	_ "gocloud.dev/blob/gcsblob"   // objstore/gcs, build tag "gcs"
 	_ "gocloud.dev/blob/s3blob"
 	_ "gocloud.dev/gcerrors"
 	_ "golang.org/x/sys/unix"
