@@ -2,7 +2,9 @@ package sql
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
@@ -135,11 +137,34 @@ func (r *resultSink) copyIn(format int16, ncols int, null string) (copySource, e
 		return nil, err
 	}
 	if format == 1 {
-		return pgvalue.NewBinaryCopyReader(ci), nil
+		return &drainSource{src: pgvalue.NewBinaryCopyReader(ci), ci: ci}, nil
 	}
 	tr := pgvalue.NewTextCopyReader(ci)
 	tr.Null = null
-	return &textSource{r: tr}, nil
+	return &drainSource{src: &textSource{r: tr}, ci: ci}, nil
+}
+
+// drainSource reads the client's stream to its CopyDone once the rows end
+// (the binary trailer, or a text "\." line, may precede it), so that the
+// COPY completes in protocol order.
+type drainSource struct {
+	src copySource
+	ci  *pgwire.CopyIn
+}
+
+func (d *drainSource) Next() ([][]byte, error) {
+	cells, err := d.src.Next()
+	if errors.Is(err, io.EOF) {
+		for {
+			if _, derr := d.ci.Next(); derr != nil {
+				if errors.Is(derr, io.EOF) {
+					return nil, io.EOF
+				}
+				return nil, derr
+			}
+		}
+	}
+	return cells, err
 }
 
 type textSource struct{ r *pgvalue.TextCopyReader }
