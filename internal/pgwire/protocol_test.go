@@ -1,18 +1,30 @@
 package pgwire
 
 import (
+	"net"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // Exact message sequences for the protocol paths, checked with a raw
 // frontend. Each case sends its messages on a fresh, logged-in connection.
-func TestProtocolExchanges(t *testing.T) {
-	ts := startServer(t, Config{})
+// copyHdr is the binary COPY header in hex.
+const copyHdr = "5047434f50590aff0d0a000000000000000000"
+
+type exchangeCase struct {
+	name string
+	send []pgproto3.FrontendMessage
+	want []string
+}
+
+func exchangeCases() []exchangeCase {
 	P := func(name, sql string) *pgproto3.Parse { return &pgproto3.Parse{Name: name, Query: sql} }
 	B := func(portal, stmt string, rf ...int16) *pgproto3.Bind {
 		return &pgproto3.Bind{DestinationPortal: portal, PreparedStatement: stmt, ResultFormatCodes: rf}
@@ -20,23 +32,25 @@ func TestProtocolExchanges(t *testing.T) {
 	E := func(portal string, n uint32) *pgproto3.Execute { return &pgproto3.Execute{Portal: portal, MaxRows: n} }
 	S := &pgproto3.Sync{}
 	Q := func(sql string) *pgproto3.Query { return &pgproto3.Query{String: sql} }
-	cases := []struct {
-		name string
-		send []pgproto3.FrontendMessage
-		want []string
-	}{
-		{"select 1", []pgproto3.FrontendMessage{Q("SELECT 1")},
+	return []exchangeCase{
+		// Cases named "pg: ..." are SQL PostgreSQL runs identically; they
+		// are replayed against a real server in TestProtocolAgainstPostgres.
+		{"pg: select 1", []pgproto3.FrontendMessage{Q("SELECT 1")},
 			[]string{"T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
-		{"empty query", []pgproto3.FrontendMessage{Q("")}, []string{"I", "Z I"}},
-		{"blank query", []pgproto3.FrontendMessage{Q("  ;\n ")}, []string{"I", "Z I"}},
-		{"trailing whitespace is no empty query", []pgproto3.FrontendMessage{Q("SELECT 1;\n\n  ")},
+		{"pg: empty query", []pgproto3.FrontendMessage{Q("")}, []string{"I", "Z I"}},
+		{"pg: blank query", []pgproto3.FrontendMessage{Q("  ;\n ")}, []string{"I", "Z I"}},
+		{"pg: trailing whitespace is no empty query", []pgproto3.FrontendMessage{Q("SELECT 1;\n\n  ")},
 			[]string{"T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
-		{"multi statement, zero-row select still described", []pgproto3.FrontendMessage{
+		{"pg: multi statement, zero-row select still described", []pgproto3.FrontendMessage{
 			Q("BEGIN;\nSELECT * FROM t WHERE false;\nSELECT 1;\n")},
 			[]string{"C BEGIN", "T id:20/0,name:25/0", "C SELECT 0", "T ?column?:23/0", `D "1"`, "C SELECT 1", "Z T"}},
-		{"stop at first error", []pgproto3.FrontendMessage{Q("SELECT 1; bogus; SELECT 1")},
+		{"pg: stop at first error", []pgproto3.FrontendMessage{Q("SELECT 1; SELECT 1/0; SELECT 1")},
+			[]string{"T ?column?:23/0", `D "1"`, "C SELECT 1", `E ERROR 22012 division by zero`, "Z I"}},
+		// PostgreSQL parses the whole string first, so a syntax error runs
+		// nothing; the toy splits naively, hence no "pg:" here.
+		{"stop at first syntax error", []pgproto3.FrontendMessage{Q("SELECT 1; bogus; SELECT 1")},
 			[]string{"T ?column?:23/0", `D "1"`, "C SELECT 1", `E ERROR 42601 syntax error at or near "bogus"`, "Z I"}},
-		{"aborted transaction until rollback", []pgproto3.FrontendMessage{
+		{"pg: aborted transaction until rollback", []pgproto3.FrontendMessage{
 			Q("BEGIN"), Q("bogus"), Q("SELECT 1"), Q("ROLLBACK"), Q("SELECT 1")},
 			[]string{"C BEGIN", "Z T",
 				`E ERROR 42601 syntax error at or near "bogus"`, "Z E",
@@ -44,10 +58,10 @@ func TestProtocolExchanges(t *testing.T) {
 				"C ROLLBACK", "Z I",
 				"T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
 		{"notice", []pgproto3.FrontendMessage{Q("NOTICE hello")}, []string{"N NOTICE hello", "C NOTICE", "Z I"}},
-		{"extended unnamed", []pgproto3.FrontendMessage{
+		{"pg: extended unnamed", []pgproto3.FrontendMessage{
 			P("", "SELECT 1"), &pgproto3.Describe{ObjectType: 'S'}, B("", "", 1), &pgproto3.Describe{ObjectType: 'P'}, E("", 0), S},
 			[]string{"1", "t []", "T ?column?:23/0", "2", "T ?column?:23/1", `D "\x00\x00\x00\x01"`, "C SELECT 1", "Z I"}},
-		{"row limit suspends portal", []pgproto3.FrontendMessage{
+		{"pg: row limit suspends portal", []pgproto3.FrontendMessage{
 			P("s1", "SELECT generate_series(1,5)"), B("p1", "s1"), E("p1", 2), E("p1", 2), E("p1", 2), S},
 			[]string{"1", "2", `D "1"`, `D "2"`, "s", `D "3"`, `D "4"`, "s", `D "5"`, "C SELECT 1", "Z I"}},
 		{"parse of several statements answers NoData", []pgproto3.FrontendMessage{
@@ -56,49 +70,108 @@ func TestProtocolExchanges(t *testing.T) {
 		{"error skips until sync", []pgproto3.FrontendMessage{
 			P("", "SELECT nonsense"), B("", ""), E("", 0), S, Q("SELECT 1")},
 			[]string{"E ERROR 42601 toy cannot prepare SELECT nonsense", "Z I", "T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
-		{"unknown statement and portal", []pgproto3.FrontendMessage{
+		{"pg: unknown statement and portal", []pgproto3.FrontendMessage{
 			B("", "nope"), S, E("nope", 0), S, &pgproto3.Describe{ObjectType: 'S', Name: "x"}, S},
 			[]string{`E ERROR 26000 prepared statement "nope" does not exist`, "Z I",
 				`E ERROR 34000 portal "nope" does not exist`, "Z I",
 				`E ERROR 26000 prepared statement "x" does not exist`, "Z I"}},
-		{"duplicate named statement", []pgproto3.FrontendMessage{P("a", "SELECT 1"), P("a", "SELECT 1"), S},
+		{"pg: duplicate named statement", []pgproto3.FrontendMessage{P("a", "SELECT 1"), P("a", "SELECT 1"), S},
 			[]string{"1", `E ERROR 42P05 prepared statement "a" already exists`, "Z I"}},
-		{"close then reuse name", []pgproto3.FrontendMessage{
+		{"pg: close then reuse name", []pgproto3.FrontendMessage{
 			P("a", "SELECT 1"), &pgproto3.Close{ObjectType: 'S', Name: "a"}, P("a", "SELECT 1"), S},
 			[]string{"1", "3", "1", "Z I"}},
-		{"bind parameter count checked", []pgproto3.FrontendMessage{
+		{"pg: bind parameter count checked", []pgproto3.FrontendMessage{
 			P("", "SELECT $1::int8"), &pgproto3.Bind{Parameters: [][]byte{[]byte("1"), []byte("2")}}, S},
 			[]string{"1", `E ERROR 08P01 bind message supplies 2 parameters, but prepared statement "" requires 1`, "Z I"}},
-		{"text parameter echoed in binary", []pgproto3.FrontendMessage{
+		{"pg: text parameter echoed in binary", []pgproto3.FrontendMessage{
 			P("", "SELECT $1::int8"), &pgproto3.Bind{Parameters: [][]byte{[]byte("42")}, ResultFormatCodes: []int16{1}}, E("", 0), S},
 			[]string{"1", "2", `D "\x00\x00\x00\x00\x00\x00\x00*"`, "C SELECT 1", "Z I"}},
-		{"copy out text", []pgproto3.FrontendMessage{Q("INSERT INTO t VALUES (7, 'a\tb'); INSERT INTO t VALUES (8, null); COPY t TO STDOUT")},
+		{"pg: copy out text", []pgproto3.FrontendMessage{Q("INSERT INTO t VALUES (7, 'a\tb'); INSERT INTO t VALUES (8, null); COPY t TO STDOUT")},
 			[]string{"C INSERT 0 1", "C INSERT 0 1", "H 0", "d 3709615c74620a", "d 38095c4e0a", "c", "C COPY 2", "Z I"}},
-		{"copy in text with CopyFail", []pgproto3.FrontendMessage{Q("COPY t FROM STDIN"), &pgproto3.CopyData{Data: []byte("1\tx\n")}, &pgproto3.CopyFail{Message: "client gave up"}},
+		// Binary COPY OUT framing: the header rides in the first CopyData
+		// with the first row, one row per CopyData, the trailer alone; an
+		// empty table sends header+trailer in one message (what DuckDB's
+		// reader needs).
+		{"pg: copy out binary, empty", []pgproto3.FrontendMessage{Q("COPY t TO STDOUT (FORMAT binary)")},
+			[]string{"H 1", "d " + copyHdr + "ffff", "c", "C COPY 0", "Z I"}},
+		{"pg: copy out binary", []pgproto3.FrontendMessage{Q("INSERT INTO t VALUES (1, 'main'); INSERT INTO t VALUES (2, null); INSERT INTO t VALUES (3, 'x'); COPY t TO STDOUT (FORMAT binary)")},
+			[]string{"C INSERT 0 1", "C INSERT 0 1", "C INSERT 0 1", "H 1",
+				"d " + copyHdr + "0002" + "00000008" + "0000000000000001" + "00000004" + "6d61696e",
+				"d 0002" + "00000008" + "0000000000000002" + "ffffffff",
+				"d 0002" + "00000008" + "0000000000000003" + "00000001" + "78",
+				"d ffff", "c", "C COPY 3", "Z I"}},
+		{"pg: copy in text with CopyFail", []pgproto3.FrontendMessage{Q("COPY t FROM STDIN"), &pgproto3.CopyData{Data: []byte("1\tx\n")}, &pgproto3.CopyFail{Message: "client gave up"}},
 			[]string{"G 0", "E ERROR 57014 COPY from stdin failed: client gave up", "Z I"}},
-		{"empty execute is EmptyQueryResponse", []pgproto3.FrontendMessage{P("", ""), B("", ""), E("", 0), S},
+		{"pg: empty execute is EmptyQueryResponse", []pgproto3.FrontendMessage{P("", ""), B("", ""), E("", 0), S},
 			[]string{"1", "2", "I", "Z I"}},
 		{"function call refused", []pgproto3.FrontendMessage{&pgproto3.FunctionCall{Function: 1}, S},
 			[]string{"E ERROR 0A000 fastpath function calls are not supported", "Z I"}},
 	}
-	for _, tc := range cases {
+}
+
+func TestProtocolExchanges(t *testing.T) {
+	for _, tc := range exchangeCases() {
 		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, Config{}) // a fresh toy table per case
 			rc := dialRaw(t, ts)
 			rc.startup()
-			rc.send(tc.send...)
-			var got []string
-			wantZ := 0
-			for _, w := range tc.want {
-				if strings.HasPrefix(w, "Z ") {
-					wantZ++
-				}
+			runExchange(t, rc, tc)
+		})
+	}
+}
+
+func runExchange(t *testing.T, rc *rawClient, tc exchangeCase) {
+	t.Helper()
+	rc.send(tc.send...)
+	var got []string
+	wantZ := 0
+	for _, w := range tc.want {
+		if strings.HasPrefix(w, "Z ") {
+			wantZ++
+		}
+	}
+	for range wantZ {
+		got = append(got, rc.until('Z')...)
+	}
+	if !slices.Equal(got, tc.want) {
+		t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tc.want, "\n  "))
+	}
+}
+
+// TestProtocolAgainstPostgres replays the "pg:" exchanges against a real
+// PostgreSQL (MORAINE_TEST_POSTGRES), which must answer with the very same
+// message sequence: the expectations above are PostgreSQL's behaviour, not
+// just pgwire's.
+func TestProtocolAgainstPostgres(t *testing.T) {
+	dsn := os.Getenv("MORAINE_TEST_POSTGRES")
+	if dsn == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("MORAINE_TEST_POSTGRES is not set under CI")
+		}
+		t.Skip("MORAINE_TEST_POSTGRES not set")
+	}
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range exchangeCases() {
+		if !strings.HasPrefix(tc.name, "pg: ") {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+			if err != nil {
+				t.Fatal(err)
 			}
-			for range wantZ {
-				got = append(got, rc.until('Z')...)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("got\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(tc.want, "\n  "))
-			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+			rc := &rawClient{t: t, conn: c, fe: pgproto3.NewFrontend(c, c)}
+			rc.send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30,
+				Parameters: map[string]string{"user": cfg.User, "database": cfg.Database}})
+			rc.until('Z')
+			rc.send(&pgproto3.Query{String: "SET client_min_messages = warning; CREATE TEMP TABLE t (id int8, name text)"})
+			rc.until('Z')
+			runExchange(t, rc, tc)
 		})
 	}
 }
@@ -113,32 +186,6 @@ func TestStartupSequence(t *testing.T) {
 		"S session_authorization=alice", "S standard_conforming_strings=on", "S TimeZone=UTC", "K", "Z I"}
 	if !slices.Equal(got, want) {
 		t.Errorf("got %q\nwant %q", got, want)
-	}
-}
-
-// Binary COPY OUT framing: the header rides in the first CopyData with the
-// first row, one row per CopyData, the trailer alone; an empty table sends
-// header+trailer in one message (what DuckDB's reader needs).
-func TestCopyOutBinaryFraming(t *testing.T) {
-	ts := startServer(t, Config{})
-	rc := dialRaw(t, ts)
-	rc.startup()
-	rc.send(&pgproto3.Query{String: "COPY t TO STDOUT (FORMAT binary)"})
-	got := rc.until('Z')
-	hdr := "5047434f50590aff0d0a000000000000000000"
-	want := []string{"H 1", "d " + hdr + "ffff", "c", "C COPY 0", "Z I"}
-	if !slices.Equal(got, want) {
-		t.Errorf("empty: got %q want %q", got, want)
-	}
-	rc.send(&pgproto3.Query{String: "INSERT INTO t VALUES (1, 'main'); INSERT INTO t VALUES (2, null); INSERT INTO t VALUES (3, 'x'); COPY t TO STDOUT (FORMAT binary)"})
-	got = rc.until('Z')
-	want = []string{"C INSERT 0 1", "C INSERT 0 1", "C INSERT 0 1", "H 1",
-		"d " + hdr + "0002" + "00000008" + "0000000000000001" + "00000004" + "6d61696e",
-		"d 0002" + "00000008" + "0000000000000002" + "ffffffff",
-		"d 0002" + "00000008" + "0000000000000003" + "00000001" + "78",
-		"d ffff", "c", "C COPY 3", "Z I"}
-	if !slices.Equal(got, want) {
-		t.Errorf("rows: got\n %q\nwant\n %q", got, want)
 	}
 }
 

@@ -114,13 +114,13 @@ var (
 		{Name: "id", TypeOID: pgvalue.Int8OID, TypeModifier: -1, TableAttr: 1},
 		{Name: "name", TypeOID: pgvalue.TextOID, TypeModifier: -1, TableAttr: 2},
 	}
-	reSleep  = regexp.MustCompile(`(?i)^select pg_sleep\(([0-9.]+)\)$`)
-	reSeries = regexp.MustCompile(`(?i)^select generate_series\(1, ?([0-9]+)\)$`)
-	reInsert = regexp.MustCompile(`(?i)^insert into t values \((-?[0-9]+), (null|'([^']*)')\)$`)
-	reCopy   = regexp.MustCompile(`^copy t( \(\s*id,\s*name\s*\))? (from stdin|to stdout)(.*)$`)
+	reSleep      = regexp.MustCompile(`(?i)^select pg_sleep\(([0-9.]+)\)$`)
+	reSeries     = regexp.MustCompile(`(?i)^select generate_series\(1, ?([0-9]+)\)$`)
+	reInsert     = regexp.MustCompile(`(?i)^insert into t values \((-?[0-9]+), (null|'([^']*)')\)$`)
+	reCopy       = regexp.MustCompile(`^copy t( \(\s*id,\s*name\s*\))? (from stdin|to stdout)(.*)$`)
 	reCopySeries = regexp.MustCompile(`^copy series\(([0-9]+)\) to stdout(.*)$`)
 	reCopyFast   = regexp.MustCompile(`^copy fast\(([0-9]+)\) to stdout`)
-	reParam  = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9_]+))?`)
+	reParam      = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9_]+))?`)
 )
 
 // toyTypes is the "SELECT types" row: one value per supported type.
@@ -178,6 +178,8 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 			return err
 		}
 		return w.Complete("SELECT 1")
+	case lower == "select 1/0": // PostgreSQL folds it at plan time: no RowDescription
+		return &Error{Code: "22012", Message: "division by zero"}
 	case lower == "select version()":
 		if err := w.Describe([]Column{{Name: "version", TypeOID: pgvalue.TextOID, TypeModifier: -1}}); err != nil {
 			return err
