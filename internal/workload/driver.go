@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -57,7 +58,13 @@ type Config struct {
 	Dial       func(ctx context.Context) (*pgconn.PgConn, error)
 
 	Schema   string // metadata schema; default "public"
-	DataPath string // ducklake_metadata data_path; default "/lake/workload/"
+	DataPath string // ducklake_metadata data_path; default "/lake/workload/", or DataDir + "/"
+	// DataDir, when set, makes the driver write every data file it
+	// registers as a real Parquet file under DataDir/main/t<i>/ (merged
+	// files with embedded row ids when they are not row-id adjacent), so a
+	// server that holds compactions to their row ids (RFC 0008) can read
+	// them. Without it no file is written.
+	DataDir string
 
 	Writers          int // concurrent writers; default 4
 	CommitsPerWriter int // default 10
@@ -84,6 +91,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DataPath == "" {
 		c.DataPath = "/lake/workload/"
+		if c.DataDir != "" {
+			c.DataPath = filepath.ToSlash(c.DataDir) + "/"
+		}
 	}
 	if c.Writers <= 0 {
 		c.Writers = 4
@@ -134,6 +144,7 @@ type Landed struct {
 	Kind     string // "setup", "insert" or "merge"
 	Table    int64
 	File     int64   // the data file it registered (insert, merge)
+	Path     string  // that file's path: under DataDir when set, else relative to its table
 	Sources  []int64 // merge: the files it consumed
 	Begin    int64   // begin_snapshot written for File
 	RowIDs   []Span  // row ids File holds
@@ -618,10 +629,18 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
 		rows := int64(d.cfg.RowsPerFile/2 + rng.IntN(d.cfg.RowsPerFile+1))
 		path := "ducklake-" + uuidString(newUUID()) + ".parquet"
 		tag := fmt.Sprintf("w%d-c%d", w, c)
+		var size int64
+		if d.cfg.DataDir != "" {
+			// DuckLake writes the Parquet file before it commits.
+			var err error
+			if size, err = writeDataFile(d.localPath(table, path), d.cols, rows, nil); err != nil {
+				return err
+			}
+		}
 		p := plan{kind: "insert", tag: tag,
 			mine: changes.Set{{Kind: changes.InsertedIntoTable, ID: table}},
 			build: func(base snapshot, st *stats) (string, Landed) {
-				return d.insertBatch(base, st, table, rows, path, tag)
+				return d.insertBatch(base, st, table, rows, size, path, tag)
 			},
 		}
 		start := time.Now()
@@ -658,7 +677,7 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
 }
 
 // insertBatch is an ordinary insert commit: one new data file in table.
-func (d *driver) insertBatch(base snapshot, st *stats, table, rows int64, path, tag string) (string, Landed) {
+func (d *driver) insertBatch(base snapshot, st *stats, table, rows, size int64, path, tag string) (string, Landed) {
 	s := base.id + 1
 	ts, hasStats := st.tables[table]
 	start := ts.nextRowID
@@ -667,6 +686,9 @@ func (d *driver) insertBatch(base snapshot, st *stats, table, rows int64, path, 
 		size: rows*int64(8*len(d.cols)) + 400, footer: int64(200 + 40*len(d.cols)),
 		rowIDStart: start, hasStart: true,
 		rowIDs: []Span{{start, start + rows}}, statsColumn: d.cols,
+	}
+	if size > 0 {
+		f.size = size
 	}
 	stmts := []string{snapshotSQL(d.q, s, base.schemaVersion, base.nextCatalogID, base.nextFileID+1)}
 	if hasStats {
@@ -696,7 +718,7 @@ func (d *driver) insertBatch(base snapshot, st *stats, table, rows int64, path, 
 	}
 	stmts = append(stmts, f.insertSQL(d.q), f.statsSQL(d.q),
 		changesSQL(d.q, s, changes.Set{{Kind: changes.InsertedIntoTable, ID: table}}.String(), tag))
-	return joinBatch(stmts), Landed{Snapshot: s, Table: table, File: f.id, Begin: s, RowIDs: f.rowIDs, Records: rows}
+	return joinBatch(stmts), Landed{Snapshot: s, Table: table, File: f.id, Path: d.localPath(table, path), Begin: s, RowIDs: f.rowIDs, Records: rows}
 }
 
 // liveFile is one current data file as the compactor's candidate scan saw it.
@@ -737,10 +759,14 @@ func (d *driver) compactor(ctx context.Context, conn *pgconn.PgConn, stop <-chan
 			continue
 		}
 		tag := fmt.Sprintf("compactor-%d", round)
-		path := "ducklake-" + uuidString(newUUID()) + ".parquet"
+		m, err := d.planMerge(table, sources)
+		if err != nil {
+			_ = exec(ctx, conn, "ROLLBACK")
+			return err
+		}
 		p := plan{kind: "merge", tag: tag,
 			mine:  changes.Set{{Kind: changes.MergeAdjacent, ID: table}},
-			build: func(base snapshot, _ *stats) (string, Landed) { return d.mergeBatch(base, table, sources, path, tag) },
+			build: func(base snapshot, _ *stats) (string, Landed) { return d.mergeBatch(base, table, sources, m, tag) },
 		}
 		out, err := d.commitTail(ctx, conn, rng, base, nil, p)
 		if err != nil {
@@ -827,38 +853,65 @@ func (d *driver) mergeCandidates(ctx context.Context, conn *pgconn.PgConn, table
 	return best, nil
 }
 
-// mergeBatch is a merge_adjacent commit (RFC 0008; §3.10): hard-delete the
-// sources and everything keyed by their ids, schedule their paths, insert
-// the merged file backdated to the first source's begin_snapshot.
-func (d *driver) mergeBatch(base snapshot, table int64, sources []liveFile, path, tag string) (string, Landed) {
-	s := base.id + 1
-	ids := make([]int64, len(sources))
-	var records, size int64
-	partialMax := int64(math.MinInt64)
-	var spans []Span
+// mergeOut is the merged file a compaction registers; it depends only on
+// the sources, so it is computed (and, with DataDir, written) once before
+// the commit and reused by every attempt.
+type mergeOut struct {
+	path       string // relative to the table
+	records    int64
+	size       int64
+	partialMax int64
+	spans      []Span
+}
+
+func (d *driver) planMerge(table int64, sources []liveFile) (mergeOut, error) {
+	m := mergeOut{path: "ducklake-" + uuidString(newUUID()) + ".parquet", partialMax: math.MinInt64}
 	d.mu.Lock()
-	for i, src := range sources {
-		ids[i] = src.id
-		records += src.records
-		size += src.size
+	for _, src := range sources {
+		m.records += src.records
+		m.size += src.size
 		pm := src.begin
 		if src.hasPartial {
 			pm = src.partialMax
 		}
-		partialMax = max(partialMax, pm)
+		m.partialMax = max(m.partialMax, pm)
 		if src.hasStart {
-			spans = append(spans, Span{src.rowIDStart, src.rowIDStart + src.records})
+			m.spans = append(m.spans, Span{src.rowIDStart, src.rowIDStart + src.records})
 		} else {
-			spans = append(spans, d.mu.files[src.id].RowIDs...)
+			m.spans = append(m.spans, d.mu.files[src.id].RowIDs...)
 		}
 	}
 	d.mu.Unlock()
-	spans = normalize(spans)
+	m.spans = normalize(m.spans)
+	m.size = m.size * 9 / 10
+	if d.cfg.DataDir != "" {
+		var embed []int64
+		if d.cfg.MergeEmbedsIDs {
+			embed = expandSpans(m.spans)
+		}
+		size, err := writeDataFile(d.localPath(table, m.path), d.cols, m.records, embed)
+		if err != nil {
+			return mergeOut{}, err
+		}
+		m.size = size
+	}
+	return m, nil
+}
+
+// mergeBatch is a merge_adjacent commit (RFC 0008; §3.10): hard-delete the
+// sources and everything keyed by their ids, schedule their paths, insert
+// the merged file backdated to the first source's begin_snapshot.
+func (d *driver) mergeBatch(base snapshot, table int64, sources []liveFile, m mergeOut, tag string) (string, Landed) {
+	s := base.id + 1
+	ids := make([]int64, len(sources))
+	for i, src := range sources {
+		ids[i] = src.id
+	}
 	f := fileSpec{
-		id: base.nextFileID, table: table, begin: sources[0].begin, path: path, records: records,
-		size: size * 9 / 10, footer: int64(200 + 40*len(d.cols)),
-		partialMax: partialMax, hasPartial: len(sources) > 1,
-		rowIDs: spans, statsColumn: d.cols,
+		id: base.nextFileID, table: table, begin: sources[0].begin, path: m.path, records: m.records,
+		size: m.size, footer: int64(200 + 40*len(d.cols)),
+		partialMax: m.partialMax, hasPartial: len(sources) > 1,
+		rowIDs: m.spans, statsColumn: d.cols,
 	}
 	if !d.cfg.MergeEmbedsIDs {
 		f.rowIDStart, f.hasStart = sources[0].rowIDStart, sources[0].hasStart
@@ -870,14 +923,33 @@ func (d *driver) mergeBatch(base snapshot, table int64, sources []liveFile, path
 	}
 	var sched []string
 	for _, src := range sources {
-		sched = append(sched, fmt.Sprintf("(%d, %s, true, NOW())", src.id, quoteLiteral(fmt.Sprintf("main/t%d/%s", table, src.path))))
+		sched = append(sched, fmt.Sprintf("(%d, %s, true, NOW())", src.id, quoteLiteral("main/"+d.tableDir(table)+src.path)))
 	}
 	batch := snapshotSQL(d.q, s, base.schemaVersion, base.nextCatalogID, base.nextFileID+1) + ";\n" +
 		strings.Join(dels, ";\n\n") + ";\n" +
 		fmt.Sprintf("INSERT INTO %s.ducklake_files_scheduled_for_deletion VALUES %s", d.q, strings.Join(sched, ", ")) + ";" +
 		joinBatch([]string{f.insertSQL(d.q), f.statsSQL(d.q),
 			changesSQL(d.q, s, changes.Set{{Kind: changes.MergeAdjacent, ID: table}}.String(), tag)})
-	return batch, Landed{Snapshot: s, Table: table, File: f.id, Sources: ids, Begin: f.begin, RowIDs: spans, Records: records}
+	return batch, Landed{Snapshot: s, Table: table, File: f.id, Path: d.localPath(table, m.path), Sources: ids, Begin: f.begin, RowIDs: m.spans, Records: m.records}
+}
+
+// tableDir is the table's path relative to schema main ("t<i>/").
+func (d *driver) tableDir(table int64) string {
+	for i, id := range d.tables {
+		if id == table {
+			return fmt.Sprintf("t%d/", i+1)
+		}
+	}
+	return fmt.Sprintf("t%d/", table)
+}
+
+// localPath is where a table's data file lives under DataDir (or, without
+// DataDir, the catalog's relative path).
+func (d *driver) localPath(table int64, file string) string {
+	if d.cfg.DataDir == "" {
+		return file
+	}
+	return filepath.Join(d.cfg.DataDir, "main", d.tableDir(table), file)
 }
 
 // normalize sorts spans and coalesces touching ones.
