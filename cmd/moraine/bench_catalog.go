@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"time"
 
@@ -28,6 +29,7 @@ func benchCatalog(ctx context.Context, args []string) int {
 	files := fs.Int("files", 1000000, "data files to register")
 	snaps := fs.Int("snapshots", 10000, "snapshots to spread them over")
 	stats := fs.Int("stats", 8, "column-stats rows per data file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the reload to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -35,7 +37,7 @@ func benchCatalog(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, "bench catalog: --files, --snapshots and --stats must be positive")
 		return 2
 	}
-	if err := runCatalogBench(ctx, *files, *snaps, *stats); err != nil {
+	if err := runCatalogBench(ctx, *files, *snaps, *stats, *cpuprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench catalog:", err)
 		return 1
 	}
@@ -50,7 +52,7 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
-func runCatalogBench(ctx context.Context, files, snaps, nstats int) error {
+func runCatalogBench(ctx context.Context, files, snaps, nstats int, cpuprofile string) error {
 	start := time.Now()
 	srv := catalog.NewServer(catalog.Options{})
 	lake, err := verbs.Init(ctx, srv.Database("lake"), "public", "s3://bench/")
@@ -108,12 +110,25 @@ func runCatalogBench(ctx context.Context, files, snaps, nstats int) error {
 	base := heapInUse()
 
 	it := &offsetIter{buf: buf, offs: offs}
+	if cpuprofile != "" {
+		f, err := os.Create(cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	t0 := time.Now()
 	re, err := catalog.Load(ctx, it, catalog.Options{})
 	if err != nil {
 		return err
 	}
 	load := time.Since(t0)
+	if cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
 	after := heapInUse()
 	db, _ := re.Lookup("lake")
 	df, err := db.Current().Table("public", "ducklake_data_file")

@@ -195,6 +195,27 @@ func arrayPayload(t datum.Type, v datum.Value) int {
 // varlenas); longer ones keep a 4-byte header and int alignment. TOAST
 // compression of very long values (over ~2 kB per tuple) is not emulated.
 func TupleLen(types []datum.Type, vals []datum.Value) int {
+	return tupleLen(makeLayout(types), types, vals)
+}
+
+// colLayout is how PostgreSQL stores one column: typlen (-1 varlena) and
+// typalign, and whether the varlena size is the raw payload length.
+type colLayout struct {
+	length, align int16
+	raw           bool // text-like varlena: payload is len(Value.S)
+}
+
+func makeLayout(types []datum.Type) []colLayout {
+	out := make([]colLayout, len(types))
+	for i, t := range types {
+		l, a := storage(t)
+		k := t.Kind()
+		out[i] = colLayout{int16(l), int16(a), k != datum.KindNumeric && k != datum.KindArray}
+	}
+	return out
+}
+
+func tupleLen(layout []colLayout, types []datum.Type, vals []datum.Value) int {
 	hasNull := false
 	for _, v := range vals {
 		if v.IsNull() {
@@ -212,17 +233,20 @@ func TupleLen(types []datum.Type, vals []datum.Value) int {
 		if v.IsNull() {
 			continue
 		}
-		l, a := storage(types[i])
-		if l > 0 {
-			n = alignUp(n, a) + l
+		c := layout[i]
+		if c.length > 0 {
+			n = alignUp(n, int(c.align)) + int(c.length)
 			continue
 		}
-		p := varlenaPayload(types[i], v)
+		p := len(v.S)
+		if !c.raw {
+			p = varlenaPayload(types[i], v)
+		}
 		if p+1 <= shortVarlenaMax {
 			n += p + 1
 			continue
 		}
-		n = alignUp(n, a) + p + 4
+		n = alignUp(n, int(c.align)) + p + 4
 	}
 	return hoff + n
 }

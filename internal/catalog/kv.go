@@ -3,8 +3,11 @@ package catalog
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"runtime"
 	"sort"
+	"sync"
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
@@ -188,12 +191,18 @@ func (a *arena) copy(b []byte) datum.Row {
 }
 
 // loader builds databases from keyspace pairs.
+//
+// Rows are decoded in parallel: the reading goroutine copies pairs into
+// batches and hands each batch to a worker (DecodeKV, row decode, tuple
+// size, primary key, copy into the worker's slab) and, in read order, to
+// the applying goroutine, which waits for the batch and places its rows
+// (ctids, B-trees) one by one. So the result is exactly what a sequential
+// load in key order gives. Registry, meta and definition pairs are handled
+// by the reader after every batch in flight has been applied.
 type loader struct {
-	srv     *Server
-	dbs     map[string]*builder
-	cats    map[uint32]*loadCat
-	arena   arena
-	scratch []datum.Value
+	srv  *Server
+	dbs  map[string]*builder
+	cats map[uint32]*loadCat
 }
 
 type loadCat struct {
@@ -201,6 +210,31 @@ type loadCat struct {
 	schema string
 	codecs map[string]*keyspace.Table
 	tables map[string]*Table
+}
+
+// loadBatchPairs bounds a batch; loadBatchBytes bounds its copied bytes.
+const (
+	loadBatchPairs = 2048
+	loadBatchBytes = 1 << 20
+)
+
+type loadBatch struct {
+	buf  []byte
+	offs [][4]int // key offset, key length, value offset, value length
+	out  []loadedRow
+	err  error
+	done chan struct{}
+}
+
+func (b *loadBatch) key(i int) []byte { o := b.offs[i]; return b.buf[o[0] : o[0]+o[1]] }
+func (b *loadBatch) val(i int) []byte { o := b.offs[i]; return b.buf[o[2] : o[2]+o[3]] }
+
+type loadedRow struct {
+	cat  *loadCat
+	t    *Table
+	row  datum.Row
+	tlen int
+	key  string
 }
 
 // Load builds a Server from the keyspace pairs it yields (a full scan of a
@@ -211,25 +245,110 @@ type loadCat struct {
 // ErrCorrupt or keyspace's ErrUnknownShape; nothing is returned then.
 func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 	l := &loader{srv: NewServer(opts), dbs: map[string]*builder{}, cats: map[uint32]*loadCat{}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	workers := max(1, runtime.GOMAXPROCS(0))
+	jobs := make(chan *loadBatch, workers*2)
+	ordered := make(chan *loadBatch, workers*4)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var a arena
+			var scratch []datum.Value
+			for b := range jobs {
+				if ctx.Err() == nil {
+					scratch, b.err = l.decodeBatch(b, &a, scratch)
+				}
+				close(b.done)
+			}
+		}()
+	}
+	// The applier; applied counts batches placed, for the reader's barriers.
+	var applyErr error
+	var applied sync.WaitGroup
+	applierDone := make(chan struct{})
+	go func() {
+		defer close(applierDone)
+		for b := range ordered {
+			<-b.done
+			if applyErr == nil {
+				if b.err != nil {
+					applyErr = b.err
+				} else {
+					applyErr = l.applyBatch(b)
+				}
+				if applyErr != nil {
+					cancel()
+				}
+			}
+			applied.Done()
+		}
+	}()
+	finish := func() error {
+		close(jobs)
+		close(ordered)
+		wg.Wait()
+		<-applierDone
+		return applyErr
+	}
+
 	var maxID uint32
 	nextID := uint32(1)
-	n := 0
+	cur := &loadBatch{done: make(chan struct{})}
+	flush := func() {
+		if len(cur.offs) == 0 {
+			return
+		}
+		applied.Add(1)
+		jobs <- cur
+		ordered <- cur
+		cur = &loadBatch{done: make(chan struct{})}
+	}
+	// barrier waits until every dispatched batch has been applied.
+	barrier := func() error {
+		flush()
+		applied.Wait()
+		return applyErr
+	}
+	fail := func(err error) (*Server, error) {
+		cancel()
+		if ferr := finish(); ferr != nil && !errors.Is(ferr, context.Canceled) {
+			return nil, ferr
+		}
+		return nil, err
+	}
 	for it.Next() {
-		if n++; n%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
+		if err := ctx.Err(); err != nil {
+			return fail(err)
 		}
 		key, val := it.Key(), it.Value()
 		if len(key) < 5 {
-			return nil, fmt.Errorf("%w: key %x too short", ErrCorrupt, key)
+			return fail(fmt.Errorf("%w: key %x too short", ErrCorrupt, key))
+		}
+		kind := keyspace.Kind(key[4])
+		if kind.IsRowKind() {
+			o := [4]int{len(cur.buf), len(key), 0, len(val)}
+			cur.buf = append(cur.buf, key...)
+			o[2] = len(cur.buf)
+			cur.buf = append(cur.buf, val...)
+			cur.offs = append(cur.offs, o)
+			if len(cur.offs) >= loadBatchPairs || len(cur.buf) >= loadBatchBytes {
+				flush()
+			}
+			continue
+		}
+		if err := barrier(); err != nil {
+			return fail(err)
 		}
 		id := binary.BigEndian.Uint32(key)
-		switch keyspace.Kind(key[4]) {
+		switch kind {
 		case keyspace.KindRegistry:
 			db, schema, cid, err := keyspace.DecodeRegistry(key, val)
 			if err != nil {
-				return nil, fmt.Errorf("load registry: %w", err)
+				return fail(fmt.Errorf("load registry: %w", err))
 			}
 			b, ok := l.dbs[db]
 			if !ok {
@@ -237,7 +356,7 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 				l.dbs[db] = b
 			}
 			if _, err := b.createSchema(schema, cid); err != nil {
-				return nil, fmt.Errorf("load registry (%s, %s): %w", db, schema, err)
+				return fail(fmt.Errorf("load registry (%s, %s): %w", db, schema, err))
 			}
 			l.cats[cid] = &loadCat{b: b, schema: schema, codecs: map[string]*keyspace.Table{}, tables: map[string]*Table{}}
 			maxID = max(maxID, cid)
@@ -245,7 +364,7 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 			if id == keyspace.StoreCatalogID {
 				v, err := keyspace.DecodeNextCatalogID(val)
 				if err != nil {
-					return nil, fmt.Errorf("load: %w", err)
+					return fail(fmt.Errorf("load: %w", err))
 				}
 				nextID = v
 			}
@@ -253,33 +372,35 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 		case keyspace.KindTableDef:
 			cid, def, err := keyspace.DecodeTableDef(key, val)
 			if err != nil {
-				return nil, fmt.Errorf("load table definition: %w", err)
+				return fail(fmt.Errorf("load table definition: %w", err))
 			}
 			c, ok := l.cats[cid]
 			if !ok {
-				return nil, fmt.Errorf("%w: table %s of unregistered catalog %d", ErrCorrupt, def.Name, cid)
+				return fail(fmt.Errorf("%w: table %s of unregistered catalog %d", ErrCorrupt, def.Name, cid))
 			}
 			if def.Schema != c.schema {
-				return nil, fmt.Errorf("%w: table %s.%s stored in catalog %d of schema %s", ErrCorrupt, def.Schema, def.Name, cid, c.schema)
+				return fail(fmt.Errorf("%w: table %s.%s stored in catalog %d of schema %s", ErrCorrupt, def.Schema, def.Name, cid, c.schema))
 			}
 			kt, err := keyspace.NewTable(def)
 			if err != nil {
-				return nil, fmt.Errorf("load table definition %s: %w", def.Name, err)
+				return fail(fmt.Errorf("load table definition %s: %w", def.Name, err))
 			}
 			t, err := c.b.createTable(def)
 			if err != nil {
-				return nil, fmt.Errorf("load table definition %s: %w", def.Name, err)
+				return fail(fmt.Errorf("load table definition %s: %w", def.Name, err))
 			}
 			c.codecs[def.Name] = kt
 			c.tables[def.Name] = t
 		default:
-			if err := l.row(id, key, val); err != nil {
-				return nil, err
-			}
+			return fail(fmt.Errorf("%w: key %x of unknown kind %v", keyspace.ErrUnknownShape, key, kind))
 		}
 	}
 	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("load: %w", err)
+		return fail(fmt.Errorf("load: %w", err))
+	}
+	flush()
+	if err := finish(); err != nil {
+		return nil, err
 	}
 	l.srv.nextCatalogID.Store(max(nextID, maxID+1))
 	for name, b := range l.dbs {
@@ -295,55 +416,73 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 	return l.srv, nil
 }
 
-func (l *loader) row(id uint32, key, val []byte) error {
-	c, ok := l.cats[id]
-	if !ok {
-		return fmt.Errorf("%w: row of unregistered catalog %d", ErrCorrupt, id)
-	}
-	e, err := keyspace.DecodeKV(key, val, func(_ uint32, name string) (*keyspace.Table, bool) {
-		kt, ok := c.codecs[name]
-		return kt, ok
-	})
-	if err != nil {
-		return fmt.Errorf("load: %w", err)
-	}
-	if err := l.insert(c, e.Table, e.Row); err != nil {
-		return err
-	}
-	for _, r := range e.Children {
-		if err := l.insert(c, e.ChildTable, r); err != nil {
-			return err
+// decodeBatch decodes the rows of b (on a worker). It reads the catalogs'
+// definition maps, which the reader only changes behind a barrier.
+func (l *loader) decodeBatch(b *loadBatch, a *arena, scratch []datum.Value) ([]datum.Value, error) {
+	b.out = make([]loadedRow, 0, len(b.offs))
+	for i := range b.offs {
+		key, val := b.key(i), b.val(i)
+		id := binary.BigEndian.Uint32(key)
+		c, ok := l.cats[id]
+		if !ok {
+			return scratch, fmt.Errorf("%w: row of unregistered catalog %d", ErrCorrupt, id)
+		}
+		e, err := keyspace.DecodeKV(key, val, func(_ uint32, name string) (*keyspace.Table, bool) {
+			kt, ok := c.codecs[name]
+			return kt, ok
+		})
+		if err != nil {
+			return scratch, fmt.Errorf("load: %w", err)
+		}
+		if scratch, err = decodeLoaded(b, a, c, e.Table, e.Row, scratch); err != nil {
+			return scratch, err
+		}
+		for _, r := range e.Children {
+			if scratch, err = decodeLoaded(b, a, c, e.ChildTable, r, scratch); err != nil {
+				return scratch, err
+			}
 		}
 	}
-	return nil
+	return scratch, nil
 }
 
-// insert appends a stored row to a table being loaded.
-func (l *loader) insert(c *loadCat, table string, r datum.Row) error {
+func decodeLoaded(b *loadBatch, a *arena, c *loadCat, table string, r datum.Row, scratch []datum.Value) ([]datum.Value, error) {
 	t, ok := c.tables[table]
 	if !ok {
-		return fmt.Errorf("%w: row of %s, which catalog has no definition of", ErrCorrupt, table)
+		return scratch, fmt.Errorf("%w: row of %s, which the catalog has no definition of", ErrCorrupt, table)
 	}
 	ti := t.info
-	vals, err := r.Decode(ti.types, l.scratch[:0])
+	vals, err := r.Decode(ti.types, scratch[:0])
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrCorrupt, table, err)
+		return vals, fmt.Errorf("%w: %s: %v", ErrCorrupt, table, err)
 	}
-	l.scratch = vals
-	row := l.arena.copy(r)
-	var key string
+	lr := loadedRow{cat: c, t: t, row: a.copy(r), tlen: ti.tupleLen(vals)}
 	if t.pk != nil {
-		key = ti.pkKeyOf(vals)
-		if _, dup := t.pk.Get(pkItem{key: key}); dup {
-			cols, vs := ti.keyText(vals)
-			return fmt.Errorf("%w: %v", ErrCorrupt, errDuplicate(c.schema, table, cols, vs))
+		lr.key = ti.pkKeyOf(vals)
+	}
+	b.out = append(b.out, lr)
+	return vals, nil
+}
+
+// applyBatch places decoded rows in order (on the applier).
+func (l *loader) applyBatch(b *loadBatch) error {
+	for i := range b.out {
+		r := &b.out[i]
+		t := r.t
+		if t.pk != nil {
+			if _, dup := t.pk.Get(pkItem{key: r.key}); dup {
+				vals, _ := r.row.Decode(t.info.types, nil)
+				cols, vs := t.info.keyText(vals)
+				return fmt.Errorf("%w: %v", ErrCorrupt, errDuplicate(r.cat.schema, t.info.Def.Name, cols, vs))
+			}
+		}
+		ct := t.heap.insert(r.tlen)
+		t.rows.Load(rowItem{ct, r.row})
+		if t.pk != nil {
+			t.pk.Set(pkItem{r.key, ct})
 		}
 	}
-	ct := t.heap.insert(TupleLen(ti.types, vals))
-	t.rows.Load(rowItem{ct, row})
-	if t.pk != nil {
-		t.pk.Set(pkItem{key, ct})
-	}
+	b.out, b.buf, b.offs = nil, nil, nil
 	return nil
 }
 

@@ -53,11 +53,16 @@ type TableInfo struct {
 
 	types   []datum.Type
 	pkTypes []datum.Type
+	layout  []colLayout
 }
+
+// tupleLen is TupleLen with the table's precomputed layout.
+func (ti *TableInfo) tupleLen(vals []datum.Value) int { return tupleLen(ti.layout, ti.types, vals) }
 
 func newTableInfo(def keyspace.TableDef, oid, indexOID, constraintOID, schemaOID uint32) *TableInfo {
 	ti := &TableInfo{Def: def, OID: oid, IndexOID: indexOID, ConstraintOID: constraintOID, SchemaOID: schemaOID}
 	ti.types = def.Types()
+	ti.layout = makeLayout(ti.types)
 	for _, i := range def.PrimaryKey {
 		ti.pkTypes = append(ti.pkTypes, def.Columns[i].Type)
 	}

@@ -338,7 +338,7 @@ func (b *builder) insert(schema, table string, vals []datum.Value) (CTID, datum.
 		}
 	}
 	row := datum.Row(datum.EncodeRow(nil, ti.types, vals))
-	c := t.heap.insert(TupleLen(ti.types, vals))
+	c := t.heap.insert(ti.tupleLen(vals))
 	t.rows.Set(rowItem{c, row})
 	if t.pk != nil {
 		t.pk.Set(pkItem{key, c})
@@ -377,7 +377,7 @@ func (b *builder) update(schema, table string, old CTID, vals []datum.Value) (CT
 		}
 	}
 	row := datum.Row(datum.EncodeRow(nil, ti.types, vals))
-	c := t.heap.update(old, TupleLen(ti.types, vals))
+	c := t.heap.update(old, ti.tupleLen(vals))
 	t.rows.Delete(rowItem{ctid: old})
 	t.rows.Set(rowItem{c, row})
 	if t.pk != nil {
