@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -21,17 +22,28 @@ func postgresConninfo(t *testing.T) string {
 	return ci
 }
 
-// prerequisites: transcripts that continue a lake other transcripts built
-// (fixtures/README.md), replayed after them, in order, on the same database.
-// s10 was captured after s07 had added snapshot 7 to s01's lake.
-var prerequisites = map[string][]string{
-	"s07_reattach": {"s01_basic"},
-	"s10_psql":     {"s01_basic", "s07_reattach"},
+// chains: transcripts that continue a lake other transcripts built
+// (fixtures/README.md) are replayed after them, in order, on the same
+// database; s10 was captured after s07 had added snapshot 7 to s01's lake.
+// Every other transcript is a chain of its own. Chains use distinct
+// databases and run in parallel.
+var chains = [][]string{{"s01_basic", "s07_reattach", "s10_psql"}}
+
+// backendCount is the number of recorded server messages in tr.
+func backendCount(tr *Transcript) int {
+	n := 0
+	for _, m := range tr.Messages {
+		if m.Dir == Backend {
+			n++
+		}
+	}
+	return n
 }
 
 // TestReplayPostgres replays every fixture against a real PostgreSQL 15,
-// each in a fresh database, and requires all of them to pass: this is what
-// proves the replayer and its normalizer before moraine is measured with it.
+// each chain in fresh databases, and requires all of them to pass with
+// every recorded server message compared: this is what proves the replayer
+// and its normalizer before moraine is measured with it.
 func TestReplayPostgres(t *testing.T) {
 	conninfo := postgresConninfo(t)
 	trs, err := LoadDir(fixturesDir(t))
@@ -42,27 +54,53 @@ func TestReplayPostgres(t *testing.T) {
 	for _, tr := range trs {
 		byName[tr.Name] = tr
 	}
-	opts := Options{Addr: conninfo, Timeout: 30 * time.Second}
-	for _, tr := range trs {
-		t.Run(tr.Name, func(t *testing.T) {
-			ctx := context.Background()
-			var chain []*Transcript
-			for _, pre := range prerequisites[tr.Name] {
-				if byName[pre] == nil {
-					t.Fatalf("prerequisite %s missing", pre)
-				}
-				chain = append(chain, byName[pre])
+	inChain := map[string]bool{}
+	var all [][]*Transcript
+	for _, c := range chains {
+		var chain []*Transcript
+		for _, n := range c {
+			if byName[n] == nil {
+				t.Fatalf("chain transcript %s missing", n)
 			}
-			chain = append(chain, tr)
-			if err := RecreateDatabases(ctx, conninfo, tr.Databases()); err != nil {
+			inChain[n] = true
+			chain = append(chain, byName[n])
+		}
+		all = append(all, chain)
+	}
+	for _, tr := range trs {
+		if !inChain[tr.Name] {
+			all = append(all, []*Transcript{tr})
+		}
+	}
+	opts := Options{Addr: conninfo, Timeout: 60 * time.Second}
+	for _, chain := range all {
+		var names []string
+		dbs := map[string]bool{}
+		var fresh []string
+		for _, tr := range chain {
+			names = append(names, tr.Name)
+			for _, db := range tr.Databases() {
+				if !dbs[db] {
+					dbs[db] = true
+					fresh = append(fresh, db)
+				}
+			}
+		}
+		t.Run(strings.Join(names, "+"), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			if err := RecreateDatabases(ctx, conninfo, fresh); err != nil {
 				t.Fatal(err)
 			}
-			for _, x := range chain {
-				res := Replay(ctx, x, opts)
+			for _, tr := range chain {
+				res := Replay(ctx, tr, opts)
 				if !res.Passed() {
-					t.Fatalf("%s: %v\n%s", x.Name, res.Err, Explain(res.Err))
+					t.Fatalf("%s: %v\n%s", tr.Name, res.Err, Explain(res.Err))
 				}
-				t.Logf("%s: %d server messages matched in %v", x.Name, res.Compared, res.Elapsed.Round(time.Millisecond))
+				if want := backendCount(tr); res.Compared != want {
+					t.Fatalf("%s: compared %d server messages, transcript has %d", tr.Name, res.Compared, want)
+				}
+				t.Logf("%s: %d server messages matched in %v", tr.Name, res.Compared, res.Elapsed.Round(time.Millisecond))
 			}
 		})
 	}
