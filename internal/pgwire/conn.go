@@ -649,8 +649,11 @@ func (c *conn) handleBind(m *pgproto3.Bind) {
 		c.extendedError(err)
 		return
 	}
-	cols := make([]Column, len(ps.cols))
-	copy(cols, ps.cols)
+	var cols []Column // stays nil for a NoData statement
+	if ps.cols != nil {
+		cols = make([]Column, len(ps.cols))
+		copy(cols, ps.cols)
+	}
 	for i := range cols {
 		cols[i].Format = rf[i]
 	}

@@ -67,6 +67,9 @@ func exchangeCases() []exchangeCase {
 		{"parse of several statements answers NoData", []pgproto3.FrontendMessage{
 			P("", "BEGIN; SELECT 1; COMMIT"), &pgproto3.Describe{ObjectType: 'S'}, S},
 			[]string{"1", "t []", "n", "Z I"}},
+		{"executing a NoData multi-statement portal sends no rows", []pgproto3.FrontendMessage{
+			P("", "BEGIN; SELECT 1; COMMIT"), B("", ""), &pgproto3.Describe{ObjectType: 'P'}, E("", 0), S},
+			[]string{"1", "2", "n", "C BEGIN", "C SELECT 1", "C COMMIT", "Z I"}},
 		{"error skips until sync", []pgproto3.FrontendMessage{
 			P("", "SELECT nonsense"), B("", ""), E("", 0), S, Q("SELECT 1")},
 			[]string{"E ERROR 42601 toy cannot prepare SELECT nonsense", "Z I", "T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},

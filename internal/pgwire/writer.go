@@ -46,6 +46,7 @@ type ResultWriter struct {
 	results   int  // statements completed
 	suspended bool // Suspend was called
 	copyIn    *CopyIn
+	discard   bool // rows of a NoData portal are not sent
 }
 
 // finishStatement releases what an executor call may have left open: a
@@ -87,7 +88,16 @@ func (w *ResultWriter) Describe(cols []Column) error {
 	}
 	w.cols = append(w.cols[:0], cols...)
 	w.formats = w.formats[:0]
-	if w.extended {
+	w.discard = false
+	if w.extended && w.portal != nil && w.portal.cols == nil {
+		// The portal was described as NoData (a multi-statement Parse):
+		// the client expects no rows, and DataRow without a
+		// RowDescription would break libpq. Rows are counted, not sent.
+		w.discard = true
+		for range w.cols {
+			w.formats = append(w.formats, 0)
+		}
+	} else if w.extended {
 		if w.portal != nil && len(w.portal.cols) != len(cols) {
 			return &Error{Code: CodeInternalError, Message: fmt.Sprintf(
 				"portal described %d columns but produced %d", len(w.portal.cols), len(cols))}
@@ -146,6 +156,10 @@ func (w *ResultWriter) Row(vals []any) error {
 	if err := w.checkRow(len(vals)); err != nil {
 		return err
 	}
+	if w.discard {
+		w.rows++
+		return nil
+	}
 	c := w.c
 	start := len(c.out)
 	c.out = append(c.out, 'D', 0, 0, 0, 0)
@@ -168,6 +182,10 @@ func (w *ResultWriter) Row(vals []any) error {
 func (w *ResultWriter) RawRow(cells [][]byte) error {
 	if err := w.checkRow(len(cells)); err != nil {
 		return err
+	}
+	if w.discard {
+		w.rows++
+		return nil
 	}
 	c := w.c
 	start := len(c.out)
