@@ -2,6 +2,7 @@ package objstore_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/moraine-db/moraine/internal/objstore"
@@ -64,5 +65,43 @@ func TestCounterStats(t *testing.T) {
 	}
 	if d := got.Sub(objstore.Stats{Puts: 1, BytesRead: 7}); d.Puts != 0 || d.BytesRead != 0 || d.Gets != 2 {
 		t.Fatalf("Sub = %+v", d)
+	}
+}
+
+func TestRecorderConformance(t *testing.T) {
+	objstoretest.Run(t, func(*testing.T) objstore.Store { return objstore.NewRecorder(objstore.NewMem()) })
+}
+
+func TestRecorderTrace(t *testing.T) {
+	ctx := context.Background()
+	r := objstore.NewRecorder(objstore.NewMem())
+	_ = r.Put(ctx, "wal/1", []byte("12345"))
+	_ = r.PutIfAbsent(ctx, "wal/1", []byte("xx"))
+	_, _ = r.Get(ctx, "wal/1")
+	_, _ = r.GetRange(ctx, "wal/1", 1, 2)
+	_, _ = r.GetRange(ctx, "wal/1", 3, -1)
+	_, _ = r.Stat(ctx, "nope")
+	_, _ = r.List(ctx, "wal/")
+	_ = r.Delete(ctx, "//bad")
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	_, _ = r.Get(cctx, "wal/1")
+	want := []string{
+		"put wal/1 5B: ok",
+		"put-if-absent wal/1 2B: exists",
+		"get wal/1: 5B",
+		"get-range wal/1 @1+2: 2B",
+		"get-range wal/1 @3..: 2B",
+		"stat nope: not found",
+		"list wal/: 1 objects",
+		"delete //bad: invalid key",
+		"get wal/1: canceled",
+	}
+	got := r.Take()
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("trace:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(r.Take()) != 0 {
+		t.Fatal("Take did not clear")
 	}
 }
