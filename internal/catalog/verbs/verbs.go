@@ -263,11 +263,11 @@ func (c *Commit) SetPartitioning(tableID int64, cols []PartitionColumn) int64 {
 	return id
 }
 
-// ClearPartitioning ends the table's partition spec. It changes the schema.
-func (c *Commit) ClearPartitioning(tableID int64) {
-	c.endSpec("ducklake_partition_info", tableID)
-	c.changes = append(c.changes, fmt.Sprintf("altered_table:%d", tableID))
-	c.schemaChanged[tableID] = true
+// ClearPartitioning is RESET PARTITIONED BY, which DuckLake issues as a
+// set-to-empty (RFC 0013): the current spec ends and a spec with no columns
+// becomes live. It returns that spec's partition_id; it changes the schema.
+func (c *Commit) ClearPartitioning(tableID int64) int64 {
+	return c.SetPartitioning(tableID, nil)
 }
 
 // SortExpression is one key of a sort spec, stored verbatim.
@@ -301,7 +301,7 @@ func (c *Commit) endSpec(table string, tableID int64) {
 }
 
 // Commit mints the snapshot: the ducklake_snapshot row first (as DuckLake
-// sends it), then the changes, the staged rows, the ends and hard deletes,
+// sends it), then the changes, the ends and hard deletes, the staged rows,
 // the table stats and schema version rows; then commits the transaction.
 func (c *Commit) Commit(ctx context.Context) (int64, error) {
 	l := c.l
@@ -318,9 +318,8 @@ func (c *Commit) Commit(ctx context.Context) (int64, error) {
 	}
 	ins("ducklake_snapshot", I(c.snap), l.now(), I(sv), I(c.nextCatalogID), I(c.nextFileID))
 	ins("ducklake_snapshot_changes", I(c.snap), S(dedupe(c.changes)), N, N, N)
-	for _, r := range c.inserts {
-		ins(r.table, r.vals...)
-	}
+	// Ends and hard deletes apply to rows of earlier snapshots, so they run
+	// before this commit's inserts (a new spec must not end itself).
 	for _, u := range c.updates {
 		if err == nil {
 			err = c.apply(tx, u, false)
@@ -330,6 +329,9 @@ func (c *Commit) Commit(ctx context.Context) (int64, error) {
 		if err == nil {
 			err = c.apply(tx, u, true)
 		}
+	}
+	for _, r := range c.inserts {
+		ins(r.table, r.vals...)
 	}
 	for tid, d := range c.statsDelta {
 		if err != nil {
