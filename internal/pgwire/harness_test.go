@@ -164,9 +164,27 @@ func (ts *testServer) connString(user, password, sslmode string) string {
 // rawClient speaks the protocol by hand through pgproto3.Frontend, so tests
 // can assert exact message sequences.
 type rawClient struct {
-	t    testing.TB
-	conn net.Conn
-	fe   *pgproto3.Frontend
+	t      testing.TB
+	conn   net.Conn
+	fe     *pgproto3.Frontend
+	pid    uint32 // from BackendKeyData
+	secret []byte
+}
+
+// cancel sends a CancelRequest for this client's backend on a new
+// connection.
+func (rc *rawClient) cancel(ts *testServer) {
+	rc.t.Helper()
+	c, err := net.Dial("tcp", net.JoinHostPort(ts.host, fmt.Sprint(ts.port)))
+	if err != nil {
+		rc.t.Fatal(err)
+	}
+	defer c.Close()
+	b, _ := (&pgproto3.CancelRequest{ProcessID: rc.pid, SecretKey: rc.secret}).Encode(nil)
+	if _, err := c.Write(b); err != nil {
+		rc.t.Fatal(err)
+	}
+	expectClosed(rc.t, c)
 }
 
 func dialRaw(t testing.TB, ts *testServer) *rawClient {
@@ -210,6 +228,9 @@ func (rc *rawClient) until(stop byte) []string {
 		msg, err := rc.fe.Receive()
 		if err != nil {
 			rc.t.Fatalf("receive after %v: %v", out, err)
+		}
+		if k, ok := msg.(*pgproto3.BackendKeyData); ok {
+			rc.pid, rc.secret = k.ProcessID, append([]byte(nil), k.SecretKey...)
 		}
 		s, typ := describeMsg(msg)
 		out = append(out, s)

@@ -374,3 +374,40 @@ func TestShutdownClosesIdleConnections(t *testing.T) {
 		t.Fatal("Shutdown did not return")
 	}
 }
+
+// A CancelRequest (or the statement timeout) during COPY IN ends the COPY
+// with 57014 even though the client is still sending; the rest of its COPY
+// data is dropped and the connection stays usable.
+func TestCancelDuringCopyIn(t *testing.T) {
+	for _, timeout := range []bool{false, true} {
+		name := "cancel request"
+		cfg := Config{}
+		if timeout {
+			name, cfg.StatementTimeout = "statement timeout", 200*time.Millisecond
+		}
+		t.Run(name, func(t *testing.T) {
+			ts := startServer(t, cfg)
+			rc := dialRaw(t, ts)
+			rc.startup()
+			rc.send(&pgproto3.Query{String: "COPY t FROM STDIN"}, &pgproto3.CopyData{Data: []byte("1\tx\n")})
+			if got := rc.until('G'); got[0] != "G 0" {
+				t.Fatalf("got %q", got)
+			}
+			if !timeout {
+				time.Sleep(50 * time.Millisecond)
+				rc.cancel(ts)
+			}
+			want := "E ERROR 57014 canceling statement due to user request"
+			if timeout {
+				want = "E ERROR 57014 canceling statement due to statement timeout"
+			}
+			if got := rc.until('Z'); !slices.Equal(got, []string{want, "Z I"}) {
+				t.Fatalf("got %q", got)
+			}
+			rc.send(&pgproto3.CopyData{Data: []byte("2\ty\n")}, &pgproto3.CopyDone{}, &pgproto3.Query{String: "SELECT * FROM t"})
+			if got := rc.until('Z'); !slices.Equal(got, []string{"T id:20/0,name:25/0", "C SELECT 0", "Z I"}) {
+				t.Fatalf("after cancel: %q", got)
+			}
+		})
+	}
+}

@@ -501,7 +501,7 @@ func (ci *CopyIn) Next() ([]byte, error) {
 				// Our own deadline from the cancel. pgproto3 keeps a
 				// partly read message, so the loop can go on dropping
 				// the rest of the COPY data.
-				ci.finish(ci.w.ctx.Err())
+				ci.finish(asPgError(ci.w.ctx.Err(), context.Cause(ci.w.ctx)))
 				return nil, ci.err
 			}
 			c.fatal = fmt.Errorf("pgwire: reading COPY data: %w", err)
