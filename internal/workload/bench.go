@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"runtime"
 	"text/tabwriter"
 	"time"
@@ -27,6 +28,7 @@ type BenchConfig struct {
 	Commits  int      // commits per writer
 	Base     Config   // everything else (tables, compactor, retry settings); Writers/CommitsPerWriter/Dial are set per run
 	Verify   bool     // read each catalog back and check it after the run
+	DataDir  string   // when set, each run writes real Parquet files under DataDir/<system>-w<writers>
 	Progress io.Writer
 }
 
@@ -160,6 +162,10 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (Bench
 	cfg.Schema = schema
 	cfg.Writers = writers
 	cfg.CommitsPerWriter = bc.Commits
+	if bc.DataDir != "" {
+		cfg.DataDir = filepath.Join(bc.DataDir, fmt.Sprintf("%s-w%d", t.Name, writers))
+		cfg.DataPath = ""
+	}
 	if err := Prepare(ctx, cfg); err != nil {
 		return BenchRun{}, err
 	}

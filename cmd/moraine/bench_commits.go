@@ -1,0 +1,113 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/workload"
+)
+
+func init() { registerBench("commits", benchCommits) }
+
+// benchCommits is `moraine bench commits`: the DuckLake-shaped commit
+// workload (internal/workload) against PostgreSQL and, when --moraine names
+// one, a moraine server, each writer count on a fresh catalog. It prints a
+// table and ends with `ratio_vs_postgres=<x>`: moraine's commits/s divided
+// by PostgreSQL's at the highest writer count (`n/a` without --moraine).
+func benchCommits(ctx context.Context, args []string) int {
+	return benchCommitsMain(ctx, args, os.Stdout, os.Stderr)
+}
+
+func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("bench commits", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	writersFlag := fs.String("writers", "1,4,16", "comma-separated writer counts")
+	commits := fs.Int("commits", 200, "commits per writer")
+	pg := fs.String("postgres", "", "PostgreSQL conninfo (required), e.g. host=127.0.0.1 port=5432 user=postgres dbname=postgres")
+	moraine := fs.String("moraine", "", "moraine conninfo (optional)")
+	tables := fs.Int("tables", 4, "tables the writers spread over")
+	columns := fs.Int("columns", 8, "columns per table (= stats rows per file)")
+	rows := fs.Int("rows", 100, "mean records per data file")
+	compactor := fs.Bool("compactor", false, "run a concurrent merge compactor")
+	maxRetries := fs.Int("max-retries", 10, "DuckLake ducklake_max_retry_count")
+	retryWait := fs.Duration("retry-wait", 100*time.Millisecond, "DuckLake ducklake_retry_wait_ms")
+	backoff := fs.Float64("retry-backoff", 1.5, "DuckLake ducklake_retry_backoff")
+	dataDir := fs.String("data-dir", "", "write real Parquet data files under this directory (for a server that holds compactions to their row ids)")
+	verify := fs.Bool("verify", true, "read each catalog back and check it after its run")
+	jsonOut := fs.String("json", "", "write the results as JSON to this file")
+	pngOut := fs.String("png", "", "write a bar chart of the results to this PNG file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *pg == "" {
+		fmt.Fprintln(stderr, "bench commits: --postgres <conninfo> is required")
+		return 2
+	}
+	var writers []int
+	for _, s := range strings.Split(*writersFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(stderr, "bench commits: --writers: bad count %q\n", s)
+			return 2
+		}
+		writers = append(writers, n)
+	}
+	if *commits < 1 || *tables < 1 || *columns < 1 || *rows < 1 {
+		fmt.Fprintln(stderr, "bench commits: --commits, --tables, --columns and --rows must be positive")
+		return 2
+	}
+	targets := []workload.Target{{Name: "postgres", ConnInfo: *pg}}
+	if *moraine != "" {
+		targets = append(targets, workload.Target{Name: "moraine", ConnInfo: *moraine})
+	}
+	mr := *maxRetries
+	if mr == 0 {
+		mr = -1 // workload.Config: 0 means the default, negative means none
+	}
+	rep, err := workload.RunBench(ctx, workload.BenchConfig{
+		Targets: targets, Writers: writers, Commits: *commits, Verify: *verify, Progress: stderr, DataDir: *dataDir,
+		Base: workload.Config{
+			Tables: *tables, Columns: *columns, RowsPerFile: *rows, Compactor: *compactor,
+			MaxRetries: mr, RetryWait: *retryWait, RetryBackoff: *backoff, Seed: uint64(time.Now().UnixNano()),
+		},
+	})
+	if err != nil {
+		fmt.Fprintf(stderr, "bench commits: %v\n", err)
+		return 1
+	}
+	if err := rep.WriteTable(stdout); err != nil {
+		fmt.Fprintf(stderr, "bench commits: %v\n", err)
+		return 1
+	}
+	if *jsonOut != "" {
+		if err := benchCommitsWriteFile(*jsonOut, rep.WriteJSON); err != nil {
+			fmt.Fprintf(stderr, "bench commits: --json: %v\n", err)
+			return 1
+		}
+	}
+	if *pngOut != "" {
+		if err := benchCommitsWriteFile(*pngOut, rep.WritePNG); err != nil {
+			fmt.Fprintf(stderr, "bench commits: --png: %v\n", err)
+			return 1
+		}
+	}
+	return 0
+}
+
+func benchCommitsWriteFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
