@@ -5,7 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
+	"sort"
 	"strings"
+)
+
+var (
+	inlinedRE       = regexp.MustCompile(`(ducklake_inlined_data_)[0-9]+_[0-9]+`)
+	inlinedDeleteRE = regexp.MustCompile(`(ducklake_inlined_delete_)[0-9]+`)
 )
 
 // typeNames names the PostgreSQL type OIDs that occur in the fixtures'
@@ -65,6 +72,39 @@ func RenderInventory(shapes []*Shape, sources []string) []byte {
 		fmt.Fprintf(&b, "| [%s](#%s) | %d | %d |\n", groupTitles[g], anchor(groupTitles[g]), count[g][0], count[g][1])
 	}
 	fmt.Fprintf(&b, "| total | %d | %d |\n\n", len(shapes), total)
+	// Index: which shapes touch which relation, per group. DuckLake's
+	// per-table inlined relations are folded into one family name.
+	fmt.Fprintf(&b, "## Index by relation\n\n| group | relation | shapes |\n| --- | --- | --- |\n")
+	num := map[*Shape]int{}
+	for i, s := range shapes {
+		num[s] = i + 1
+	}
+	for _, g := range Groups {
+		byRel := map[string][]string{}
+		var rels []string
+		for _, s := range shapes {
+			if s.Group != g {
+				continue
+			}
+			for _, t := range s.Tables {
+				t = inlinedRE.ReplaceAllString(t, "${1}<table>_<version>")
+				t = inlinedDeleteRE.ReplaceAllString(t, "${1}<table>")
+				ref := fmt.Sprintf("[%d](#%d)", num[s], num[s])
+				if l := byRel[t]; len(l) > 0 && l[len(l)-1] == ref {
+					continue
+				}
+				if byRel[t] == nil {
+					rels = append(rels, t)
+				}
+				byRel[t] = append(byRel[t], ref)
+			}
+		}
+		sort.Strings(rels)
+		for _, r := range rels {
+			fmt.Fprintf(&b, "| %s | `%s` | %s |\n", g, r, strings.Join(byRel[r], " "))
+		}
+	}
+	b.WriteString("\n")
 	n := 0
 	for _, g := range Groups {
 		fmt.Fprintf(&b, "## %s\n\n", groupTitles[g])
@@ -77,7 +117,7 @@ func RenderInventory(shapes []*Shape, sources []string) []byte {
 				continue
 			}
 			n++
-			fmt.Fprintf(&b, "### %d. `%s`\n\n", n, headline(s.Normalized))
+			fmt.Fprintf(&b, "<a id=\"%d\"></a>\n### %d. `%s`\n\n", n, n, headline(s.Normalized))
 			fmt.Fprintf(&b, "- fingerprint `%s`, %d× (%s), in %s\n", s.Fingerprint, s.Count,
 				strings.Join(s.Protocol, ", "), strings.Join(s.Scenarios, ", "))
 			if len(s.Tags) > 0 {

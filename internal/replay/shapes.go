@@ -46,7 +46,8 @@ type Field struct {
 type Shape struct {
 	Fingerprint string   `json:"fingerprint"`
 	Group       Group    `json:"group"`
-	Normalized  string   `json:"normalized"` // pg_query NormalizeUtility of the first example
+	Normalized  string   `json:"normalized"` // pg_query Normalize of the first example (literals → $n)
+	Tables      []string `json:"tables"`     // relations the statement names, in order of appearance
 	Example     string   `json:"example"`    // the first occurrence, verbatim
 	Count       int      `json:"count"`      // occurrences over all transcripts
 	Protocol    []string `json:"protocol"`   // "simple" and/or "extended" (Parse + Describe)
@@ -128,15 +129,15 @@ func (set *shapeSet) add(stmt, protocol, scenario string) (*Shape, error) {
 	}
 	s := set.byKey[key]
 	if s == nil {
-		norm, err := pg_query.NormalizeUtility(stmt)
+		norm, err := pg_query.Normalize(stmt)
 		if err != nil {
 			return nil, fmt.Errorf("normalize %.80q: %w", stmt, err)
 		}
-		g, err := classify(stmt)
+		g, tables, err := classify(stmt)
 		if err != nil {
 			return nil, err
 		}
-		s = &Shape{Fingerprint: key, Group: g, Normalized: norm, Example: stmt}
+		s = &Shape{Fingerprint: key, Group: g, Normalized: norm, Example: stmt, Tables: tables}
 		set.byKey[key] = s
 		set.order = append(set.order, s)
 	}
@@ -324,12 +325,30 @@ func addUint32s(list [][]uint32, v []uint32) [][]uint32 {
 	return append(list, append([]uint32{}, v...))
 }
 
-// classify assigns a statement to a Group from its parse tree.
-func classify(stmt string) (Group, error) {
+// classify assigns a statement to a Group from its parse tree and lists
+// the relations it names.
+func classify(stmt string) (Group, []string, error) {
 	js, err := pg_query.ParseToJSON(stmt)
 	if err != nil {
-		return "", fmt.Errorf("replay: parse %.80q: %w", stmt, err)
+		return "", nil, fmt.Errorf("replay: parse %.80q: %w", stmt, err)
 	}
+	var whole any
+	if err := json.Unmarshal([]byte(js), &whole); err != nil {
+		return "", nil, fmt.Errorf("replay: parse tree: %w", err)
+	}
+	var tables []string
+	for _, rv := range rangeVars(whole) {
+		name, _ := rv["relname"].(string)
+		if schema, _ := rv["schemaname"].(string); schema != "" {
+			name = schema + "." + name
+		}
+		tables = addString(tables, name)
+	}
+	g, err := classifyTree(js)
+	return g, tables, err
+}
+
+func classifyTree(js string) (Group, error) {
 	var tree struct {
 		Stmts []struct {
 			Stmt map[string]json.RawMessage `json:"stmt"`
@@ -379,26 +398,7 @@ func readGroup(body json.RawMessage) Group {
 	if err := json.Unmarshal(body, &tree); err != nil {
 		return GroupOther
 	}
-	var rels []map[string]any
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case map[string]any:
-			for k, c := range x {
-				if k == "RangeVar" {
-					if rv, ok := c.(map[string]any); ok {
-						rels = append(rels, rv)
-					}
-				}
-				walk(c)
-			}
-		case []any:
-			for _, c := range x {
-				walk(c)
-			}
-		}
-	}
-	walk(tree)
+	rels := rangeVars(tree)
 	if len(rels) == 0 {
 		return GroupSession
 	}
@@ -410,4 +410,33 @@ func readGroup(body json.RawMessage) Group {
 		}
 	}
 	return GroupCatalogRead
+}
+
+// rangeVars returns the RangeVar nodes of a decoded parse tree in document
+// order (map keys visited sorted, so the order is deterministic).
+func rangeVars(tree any) []map[string]any {
+	var rels []map[string]any
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				if rv, ok := x[k].(map[string]any); ok && k == "RangeVar" {
+					rels = append(rels, rv)
+				}
+				walk(x[k])
+			}
+		case []any:
+			for _, c := range x {
+				walk(c)
+			}
+		}
+	}
+	walk(tree)
+	return rels
 }
