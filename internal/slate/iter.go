@@ -74,7 +74,9 @@ func (m *mergeIter) next() error {
 		return err
 	}
 	if top.ok() {
-		heap.Fix(&m.h, 0)
+		if len(m.h.items) > 1 {
+			heap.Fix(&m.h, 0)
+		}
 	} else {
 		heap.Pop(&m.h)
 	}
@@ -142,7 +144,9 @@ func (it *Iterator) Next() bool {
 			break
 		}
 		if e.seq <= it.seq && !(it.haveKey && bytes.Equal(e.key, it.lastKey)) {
-			it.lastKey = append(it.lastKey[:0], e.key...)
+			// Entry keys are never mutated after creation, so keeping a
+			// reference is safe and saves a copy per key.
+			it.lastKey = e.key
 			it.haveKey = true
 			if e.kind == kindPut {
 				it.key, it.value = e.key, e.value

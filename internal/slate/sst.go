@@ -232,7 +232,10 @@ func decodeBlock(name string, raw []byte) (*block, error) {
 	}
 	data := payload[:len(payload)-4-int(nr)*4]
 	r := &reader{b: data}
-	var out []entry
+	out := make([]entry, 0, len(data)/16)
+	// Keys are rebuilt into one arena per block rather than one allocation
+	// per key; slices taken before the arena grows stay valid.
+	arena := make([]byte, 0, len(data)*2)
 	var prev []byte
 	for len(r.b) > 0 && r.err == nil {
 		shared := r.uvarint()
@@ -248,8 +251,12 @@ func decodeBlock(name string, raw []byte) (*block, error) {
 		if r.err != nil {
 			break
 		}
-		key := make([]byte, 0, int(shared)+len(suffix))
-		key = append(append(key, prev[:shared]...), suffix...)
+		if cap(arena)-len(arena) < int(shared)+len(suffix) {
+			arena = make([]byte, 0, max(len(data), int(shared)+len(suffix)))
+		}
+		start := len(arena)
+		arena = append(append(arena, prev[:shared]...), suffix...)
+		key := arena[start:len(arena):len(arena)]
 		if len(key) == 0 || (k != kindPut && k != kindDelete) || (k == kindDelete && vlen != 0) {
 			return nil, corruptf(name, "data block: bad entry")
 		}
