@@ -105,7 +105,8 @@ const (
 	// Crash crashes the store at this call; the call is not applied.
 	Crash
 	// CrashAfterApply applies this call to inner, then crashes the store
-	// and reports ErrCrashed: the write landed but nobody was told.
+	// and reports ErrCrashed: the write landed but nobody was told. For a
+	// read it is Crash.
 	CrashAfterApply
 )
 
@@ -287,6 +288,9 @@ func (c *core) admit(op Op, key string) (decision, error) {
 	crashAt := (cfg.CrashAtOp > 0 && call.Seq >= cfg.CrashAtOp) ||
 		(cfg.CrashAtWrite > 0 && call.WriteSeq >= cfg.CrashAtWrite)
 	if crashAt {
+		// Mark the crash under the same lock that admitted this call, so no
+		// later call can slip in between.
+		c.mu.crashed = true
 		if cfg.CrashAppliesWrite && op.IsWrite() {
 			return decision{action: CrashAfterApply}, nil
 		}
@@ -310,8 +314,15 @@ func (c *core) admit(op Op, key string) (decision, error) {
 			d.action = Pass
 		}
 	}
-	if d.action == Ambiguous && !op.IsWrite() {
+	switch {
+	case d.action == Ambiguous && !op.IsWrite():
 		d.action = Fail
+	case d.action == CrashAfterApply && !op.IsWrite():
+		d.action = Crash
+	}
+	if d.action == Crash || d.action == CrashAfterApply {
+		c.mu.crashed = true
+		d.delay = 0
 	}
 	if d.delay > 0 {
 		c.mu.delayed++
@@ -331,9 +342,6 @@ func (c *core) run(ctx context.Context, op Op, key string, do func() error) erro
 	d, err := c.admit(op, key)
 	if err != nil {
 		return err
-	}
-	if d.action == Crash || d.action == CrashAfterApply {
-		c.note(func() { c.mu.crashed = true })
 	}
 	if d.delay > 0 {
 		t := time.NewTimer(d.delay)

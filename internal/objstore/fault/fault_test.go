@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -319,5 +320,55 @@ func TestParseOp(t *testing.T) {
 	}
 	if _, err := fault.ParseOp("rename"); err == nil {
 		t.Fatal("ParseOp accepted an unknown op")
+	}
+}
+
+// Under concurrency the crash point is exact: writes admitted before it
+// succeed and land, the one at it and every later one fail, and nothing
+// that failed with ErrCrashed reached inner (CrashAppliesWrite off).
+func TestCrashUnderConcurrency(t *testing.T) {
+	ctx := context.Background()
+	inner := objstore.NewMem()
+	const crashAt = 50
+	s := fault.New(inner, fault.Config{CrashAtWrite: crashAt})
+	var (
+		mu      sync.Mutex
+		ok      = map[string]bool{}
+		crashed int
+		wg      sync.WaitGroup
+	)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				key := fmt.Sprintf("w%d/%d", w, i)
+				err := s.Put(ctx, key, []byte(key))
+				mu.Lock()
+				switch {
+				case err == nil:
+					ok[key] = true
+				case errors.Is(err, fault.ErrCrashed):
+					crashed++
+				default:
+					t.Errorf("Put(%s): %v", key, err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(ok) != crashAt-1 || crashed != 8*20-(crashAt-1) {
+		t.Fatalf("%d writes succeeded and %d crashed; want %d and %d", len(ok), crashed, crashAt-1, 8*20-(crashAt-1))
+	}
+	l, err := inner.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range l {
+		if !ok[o.Key] {
+			t.Fatalf("%s reached inner but was reported crashed", o.Key)
+		}
+	}
+	if len(l) != len(ok) {
+		t.Fatalf("inner holds %d objects, %d writes succeeded", len(l), len(ok))
 	}
 }
