@@ -56,6 +56,9 @@ func TestSoak(t *testing.T) {
 				if i%4 == 0 {
 					cs = ts.connString("dave", pwDave, "require")
 				}
+				// 250 concurrent SCRAM handshakes are CPU-bound on the
+				// client (PBKDF2); under -race they need more than 10 s.
+				cs = strings.Replace(cs, "connect_timeout=10", "connect_timeout=120", 1)
 				conn, err := pgx.Connect(ctx, cs)
 				if err != nil {
 					errs <- fmt.Errorf("conn %d: connect: %w", i, err)
