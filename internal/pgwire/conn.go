@@ -43,6 +43,8 @@ type conn struct {
 	portals map[string]*boundPortal
 
 	skipToSync bool
+	// flushNow asks the loop to write buffered output before reading on.
+	flushNow bool
 	// fatal is set when the connection must close after the current
 	// request (executor panic, protocol violation inside COPY).
 	fatal error
@@ -387,14 +389,23 @@ var errShutdown = &Error{Severity: SeverityFatal, Code: CodeAdminShutdown,
 
 // loop serves requests until the client leaves or the connection fails.
 func (c *conn) loop() error {
+	// Output is written at ReadyForQuery (after a Query or Sync), on
+	// Flush, and whenever flushThreshold bytes are buffered — not after
+	// every message — so a pipelined Parse/Bind/Describe/Execute/Sync
+	// batch is answered in one write, as PostgreSQL does. The protocol
+	// obliges clients to send Sync or Flush before waiting for answers.
 	ready := true
 	for {
 		if ready && !c.skipToSync {
 			c.send(&pgproto3.ReadyForQuery{TxStatus: byte(c.sess.TxStatus())})
 			ready = false
+			c.flushNow = true
 		}
-		if err := c.flush(); err != nil {
-			return err
+		if c.flushNow || c.fatal != nil {
+			c.flushNow = false
+			if err := c.flush(); err != nil {
+				return err
+			}
 		}
 		if c.fatal != nil {
 			return c.fatal
@@ -437,7 +448,7 @@ func (c *conn) loop() error {
 			c.endOfTransactionCleanup()
 			ready = true
 		case *pgproto3.Flush:
-			// flushed at the top of the loop
+			c.flushNow = true
 		case *pgproto3.Terminate:
 			return errClosing
 		case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:

@@ -411,3 +411,26 @@ func TestCancelDuringCopyIn(t *testing.T) {
 		})
 	}
 }
+
+// Answers are written at Sync or Flush, not per message; Flush makes them
+// visible without ending the implicit transaction.
+func TestFlushWithoutSync(t *testing.T) {
+	ts := startServer(t, Config{})
+	rc := dialRaw(t, ts)
+	rc.startup()
+	rc.send(&pgproto3.Parse{Query: "SELECT 1"}, &pgproto3.Bind{}, &pgproto3.Execute{})
+	_ = rc.conn.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	var b [1]byte
+	if n, err := rc.conn.Read(b[:]); n != 0 || err == nil {
+		t.Fatalf("answer before Flush/Sync: %d %v", n, err)
+	}
+	_ = rc.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rc.send(&pgproto3.Flush{})
+	if got := rc.until('C'); !slices.Equal(got, []string{"1", "2", `D "1"`, "C SELECT 1"}) {
+		t.Fatalf("after Flush: %q", got)
+	}
+	rc.send(&pgproto3.Sync{})
+	if got := rc.until('Z'); !slices.Equal(got, []string{"Z I"}) {
+		t.Fatalf("after Sync: %q", got)
+	}
+}
