@@ -3,6 +3,7 @@ package keyspace
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/moraine-db/moraine/internal/datum"
 )
@@ -113,11 +114,23 @@ func (t *Table) AppendKey(dst []byte, catalogID uint32, row datum.Row) ([]byte, 
 	if err != nil {
 		return nil, fmt.Errorf("keyspace: %s: key columns: %w", t.Def.Name, err)
 	}
+	return t.keyFromVals(dst, catalogID, vals), nil
+}
+
+// keyFromVals appends the key of a row given its decoded values; columns
+// beyond len(vals) are NULL (a row stored before a migration added them).
+func (t *Table) keyFromVals(dst []byte, catalogID uint32, vals []datum.Value) []byte {
+	col := func(i int) datum.Value {
+		if i < len(vals) {
+			return vals[i]
+		}
+		return datum.Null
+	}
 	dst = AppendUint32(dst, catalogID)
 	dst = append(dst, byte(t.Spec.Kind))
 	var end datum.Value
 	if t.Spec.Versioned() {
-		end = vals[t.Spec.End]
+		end = col(t.Spec.End)
 		if end.IsNull() {
 			dst = append(dst, byte(SubCurrent))
 		} else {
@@ -131,7 +144,7 @@ func (t *Table) AppendKey(dst []byte, catalogID uint32, row datum.Row) ([]byte, 
 		}
 	}
 	for i, c := range t.keyCols {
-		v := vals[c]
+		v := col(c)
 		switch {
 		case v.IsNull():
 			dst = AppendNull(dst)
@@ -144,7 +157,7 @@ func (t *Table) AppendKey(dst []byte, catalogID uint32, row datum.Row) ([]byte, 
 	if !end.IsNull() {
 		dst = AppendInt(dst, end.I)
 	}
-	return dst, nil
+	return dst
 }
 
 // Encode returns the key and value of row with its embedded children (only
@@ -169,7 +182,9 @@ func (t *Table) Encode(catalogID uint32, row datum.Row, children []datum.Row) (k
 
 // EncodeValue appends the value of row with its children to dst.
 func (t *Table) EncodeValue(dst []byte, row datum.Row, children []datum.Row) ([]byte, error) {
-	if err := t.checkRow(row); err != nil {
+	sc := getScratch()
+	defer putScratch(sc)
+	if _, err := t.canonical(row, sc, false); err != nil {
 		return nil, err
 	}
 	dst = append(dst, valueFormatV1)
@@ -183,11 +198,8 @@ func (t *Table) EncodeValue(dst []byte, row datum.Row, children []datum.Row) ([]
 	dst = append(dst, row...)
 	dst = binary.AppendUvarint(dst, uint64(len(children)))
 	for i, c := range children {
-		if err := t.child.checkRow(c); err != nil {
+		if err := t.checkChild(c, sc); err != nil {
 			return nil, fmt.Errorf("%s row %d: %w", t.child.Def.Name, i, err)
-		}
-		if err := t.checkLink(row, c); err != nil {
-			return nil, err
 		}
 		dst = binary.AppendUvarint(dst, uint64(len(c)))
 		dst = append(dst, c...)
@@ -195,29 +207,76 @@ func (t *Table) EncodeValue(dst []byte, row datum.Row, children []datum.Row) ([]
 	return dst, nil
 }
 
-// checkRow verifies that r is a canonical row encoding of at most the
-// table's columns.
-func (t *Table) checkRow(r datum.Row) error {
-	if err := r.Validate(t.types); err != nil {
-		return fmt.Errorf("keyspace: %s: %w", t.Def.Name, err)
-	}
-	return nil
+// scratch holds the buffers of one encode or decode, pooled so that the
+// load path (millions of records) allocates nothing per record.
+type scratch struct {
+	vals, cvals []datum.Value
+	enc, key    []byte
 }
 
-// checkLink verifies that child belongs to parent.
-func (t *Table) checkLink(parent, child datum.Row) error {
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+func getScratch() *scratch { return scratchPool.Get().(*scratch) }
+
+func putScratch(s *scratch) {
+	// Drop references into row memory so the pool does not pin it.
+	clear(s.vals[:cap(s.vals)])
+	clear(s.cvals[:cap(s.cvals)])
+	scratchPool.Put(s)
+}
+
+// canonical verifies that r is the canonical row encoding of at most the
+// table's columns (what datum.Row.Validate checks, in one decode and one
+// re-encode into scratch) and returns its decoded values (into sc.vals, or
+// sc.cvals when child is set).
+func (t *Table) canonical(r datum.Row, sc *scratch, child bool) ([]datum.Value, error) {
+	n, err := r.Len()
+	if err == nil && n > len(t.types) {
+		err = fmt.Errorf("%w: %d columns stored, table has %d", datum.ErrBadRow, n, len(t.types))
+	}
+	var vals []datum.Value
+	if err == nil {
+		buf := sc.vals
+		if child {
+			buf = sc.cvals
+		}
+		vals, err = r.Decode(t.types[:n], buf[:0])
+		if child {
+			sc.cvals = vals
+		} else {
+			sc.vals = vals
+		}
+	}
+	if err == nil {
+		sc.enc = datum.EncodeRow(sc.enc[:0], t.types[:n], vals)
+		if string(sc.enc) != string(r) {
+			err = fmt.Errorf("%w: trailing or non-canonical bytes", datum.ErrBadRow)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keyspace: %s: %w", t.Def.Name, err)
+	}
+	return vals, nil
+}
+
+// checkChild verifies that child is a canonical row of the embedded table
+// and belongs to the parent whose values are in sc.vals.
+func (t *Table) checkChild(child datum.Row, sc *scratch) error {
+	cv, err := t.child.canonical(child, sc, true)
+	if err != nil {
+		return err
+	}
+	at := func(vals []datum.Value, i int) datum.Value {
+		if i < len(vals) {
+			return vals[i]
+		}
+		return datum.Null
+	}
 	for _, l := range t.child.Spec.ParentLink {
-		cv, err := child.Column(t.child.types, l[0])
-		if err != nil {
-			return fmt.Errorf("keyspace: %s: %w", t.child.Def.Name, err)
-		}
-		pv, err := parent.Column(t.types, l[1])
-		if err != nil {
-			return fmt.Errorf("keyspace: %s: %w", t.Def.Name, err)
-		}
-		if !datum.Equal(cv, pv) {
+		c, p := at(cv, l[0]), at(sc.vals, l[1])
+		if !datum.Equal(c, p) {
 			return fmt.Errorf("keyspace: %s row has %s %s, its %s row has %s",
-				t.child.Def.Name, t.child.Def.Columns[l[0]].Name, show(cv), t.Def.Name, show(pv))
+				t.child.Def.Name, t.child.Def.Columns[l[0]].Name, show(c), t.Def.Name, show(p))
 		}
 	}
 	return nil
@@ -359,23 +418,20 @@ func DecodeKV(key, value []byte, defs DefLookup) (Entity, error) {
 			return Entity{}, fmt.Errorf("%w: %s: %d trailing bytes", ErrCorrupt, e.Table, len(rest))
 		}
 	}
-	if err := t.checkRow(e.Row); err != nil {
-		return Entity{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
-	}
-	for _, c := range e.Children {
-		if err := t.child.checkRow(c); err != nil {
-			return Entity{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-		if err := t.checkLink(e.Row, c); err != nil {
-			return Entity{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-	}
-	want, err := t.Key(e.CatalogID, e.Row)
+	sc := getScratch()
+	defer putScratch(sc)
+	vals, err := t.canonical(e.Row, sc, false)
 	if err != nil {
 		return Entity{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	if string(want) != string(key) {
+	sc.key = t.keyFromVals(sc.key[:0], e.CatalogID, vals)
+	if string(sc.key) != string(key) {
 		return Entity{}, fmt.Errorf("%w: %s: key does not match its row", ErrCorrupt, e.Table)
+	}
+	for _, c := range e.Children {
+		if err := t.checkChild(c, sc); err != nil {
+			return Entity{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
 	}
 	return e, nil
 }
