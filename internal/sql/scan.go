@@ -93,13 +93,14 @@ func tableRel(t *memcat.Table, qual string) *rel {
 		cols[i] = colInfo{qual: qual, name: c.Name, typ: c.Type, tableOID: t.OID, attnum: int16(i + 1)}
 	}
 	cols[n] = colInfo{qual: qual, name: "ctid", typ: datum.TID, tableOID: t.OID, attnum: -1, hidden: true}
-	rows := make([][]datum.Value, len(t.Rows))
-	for i, r := range t.Rows {
+	rows := make([][]datum.Value, 0, t.Len())
+	t.Scan(func(ctid int64, vals []datum.Value) bool {
 		row := make([]datum.Value, n+1)
-		copy(row, r.Vals)
-		row[n] = datum.Value{K: datum.KindTID, I: r.CTID}
-		rows[i] = row
-	}
+		copy(row, vals)
+		row[n] = datum.Value{K: datum.KindTID, I: ctid}
+		rows = append(rows, row)
+		return true
+	})
 	return &rel{cols: cols, rows: rows}
 }
 

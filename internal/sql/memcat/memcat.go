@@ -1,35 +1,34 @@
-// Package memcat is the resident catalog the SQL layer runs over until
-// internal/catalog lands: databases → schemas → tables of rows kept in ctid
-// order, copy-on-write versions so that a REPEATABLE READ transaction holds
-// an O(1) snapshot, and transactions that stage their writes as an ordered
-// list of row operations which COMMIT replays onto the newest version.
+// Package memcat is the SQL layer's view of the resident catalog
+// (internal/catalog): the shapes the executor reads — versions, schemas and
+// tables with their pg_catalog object ids — and transactions that stage row
+// operations into a catalog.Txn, plus the session-local temp tables that are
+// never persisted.
 //
 // Invariants:
-//   - A published *Version and every *Schema / *Table reachable from it are
-//     never mutated again; a transaction copies a table before its first
-//     write to it.
-//   - ctids are allocated from a per-table counter shared by every version
-//     of that table, so a ctid is never reused (PostgreSQL also never hands
-//     out a line pointer again before VACUUM) and stays stable for the life
-//     of a row version. An UPDATE makes a new row version with a new ctid.
-//   - COMMIT replays the transaction's operations in order onto the head
-//     under the database lock; a delete of a row that a concurrent commit
-//     already removed is a serialization failure, a primary key that a
-//     concurrent commit already inserted is a unique violation. Nothing of a
-//     failed commit is published.
+//   - A lake table's rows live only in the catalog, in its compact encoding;
+//     Table.Scan decodes them on demand. Only temp tables keep Values.
+//   - A *Version handed out never changes: for a transaction that wrote, View
+//     builds a fresh one from the catalog transaction's current view.
+//   - Primary keys are claimed at INSERT against every live transaction, so a
+//     second inserter of a key fails at once with a unique violation
+//     (PostgreSQL makes it wait for the first and then fail; DuckLake's
+//     retry loop accepts either). The catalog re-checks at COMMIT against
+//     what committed meanwhile.
 package memcat
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/pgwire"
 )
 
 // Errors callers branch on. The SQL layer turns them into SQLSTATEs.
@@ -50,6 +49,7 @@ type UniqueError struct {
 	Constraint string // "<table>_pkey"
 	Columns    []string
 	Values     []string // text forms of the duplicate key
+	detail     string
 }
 
 func (e *UniqueError) Error() string {
@@ -58,6 +58,9 @@ func (e *UniqueError) Error() string {
 
 // Detail is PostgreSQL's DETAIL line for the violation.
 func (e *UniqueError) Detail() string {
+	if e.detail != "" {
+		return e.detail
+	}
 	return fmt.Sprintf("Key (%s)=(%s) already exists.", strings.Join(e.Columns, ", "), strings.Join(e.Values, ", "))
 }
 
@@ -84,65 +87,90 @@ func (d *TableDef) ColumnIndex(name string) int {
 	return -1
 }
 
-// Row is one row version.
+// Row is one row version of a temp table.
 type Row struct {
 	CTID int64 // block<<16 | offset, as datum.TIDValue encodes it
 	Vals []datum.Value
 }
 
-// Table is one table at one version.
+// Table is one table at one version: a lake table backed by the catalog, or
+// a session temp table holding its rows here.
 type Table struct {
 	Name   string
 	OID    uint32
 	TypOID uint32 // the table's row type
 	PKOID  uint32 // the primary key constraint (and its index), 0 without one
 	Def    TableDef
-	Rows   []Row // ascending CTID
-	alloc  *atomic.Int64
+	// Rows are a temp table's rows, ascending CTID. Empty for lake tables:
+	// use Scan.
+	Rows  []Row
+	src   *catalog.Table
+	alloc *atomic.Int64
 }
 
-// NewTable returns an empty table (also used for session-local temp tables).
+// NewTable returns an empty session-local temp table.
 func NewTable(name string, oid, typOID, pkOID uint32, def TableDef) *Table {
 	return &Table{Name: name, OID: oid, TypOID: typOID, PKOID: pkOID, Def: def, alloc: new(atomic.Int64)}
 }
 
-// NextCTID allocates a fresh ctid: (0,1), (0,2), … ; a block holds at most
-// 65535 offsets before the next block begins.
+// rowTypeOID derives the pg_type oid of a lake table's row type from its
+// pg_class oid. The catalog allocates class oids below 2^30; row types live
+// above, so they never collide with another object.
+func rowTypeOID(classOID uint32) uint32 { return classOID | 1<<30 }
+
+func lakeTable(t *catalog.Table) *Table {
+	info := t.Info()
+	def := TableDef{PK: slices.Clone(info.Def.PrimaryKey)}
+	for _, c := range info.Def.Columns {
+		def.Columns = append(def.Columns, Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull})
+	}
+	return &Table{Name: info.Def.Name, OID: info.OID, TypOID: rowTypeOID(info.OID), PKOID: info.IndexOID, Def: def, src: t}
+}
+
+// Len is the number of rows.
+func (t *Table) Len() int {
+	if t.src != nil {
+		return t.src.Len()
+	}
+	return len(t.Rows)
+}
+
+// Scan calls fn for every row in ctid order with its values (a fresh slice
+// per row, which fn may keep) until fn returns false.
+func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
+	if t.src == nil {
+		for _, r := range t.Rows {
+			if !fn(r.CTID, r.Vals) {
+				break
+			}
+		}
+		return nil
+	}
+	types := t.src.Types()
+	var derr error
+	t.src.Scan(func(c catalog.CTID, r datum.Row) bool {
+		vals, err := r.Decode(types, nil)
+		if err != nil {
+			derr = fmt.Errorf("memcat: %s row %s: %w", t.Name, c, err)
+			return false
+		}
+		return fn(int64(c), vals)
+	})
+	return derr
+}
+
+// NextCTID allocates a fresh temp-table ctid: (0,1), (0,2), … ; a block
+// holds at most 65535 offsets before the next block begins.
 func (t *Table) NextCTID() int64 {
 	n := t.alloc.Add(1) - 1
 	block, off := n/65535, n%65535+1
 	return block<<16 | off
 }
 
-func (t *Table) clone() *Table {
-	c := *t
-	c.Rows = slices.Clone(t.Rows)
-	c.Def.Columns = slices.Clone(t.Def.Columns)
-	c.Def.PK = slices.Clone(t.Def.PK)
-	return &c
-}
-
-// find returns the index of the row with ctid, or -1.
-func (t *Table) find(ctid int64) int {
-	i, ok := slices.BinarySearchFunc(t.Rows, ctid, func(r Row, c int64) int {
-		switch {
-		case r.CTID < c:
-			return -1
-		case r.CTID > c:
-			return 1
-		}
-		return 0
-	})
-	if !ok {
-		return -1
-	}
-	return i
-}
-
-// CheckPK reports a UniqueError if vals duplicates the primary key of a row
-// other than the one at skip (a ctid, or -1).
+// CheckPK reports a UniqueError if vals duplicates the primary key of a
+// temp-table row other than the one at skip (a ctid, or -1).
 func (t *Table) CheckPK(vals []datum.Value, skip int64) error {
-	if len(t.Def.PK) == 0 {
+	if len(t.Def.PK) == 0 || t.src != nil {
 		return nil
 	}
 	for _, r := range t.Rows {
@@ -172,30 +200,6 @@ func uniqueError(t *Table, vals []datum.Value) *UniqueError {
 	return e
 }
 
-// Insert appends a row with a fresh ctid (the table must be owned by the
-// caller, see Txn.Table). It checks the primary key.
-func (t *Table) insert(ctid int64, vals []datum.Value) error {
-	if err := t.CheckPK(vals, -1); err != nil {
-		return err
-	}
-	if n := len(t.Rows); n > 0 && t.Rows[n-1].CTID > ctid {
-		i, _ := slices.BinarySearchFunc(t.Rows, ctid, func(r Row, c int64) int { return int(r.CTID - c) })
-		t.Rows = slices.Insert(t.Rows, i, Row{CTID: ctid, Vals: vals})
-		return nil
-	}
-	t.Rows = append(t.Rows, Row{CTID: ctid, Vals: vals})
-	return nil
-}
-
-func (t *Table) delete(ctid int64) error {
-	i := t.find(ctid)
-	if i < 0 {
-		return ErrNoSuchRow
-	}
-	t.Rows = slices.Delete(t.Rows, i, i+1)
-	return nil
-}
-
 // Schema is one schema at one version.
 type Schema struct {
 	Name   string
@@ -203,15 +207,31 @@ type Schema struct {
 	Tables map[string]*Table
 }
 
-// Version is one published state of a database's catalog.
+// Version is one state of a database's catalog as the executor reads it.
 type Version struct {
 	Seq     uint64
 	Schemas map[string]*Schema
+	src     *catalog.Version
 }
 
-// SchemaNames returns the schema names in OID order.
+func newVersion(v *catalog.Version) *Version {
+	out := &Version{Seq: v.Seq(), Schemas: map[string]*Schema{}, src: v}
+	for _, s := range v.Schemas() {
+		ms := &Schema{Name: s.Name, OID: s.OID, Tables: map[string]*Table{}}
+		for _, t := range s.Tables() {
+			ms.Tables[t.Name()] = lakeTable(t)
+		}
+		out.Schemas[s.Name] = ms
+	}
+	return out
+}
+
+// SchemaList returns the schemas in OID order.
 func (v *Version) SchemaList() []*Schema {
-	out := slices.Collect(maps.Values(v.Schemas))
+	out := make([]*Schema, 0, len(v.Schemas))
+	for _, s := range v.Schemas {
+		out = append(out, s)
+	}
 	slices.SortFunc(out, func(a, b *Schema) int { return int(a.OID) - int(b.OID) })
 	return out
 }
@@ -226,69 +246,22 @@ func (v *Version) Lookup(schema, table string) (*Table, bool) {
 	return t, ok
 }
 
-// OpKind is the kind of a staged operation.
-type OpKind uint8
-
-const (
-	OpInsert OpKind = iota + 1
-	OpDelete
-	OpCreateSchema
-	OpCreateTable
-	OpDropTable
-	OpAddColumn
-	OpRenameColumn
-)
-
-// Op is one staged operation, in the order the transaction made it. Updates
-// are a delete of the old version followed by an insert of the new one.
-type Op struct {
-	Kind   OpKind
-	Schema string
-	Table  string
-	CTID   int64
-	Vals   []datum.Value // OpInsert
-	New    *Table        // OpCreateTable: the (empty) table
-	Column Column        // OpAddColumn
-	From   string        // OpRenameColumn
-	To     string        // OpRenameColumn
-	OID    uint32        // OpCreateSchema
-}
-
-// Commit is what a transaction hands to the Committer.
-type Commit struct {
-	Database string
-	BaseSeq  uint64 // the version the transaction read
-	Seq      uint64 // the version it creates
-	Ops      []Op
-	Result   *Version // the version that will be published
-}
-
-// Committer makes a commit durable before it is published. The commit
-// pipeline implements it; InMemory is the stand-in.
-type Committer interface {
-	Commit(ctx context.Context, c *Commit) error
-}
-
-// InMemory is a Committer that keeps nothing beyond the resident catalog.
-type InMemory struct{}
-
-func (InMemory) Commit(context.Context, *Commit) error { return nil }
-
 // Server holds every database, created on first use.
 type Server struct {
-	mu        sync.Mutex
-	dbs       map[string]*DB
-	committer Committer
+	cat *catalog.Server
+	mu  sync.Mutex
+	dbs map[string]*DB
 }
 
-// NewServer returns an empty catalog server committing through c (nil means
-// InMemory).
-func NewServer(c Committer) *Server {
-	if c == nil {
-		c = InMemory{}
-	}
-	return &Server{dbs: map[string]*DB{}, committer: c}
-}
+// NewServer returns a view of a fresh in-memory catalog (no persistence);
+// the argument is ignored and kept for symmetry with tests.
+func NewServer(_ any) *Server { return On(catalog.NewServer(catalog.Options{})) }
+
+// On returns the SQL layer's view of cat.
+func On(cat *catalog.Server) *Server { return &Server{cat: cat, dbs: map[string]*DB{}} }
+
+// Catalog returns the underlying resident catalog.
+func (s *Server) Catalog() *catalog.Server { return s.cat }
 
 // Database returns the named database, creating it (with schema "public",
 // as PostgreSQL's template does) on first use.
@@ -298,298 +271,236 @@ func (s *Server) Database(name string) *DB {
 	if db, ok := s.dbs[name]; ok {
 		return db
 	}
-	db := &DB{Name: name, committer: s.committer}
-	db.oids.Store(16383)
-	db.head = &Version{Schemas: map[string]*Schema{
-		"public": {Name: "public", OID: 2200, Tables: map[string]*Table{}},
-	}}
+	db := &DB{Name: name, cat: s.cat.Database(name)}
+	db.oids.Store(firstTempOID)
 	s.dbs[name] = db
 	return db
 }
 
-// DB is one database's catalog.
+// firstTempOID starts the oids of session temp tables above every oid the
+// catalog or rowTypeOID hands out.
+const firstTempOID = 3 << 30
+
+// DB is one database.
 type DB struct {
 	Name string
+	cat  *catalog.Database
 	mu   sync.Mutex
-	head *Version
-	// claims maps the primary keys that live transactions inserted but
-	// have not committed yet to their transaction. A second inserter of
-	// the same key fails at once with a unique violation (PostgreSQL makes
-	// it wait for the first and then fail; DuckLake's retry loop accepts
-	// either).
-	claims    map[string]*Txn
-	oids      atomic.Uint32
-	committer Committer
+	head struct {
+		src *catalog.Version
+		v   *Version
+	}
+	claims map[string]*Txn
+	oids   atomic.Uint32
 }
 
-// NewOID allocates an object id (PostgreSQL's user OIDs start at 16384).
+// NewOID allocates an object id for a session temp table.
 func (db *DB) NewOID() uint32 { return db.oids.Add(1) }
 
 // Head returns the newest published version (an O(1) snapshot).
-func (db *DB) Head() *Version {
+func (db *DB) Head() *Version { return db.versionOf(db.cat.Current()) }
+
+func (db *DB) versionOf(cv *catalog.Version) *Version {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.head
-}
-
-// Begin starts a transaction reading base (nil = head).
-func (db *DB) Begin(base *Version) *Txn {
-	if base == nil {
-		base = db.Head()
+	if db.head.src == cv {
+		return db.head.v
 	}
-	return &Txn{db: db, base: base, view: base}
+	v := newVersion(cv)
+	db.head.src, db.head.v = cv, v
+	return v
 }
 
-// Txn is one transaction: a base version plus its own writes.
+// Begin starts a transaction reading the newest version (base must be nil
+// or the head: the catalog pins the current version).
+func (db *DB) Begin(base *Version) *Txn {
+	return &Txn{db: db, tx: db.cat.Begin()}
+}
+
+// Txn is one transaction: a pinned catalog version plus its own writes.
 type Txn struct {
 	claimed []string
 	db      *DB
-	base    *Version
-	view    *Version // base, or a private copy once the transaction wrote
-	owned   map[*Table]bool
-	ops     []Op
+	tx      *catalog.Txn
+	wrote   bool
 }
 
 // View is what the transaction reads: its base plus its own writes.
-func (t *Txn) View() *Version { return t.view }
+func (t *Txn) View() *Version {
+	if !t.wrote {
+		return t.db.versionOf(t.tx.Base())
+	}
+	return newVersion(t.tx.View())
+}
 
 // Base is the published version the transaction started from.
-func (t *Txn) Base() *Version { return t.base }
+func (t *Txn) Base() *Version { return t.db.versionOf(t.tx.Base()) }
 
 // DB returns the transaction's database.
 func (t *Txn) DB() *DB { return t.db }
 
 // HasWrites reports whether anything was staged.
-func (t *Txn) HasWrites() bool { return len(t.ops) > 0 }
+func (t *Txn) HasWrites() bool { return t.tx.Dirty() }
 
-// Rebase moves a transaction without writes to a newer base (READ
-// COMMITTED statements).
-func (t *Txn) Rebase(v *Version) {
-	if len(t.ops) == 0 {
-		t.base, t.view = v, v
+// Rebase moves a transaction without writes to the newest version (READ
+// COMMITTED statements, and the snapshot a REPEATABLE READ transaction takes
+// at its first statement).
+func (t *Txn) Rebase(_ *Version) {
+	if !t.tx.Dirty() {
+		t.tx.Rollback()
+		t.tx = t.db.cat.Begin()
 	}
-}
-
-func (t *Txn) privateView() {
-	if t.view != t.base {
-		return
-	}
-	v := &Version{Seq: t.base.Seq, Schemas: make(map[string]*Schema, len(t.base.Schemas))}
-	for n, s := range t.base.Schemas {
-		v.Schemas[n] = &Schema{Name: s.Name, OID: s.OID, Tables: maps.Clone(s.Tables)}
-	}
-	t.view = v
-	t.owned = map[*Table]bool{}
-}
-
-// own returns the transaction's private copy of a table.
-func (t *Txn) own(schema, name string) (*Table, error) {
-	t.privateView()
-	s, ok := t.view.Schemas[schema]
-	if !ok {
-		return nil, ErrNoSuchSchema
-	}
-	tb, ok := s.Tables[name]
-	if !ok {
-		return nil, ErrNoSuchTable
-	}
-	if !t.owned[tb] {
-		tb = tb.clone()
-		s.Tables[name] = tb
-		t.owned[tb] = true
-	}
-	return tb, nil
 }
 
 // Insert stages a new row and returns its ctid.
 func (t *Txn) Insert(schema, table string, vals []datum.Value) (int64, error) {
-	tb, err := t.own(schema, table)
+	if err := t.claim(schema, table, vals, nil); err != nil {
+		return 0, err
+	}
+	c, err := t.tx.InsertRow(schema, table, vals)
 	if err != nil {
-		return 0, err
+		return 0, convert(err)
 	}
-	if err := t.claim(schema, tb, vals, -1); err != nil {
-		return 0, err
-	}
-	ctid := tb.NextCTID()
-	if err := tb.insert(ctid, vals); err != nil {
-		return 0, err
-	}
-	t.ops = append(t.ops, Op{Kind: OpInsert, Schema: schema, Table: table, CTID: ctid, Vals: vals})
-	return ctid, nil
+	t.wrote = true
+	return int64(c), nil
 }
 
 // Delete stages the removal of the row version at ctid.
 func (t *Txn) Delete(schema, table string, ctid int64) error {
-	tb, err := t.own(schema, table)
-	if err != nil {
-		return err
+	if err := t.tx.DeleteRow(schema, table, catalog.CTID(ctid)); err != nil {
+		return convert(err)
 	}
-	if err := tb.delete(ctid); err != nil {
-		return err
-	}
-	t.ops = append(t.ops, Op{Kind: OpDelete, Schema: schema, Table: table, CTID: ctid})
+	t.wrote = true
 	return nil
 }
 
 // Update replaces the row version at ctid by a new version and returns the
-// new ctid. The primary key is checked against every other row.
+// new ctid.
 func (t *Txn) Update(schema, table string, ctid int64, vals []datum.Value) (int64, error) {
-	tb, err := t.own(schema, table)
+	tb, err := t.tx.Table(schema, table)
 	if err != nil {
-		return 0, err
+		return 0, convert(err)
 	}
-	if err := tb.CheckPK(vals, ctid); err != nil {
-		return 0, err
-	}
-	old := tb.find(ctid)
-	if old >= 0 && !samePK(tb, tb.Rows[old].Vals, vals) {
-		if err := t.claim(schema, tb, vals, ctid); err != nil {
+	if old, ok := tb.Lookup(catalog.CTID(ctid)); ok {
+		if err := t.claim(schema, table, vals, old); err != nil {
 			return 0, err
 		}
 	}
-	if err := tb.delete(ctid); err != nil {
-		return 0, err
+	nc, err := t.tx.UpdateRow(schema, table, catalog.CTID(ctid), vals)
+	if err != nil {
+		return 0, convert(err)
 	}
-	nc := tb.NextCTID()
-	if err := tb.insert(nc, vals); err != nil {
-		return 0, err
-	}
-	t.ops = append(t.ops,
-		Op{Kind: OpDelete, Schema: schema, Table: table, CTID: ctid},
-		Op{Kind: OpInsert, Schema: schema, Table: table, CTID: nc, Vals: vals})
-	return nc, nil
+	t.wrote = true
+	return int64(nc), nil
 }
 
 // CreateSchema stages a new schema.
 func (t *Txn) CreateSchema(name string) error {
-	t.privateView()
-	if _, ok := t.view.Schemas[name]; ok {
-		return ErrSchemaExists
+	if err := t.tx.CreateSchema(name); err != nil {
+		return convert(err)
 	}
-	oid := t.db.NewOID()
-	t.view.Schemas[name] = &Schema{Name: name, OID: oid, Tables: map[string]*Table{}}
-	t.ops = append(t.ops, Op{Kind: OpCreateSchema, Schema: name, OID: oid})
+	t.wrote = true
 	return nil
 }
 
 // CreateTable stages a new empty table.
 func (t *Txn) CreateTable(schema, name string, def TableDef) (*Table, error) {
-	t.privateView()
-	s, ok := t.view.Schemas[schema]
-	if !ok {
-		return nil, ErrNoSuchSchema
+	kd := keyspace.TableDef{Schema: schema, Name: name, PrimaryKey: slices.Clone(def.PK)}
+	for _, c := range def.Columns {
+		kd.Columns = append(kd.Columns, keyspace.ColumnDef{Name: c.Name, Type: c.Type, NotNull: c.NotNull})
 	}
-	if _, ok := s.Tables[name]; ok {
-		return nil, ErrTableExists
+	if err := t.tx.CreateTable(kd); err != nil {
+		return nil, convert(err)
 	}
-	oid, typ := t.db.NewOID(), t.db.NewOID()
-	var pk uint32
-	if len(def.PK) > 0 {
-		pk = t.db.NewOID()
+	t.wrote = true
+	tb, err := t.tx.Table(schema, name)
+	if err != nil {
+		return nil, convert(err)
 	}
-	tb := NewTable(name, oid, typ, pk, def)
-	s.Tables[name] = tb
-	t.owned[tb] = true
-	t.ops = append(t.ops, Op{Kind: OpCreateTable, Schema: schema, Table: name, New: tb})
-	return tb, nil
+	return lakeTable(tb), nil
 }
 
 // DropTable stages the removal of a table.
 func (t *Txn) DropTable(schema, name string) error {
-	t.privateView()
-	s, ok := t.view.Schemas[schema]
-	if !ok {
-		return ErrNoSuchTable
+	if err := t.tx.DropTable(schema, name); err != nil {
+		return convert(err)
 	}
-	if _, ok := s.Tables[name]; !ok {
-		return ErrNoSuchTable
-	}
-	delete(s.Tables, name)
-	t.ops = append(t.ops, Op{Kind: OpDropTable, Schema: schema, Table: name})
+	t.wrote = true
 	return nil
 }
 
 // AddColumn appends a column (NULL in every existing row).
 func (t *Txn) AddColumn(schema, table string, c Column) error {
-	tb, err := t.own(schema, table)
-	if err != nil {
-		return err
+	if err := t.tx.AddColumn(schema, table, keyspace.ColumnDef{Name: c.Name, Type: c.Type, NotNull: c.NotNull}, datum.Null); err != nil {
+		return convert(err)
 	}
-	if err := addColumn(tb, c); err != nil {
-		return err
-	}
-	t.ops = append(t.ops, Op{Kind: OpAddColumn, Schema: schema, Table: table, Column: c})
-	return nil
-}
-
-func addColumn(tb *Table, c Column) error {
-	if tb.Def.ColumnIndex(c.Name) >= 0 {
-		return ErrColumnExists
-	}
-	tb.Def.Columns = append(tb.Def.Columns, c)
-	for i := range tb.Rows {
-		tb.Rows[i].Vals = append(slices.Clip(tb.Rows[i].Vals), datum.Null)
-	}
+	t.wrote = true
 	return nil
 }
 
 // RenameColumn renames a column.
 func (t *Txn) RenameColumn(schema, table, from, to string) error {
-	tb, err := t.own(schema, table)
+	if err := t.tx.RenameColumn(schema, table, from, to); err != nil {
+		return convert(err)
+	}
+	t.wrote = true
+	return nil
+}
+
+// claim records the primary key of a row being written as this
+// transaction's, failing if another live transaction claimed it first. old
+// is the row being updated (nil for an insert): an update that keeps its key
+// claims nothing.
+func (t *Txn) claim(schema, table string, vals []datum.Value, old datum.Row) error {
+	tb, err := t.tx.Table(schema, table)
 	if err != nil {
-		return err
+		return convert(err)
 	}
-	if err := renameColumn(tb, from, to); err != nil {
-		return err
-	}
-	t.ops = append(t.ops, Op{Kind: OpRenameColumn, Schema: schema, Table: table, From: from, To: to})
-	return nil
-}
-
-func renameColumn(tb *Table, from, to string) error {
-	i := tb.Def.ColumnIndex(from)
-	if i < 0 {
-		return ErrNoSuchColumn
-	}
-	if tb.Def.ColumnIndex(to) >= 0 {
-		return ErrColumnExists
-	}
-	tb.Def.Columns[i].Name = to
-	return nil
-}
-
-func samePK(tb *Table, a, b []datum.Value) bool {
-	for _, i := range tb.Def.PK {
-		if datum.Compare(a[i], b[i]) != 0 {
-			return false
-		}
-	}
-	return true
-}
-
-// claim checks a new primary key against rows committed since the
-// transaction's snapshot and against keys other live transactions
-// inserted, and records it as this transaction's.
-func (t *Txn) claim(schema string, tb *Table, vals []datum.Value, skip int64) error {
-	if len(tb.Def.PK) == 0 {
+	def := tb.Def()
+	if len(def.PrimaryKey) == 0 {
 		return nil
 	}
+	if old != nil {
+		ov, err := old.Decode(tb.Types(), nil)
+		if err == nil {
+			same := true
+			for _, i := range def.PrimaryKey {
+				if !datum.Equal(ov[i], vals[i]) {
+					same = false
+				}
+			}
+			if same {
+				return nil
+			}
+		}
+	}
 	var kb strings.Builder
-	kb.WriteString(schema + "\x00" + tb.Name)
-	for _, i := range tb.Def.PK {
-		kb.WriteString("\x00" + datum.FormatText(tb.Def.Columns[i].Type, vals[i]))
+	kb.WriteString(schema + "\x00" + table)
+	for _, i := range def.PrimaryKey {
+		if i >= len(vals) || vals[i].IsNull() {
+			return nil // the catalog reports the NOT NULL violation
+		}
+		kb.WriteString("\x00" + datum.FormatText(def.Columns[i].Type, vals[i]))
 	}
 	key := kb.String()
+	// PostgreSQL checks a new key against committed rows its snapshot does
+	// not see too: a key another transaction committed meanwhile is a
+	// unique violation now, not at COMMIT.
+	if head, err := t.db.cat.Current().Table(schema, table); err == nil {
+		pk := make([]datum.Value, len(def.PrimaryKey))
+		for j, i := range def.PrimaryKey {
+			pk[j] = vals[i]
+		}
+		if _, _, found := head.LookupKey(pk); found && t.db.cat.Current() != t.tx.Base() {
+			return uniqueError(lakeTable(tb), vals)
+		}
+	}
 	db := t.db
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if ht, ok := db.head.Lookup(schema, tb.Name); ok && db.head != t.base {
-		if err := ht.CheckPK(vals, skip); err != nil {
-			return err
-		}
-	}
 	if other, ok := db.claims[key]; ok && other != t {
-		return uniqueError(tb, vals)
+		mt := lakeTable(tb)
+		return uniqueError(mt, vals)
 	}
 	if db.claims == nil {
 		db.claims = map[string]*Txn{}
@@ -602,7 +513,7 @@ func (t *Txn) claim(schema string, tb *Table, vals []datum.Value, skip int64) er
 // Rollback releases what the transaction claimed; its writes vanish with it.
 func (t *Txn) Rollback() {
 	t.release()
-	t.ops = nil
+	t.tx.Rollback()
 }
 
 func (t *Txn) release() {
@@ -619,102 +530,62 @@ func (t *Txn) release() {
 	t.claimed = nil
 }
 
-// Commit replays the staged operations onto the newest version, hands the
-// result to the Committer and publishes it. A transaction without writes
-// commits trivially.
+// Commit hands the transaction to the catalog, which replays it onto the
+// newest version if others committed meanwhile, persists it through the
+// commit pipeline and publishes it. A transaction without writes commits
+// trivially.
 func (t *Txn) Commit(ctx context.Context) error {
 	defer t.release()
-	if len(t.ops) == 0 {
-		return nil
+	if err := t.tx.Commit(ctx); err != nil {
+		return convert(err)
 	}
-	db := t.db
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	head := db.head
-	next := t.view
-	if head != t.base {
-		// Someone committed since we began: replay onto the head.
-		r := &Txn{db: db, base: head, view: head}
-		if err := r.replay(t.ops); err != nil {
-			return err
-		}
-		next = r.view
-	}
-	next.Seq = head.Seq + 1
-	c := &Commit{Database: db.Name, BaseSeq: t.base.Seq, Seq: next.Seq, Ops: t.ops, Result: next}
-	if err := db.committer.Commit(ctx, c); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	db.head = next
-	t.ops = nil
 	return nil
 }
 
-func (t *Txn) replay(ops []Op) error {
-	for _, op := range ops {
-		switch op.Kind {
-		case OpInsert:
-			tb, err := t.own(op.Schema, op.Table)
-			if err != nil {
-				return err
-			}
-			if err := tb.insert(op.CTID, op.Vals); err != nil {
-				return err
-			}
-		case OpDelete:
-			tb, err := t.own(op.Schema, op.Table)
-			if err != nil {
-				return err
-			}
-			if err := tb.delete(op.CTID); err != nil {
-				return ErrSerialization
-			}
-		case OpCreateSchema:
-			t.privateView()
-			if _, ok := t.view.Schemas[op.Schema]; ok {
-				return ErrSchemaExists
-			}
-			t.view.Schemas[op.Schema] = &Schema{Name: op.Schema, OID: op.OID, Tables: map[string]*Table{}}
-		case OpCreateTable:
-			t.privateView()
-			s, ok := t.view.Schemas[op.Schema]
-			if !ok {
-				return ErrNoSuchSchema
-			}
-			if _, ok := s.Tables[op.Table]; ok {
-				return ErrTableExists
-			}
-			nt := op.New.clone()
-			nt.Rows = nil
-			s.Tables[op.Table] = nt
-			t.owned[nt] = true
-		case OpDropTable:
-			t.privateView()
-			s, ok := t.view.Schemas[op.Schema]
-			if !ok {
-				return ErrSerialization
-			}
-			if _, ok := s.Tables[op.Table]; !ok {
-				return ErrSerialization
-			}
-			delete(s.Tables, op.Table)
-		case OpAddColumn:
-			tb, err := t.own(op.Schema, op.Table)
-			if err != nil {
-				return err
-			}
-			if err := addColumn(tb, op.Column); err != nil {
-				return ErrSerialization
-			}
-		case OpRenameColumn:
-			tb, err := t.own(op.Schema, op.Table)
-			if err != nil {
-				return err
-			}
-			if err := renameColumn(tb, op.From, op.To); err != nil {
-				return ErrSerialization
-			}
+// convert maps catalog and commit errors to the forms the SQL layer
+// renders: memcat's sentinels and UniqueError, or a *pgwire.Error carrying
+// the lower layer's SQLSTATE.
+func convert(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *catalog.Error
+	if errors.As(err, &ce) {
+		switch {
+		case errors.Is(ce, catalog.ErrDuplicateKey):
+			return &UniqueError{Table: ce.Table, Constraint: ce.Constraint, detail: ce.Detail}
+		case errors.Is(ce, catalog.ErrSerialization):
+			return fmt.Errorf("%w: %s", ErrSerialization, ce.Message)
+		case errors.Is(ce, catalog.ErrNoTable):
+			return fmt.Errorf("%w: %s", ErrNoSuchTable, ce.Message)
+		case errors.Is(ce, catalog.ErrNoSchema):
+			return fmt.Errorf("%w: %s", ErrNoSuchSchema, ce.Message)
+		case errors.Is(ce, catalog.ErrTableExists):
+			return fmt.Errorf("%w: %s", ErrTableExists, ce.Message)
+		case errors.Is(ce, catalog.ErrSchemaExists):
+			return fmt.Errorf("%w: %s", ErrSchemaExists, ce.Message)
+		case errors.Is(ce, catalog.ErrNoColumn):
+			return fmt.Errorf("%w: %s", ErrNoSuchColumn, ce.Message)
+		case errors.Is(ce, catalog.ErrColumnExists):
+			return fmt.Errorf("%w: %s", ErrColumnExists, ce.Message)
+		case errors.Is(ce, catalog.ErrNoRow):
+			return fmt.Errorf("%w: %s", ErrNoSuchRow, ce.Message)
 		}
 	}
-	return nil
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) && st.SQLState() != "" {
+		pe := &pgwire.Error{Code: st.SQLState(), Message: err.Error(), Cause: err}
+		var d interface{ Error() string }
+		if errors.As(err, &d) {
+			pe.Message = d.Error()
+		}
+		if ce != nil && ce.Detail != "" {
+			pe.Detail = ce.Detail
+		}
+		return pe
+	}
+	if errors.Is(err, catalog.ErrBadDef) || errors.Is(err, keyspace.ErrUnknownTable) || errors.Is(err, keyspace.ErrBadDef) {
+		return &pgwire.Error{Code: "0A000", Message: err.Error(), Cause: err}
+	}
+	return err
 }
