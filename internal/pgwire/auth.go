@@ -1,13 +1,13 @@
 package pgwire
 
 import (
+	"crypto/hmac"
 	"crypto/md5"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -260,24 +260,23 @@ func (c *conn) authMD5(u User) error {
 const scramMechanism = "SCRAM-SHA-256"
 
 // authSCRAM runs SCRAM-SHA-256. real is false for an unknown user: the
-// exchange then runs against a random verifier and always fails.
+// exchange then runs against a mock verifier and always fails.
 func (c *conn) authSCRAM(u User, real bool) error {
 	creds, ok := parseSCRAMVerifier(u.Secret)
 	if !ok {
-		// A plain password (or an unknown user): derive a verifier now.
-		pw := u.Secret
-		if !real || isMD5Verifier(pw) {
-			// md5 hashes cannot serve SCRAM; fail after a full exchange.
-			var junk [16]byte
-			_, _ = rand.Read(junk[:])
-			pw = hex.EncodeToString(junk[:])
+		if real && u.Secret != "" && !isMD5Verifier(u.Secret) {
+			// A plain password: derive a verifier now.
+			v, err := SCRAMVerifier(u.Secret)
+			if err != nil {
+				return err
+			}
+			creds, _ = parseSCRAMVerifier(v)
+		} else {
+			// Unknown user, or an md5 hash (which cannot serve SCRAM):
+			// fail after a full exchange, like a wrong password.
+			creds = c.srv.mockSCRAM(u.Name)
 			real = false
 		}
-		v, err := SCRAMVerifier(pw)
-		if err != nil {
-			return err
-		}
-		creds, _ = parseSCRAMVerifier(v)
 	}
 	srv, err := scram.SHA256.NewServer(func(string) (scram.StoredCredentials, error) {
 		// libpq sends an empty SCRAM user name; the startup user counts.
@@ -324,4 +323,21 @@ func (c *conn) authSCRAM(u User, real bool) error {
 	return nil
 }
 
-var errNoUser = errors.New("pgwire: no user name in startup packet")
+// mockSCRAM returns verifier-shaped credentials for a user that cannot log
+// in. The salt is derived from the user name and a per-server secret, so
+// repeated attempts see a stable salt, as for a real user (PostgreSQL's
+// scram_mock_salt does the same); no key derivation is spent on it.
+func (s *Server) mockSCRAM(user string) scram.StoredCredentials {
+	s.mockOnce.Do(func() {
+		s.mockKey = make([]byte, 32)
+		_, _ = rand.Read(s.mockKey)
+	})
+	mac := hmac.New(sha256.New, s.mockKey)
+	mac.Write([]byte(user))
+	sum := mac.Sum(nil)
+	return scram.StoredCredentials{
+		KeyFactors: scram.KeyFactors{Salt: string(sum[:16]), Iters: scramIterations},
+		StoredKey:  sum,
+		ServerKey:  sum,
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,7 +71,10 @@ type Server struct {
 
 	active atomic.Int64 // connections being served (for MaxConnections)
 	panics atomic.Int64 // connection goroutines that panicked (a pgwire bug)
-	wg     sync.WaitGroup
+
+	mockOnce sync.Once // mockKey salts the SCRAM exchange of unknown users
+	mockKey  []byte
+	wg       sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -110,10 +114,8 @@ func New(cfg Config, exec Executor) (*Server, error) {
 		if _, dup := s.users[u.Name]; dup {
 			return nil, fmt.Errorf("pgwire: user %q configured twice", u.Name)
 		}
-		if u.Method == AuthMD5 && !isMD5Verifier(u.Secret) {
-			if _, scramOK := parseSCRAMVerifier(u.Secret); !scramOK && u.Secret == "" {
-				return nil, fmt.Errorf("pgwire: user %q: md5 needs a password or md5 hash", u.Name)
-			}
+		if err := validateUser(u); err != nil {
+			return nil, err
 		}
 		s.users[u.Name] = u
 	}
@@ -316,4 +318,28 @@ func (s *Server) trusted(addr net.Addr) bool {
 		}
 	}
 	return false
+}
+
+// validateUser checks that u's secret can serve its method.
+func validateUser(u User) error {
+	_, isSCRAM := parseSCRAMVerifier(u.Secret)
+	isMD5 := isMD5Verifier(u.Secret)
+	switch u.Method {
+	case AuthTrust:
+		return nil
+	case AuthPassword, AuthMD5:
+		if u.Secret == "" {
+			return fmt.Errorf("pgwire: user %q: %s needs a password, md5 hash or SCRAM verifier", u.Name, u.Method)
+		}
+	case AuthSCRAM:
+		if u.Secret == "" || isMD5 {
+			return fmt.Errorf("pgwire: user %q: scram-sha-256 needs a SCRAM verifier or a password (an md5 hash cannot serve SCRAM)", u.Name)
+		}
+	default:
+		return fmt.Errorf("pgwire: user %q: unknown auth method %d", u.Name, u.Method)
+	}
+	if strings.HasPrefix(u.Secret, "SCRAM-SHA-256$") && !isSCRAM {
+		return fmt.Errorf("pgwire: user %q: malformed SCRAM verifier", u.Name)
+	}
+	return nil
 }
