@@ -117,6 +117,8 @@ type update struct {
 	table string
 	match func([]datum.Value) bool
 	set   func([]datum.Value)
+	// pk, when set, is the row's primary key: found in O(log n).
+	pk *int64
 }
 
 // Commit is one DuckLake commit being authored; Commit mints its snapshot.
@@ -229,15 +231,16 @@ func current(i, end int, v int64) func([]datum.Value) bool {
 // EndDataFile ends a data file at this snapshot (UPDATE … SET end_snapshot).
 func (c *Commit) EndDataFile(tableID, fileID int64) {
 	snap := c.snap
-	c.updates = append(c.updates, update{"ducklake_data_file", current(0, 3, fileID),
-		func(v []datum.Value) { v[3] = I(snap) }})
+	c.updates = append(c.updates, update{table: "ducklake_data_file", match: current(0, 3, fileID),
+		set: func(v []datum.Value) { v[3] = I(snap) }, pk: &fileID})
 	c.changes = append(c.changes, fmt.Sprintf("deleted_from_table:%d", tableID))
 }
 
 // DeleteDataFile hard-deletes a data file with its stats and partition
 // values (expire/cleanup and compaction merges do this).
 func (c *Commit) DeleteDataFile(fileID int64) {
-	for _, t := range []string{"ducklake_data_file", "ducklake_file_column_stats", "ducklake_file_partition_value"} {
+	c.deletes = append(c.deletes, update{table: "ducklake_data_file", match: colIs(0, fileID), pk: &fileID})
+	for _, t := range []string{"ducklake_file_column_stats", "ducklake_file_partition_value"} {
 		c.deletes = append(c.deletes, update{table: t, match: colIs(0, fileID)})
 	}
 }
@@ -297,7 +300,7 @@ func (c *Commit) ClearSorting(tableID int64) {
 
 func (c *Commit) endSpec(table string, tableID int64) {
 	snap := c.snap
-	c.updates = append(c.updates, update{table, current(1, 3, tableID), func(v []datum.Value) { v[3] = I(snap) }})
+	c.updates = append(c.updates, update{table: table, match: current(1, 3, tableID), set: func(v []datum.Value) { v[3] = I(snap) }})
 }
 
 // Commit mints the snapshot: the ducklake_snapshot row first (as DuckLake
@@ -383,8 +386,16 @@ func (c *Commit) apply(tx *catalog.Txn, u update, del bool) error {
 		vals []datum.Value
 	}
 	var hits []hit
-	// Data files are found through their primary key when the match is on it.
-	t.Scan(func(ct catalog.CTID, r datum.Row) bool {
+	scan := t.Scan
+	if u.pk != nil && t.HasPrimaryKey() {
+		// Found through the primary key index.
+		scan = func(fn func(catalog.CTID, datum.Row) bool) {
+			if ct, r, ok := t.LookupKey([]datum.Value{I(*u.pk)}); ok {
+				fn(ct, r)
+			}
+		}
+	}
+	scan(func(ct catalog.CTID, r datum.Row) bool {
 		vals, e := r.Decode(t.Types(), nil)
 		if e != nil {
 			err = e
