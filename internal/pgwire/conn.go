@@ -43,6 +43,8 @@ type conn struct {
 	portals map[string]*boundPortal
 
 	skipToSync bool
+	// pendingStatus holds ParameterStatus reports until ReadyForQuery.
+	pendingStatus [][2]string
 	// flushNow asks the loop to write buffered output before reading on.
 	flushNow bool
 	// fatal is set when the connection must close after the current
@@ -397,6 +399,10 @@ func (c *conn) loop() error {
 	ready := true
 	for {
 		if ready && !c.skipToSync {
+			for _, kv := range c.pendingStatus {
+				c.send(&pgproto3.ParameterStatus{Name: kv[0], Value: kv[1]})
+			}
+			c.pendingStatus = c.pendingStatus[:0]
 			c.send(&pgproto3.ReadyForQuery{TxStatus: byte(c.sess.TxStatus())})
 			ready = false
 			c.flushNow = true

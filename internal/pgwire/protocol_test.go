@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"context"
 	"net"
 	"os"
 	"slices"
@@ -58,6 +59,8 @@ func exchangeCases() []exchangeCase {
 				"C ROLLBACK", "Z I",
 				"T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
 		{"notice", []pgproto3.FrontendMessage{Q("NOTICE hello")}, []string{"N NOTICE hello", "C NOTICE", "Z I"}},
+		{"pg: parameter status after SET", []pgproto3.FrontendMessage{Q("SET application_name = 'lake'")},
+			[]string{"C SET", "S application_name=lake", "Z I"}},
 		{"pg: extended unnamed", []pgproto3.FrontendMessage{
 			P("", "SELECT 1"), &pgproto3.Describe{ObjectType: 'S'}, B("", "", 1), &pgproto3.Describe{ObjectType: 'P'}, E("", 0), S},
 			[]string{"1", "t []", "T ?column?:23/0", "2", "T ?column?:23/1", `D "\x00\x00\x00\x01"`, "C SELECT 1", "Z I"}},
@@ -433,4 +436,24 @@ func TestFlushWithoutSync(t *testing.T) {
 	if got := rc.until('Z'); !slices.Equal(got, []string{"Z I"}) {
 		t.Fatalf("after Sync: %q", got)
 	}
+}
+
+// When Shutdown's context ends first, running statements are canceled and
+// their connections closed; Shutdown returns the context's error promptly.
+func TestShutdownDeadline(t *testing.T) {
+	ts := startServer(t, Config{})
+	rc := dialRaw(t, ts)
+	rc.startup()
+	rc.send(&pgproto3.Query{String: "SELECT pg_sleep(30)"})
+	time.Sleep(50 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := ts.srv.Shutdown(ctx); err != context.DeadlineExceeded {
+		t.Fatalf("Shutdown = %v", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Shutdown took %v", d)
+	}
+	expectClosed(t, rc.conn)
 }

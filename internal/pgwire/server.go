@@ -76,6 +76,8 @@ type Server struct {
 	mockKey  []byte
 	wg       sync.WaitGroup
 
+	closing atomic.Bool // mirrors mu.closing for lock-free reads per message
+
 	mu struct {
 		sync.Mutex
 		closing   bool
@@ -181,11 +183,7 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 }
 
-func (s *Server) isClosing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.mu.closing
-}
+func (s *Server) isClosing() bool { return s.closing.Load() }
 
 // Shutdown stops accepting, closes idle connections at once (57P01) and
 // lets busy ones finish their current request; when ctx ends first, running
@@ -195,6 +193,7 @@ func (s *Server) isClosing() bool {
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.mu.closing = true
+	s.closing.Store(true)
 	for l := range s.mu.listeners {
 		l.Close()
 	}
@@ -222,6 +221,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) Close() error {
 	s.mu.Lock()
 	s.mu.closing = true
+	s.closing.Store(true)
 	for l := range s.mu.listeners {
 		l.Close()
 	}

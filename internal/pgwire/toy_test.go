@@ -210,6 +210,11 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 	case lower == "rollback":
 		s.tx = TxIdle
 		return w.Complete("ROLLBACK")
+	case strings.HasPrefix(lower, "set application_name = "):
+		if err := w.ParameterStatus("application_name", strings.Trim(st[len("set application_name = "):], "'")); err != nil {
+			return err
+		}
+		return w.Complete("SET")
 	case lower == "panic":
 		panic("toy panic")
 	case strings.HasPrefix(lower, "notice "):

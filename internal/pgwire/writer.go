@@ -238,10 +238,17 @@ func (w *ResultWriter) Notice(n *Error) error {
 }
 
 // ParameterStatus reports a changed run-time parameter (e.g. after SET
-// application_name).
+// application_name). Like PostgreSQL, pgwire sends it just before the next
+// ReadyForQuery; a later report of the same name replaces an earlier one.
 func (w *ResultWriter) ParameterStatus(name, value string) error {
-	w.c.send(&pgproto3.ParameterStatus{Name: name, Value: value})
-	return w.c.maybeFlush()
+	for i := range w.c.pendingStatus {
+		if w.c.pendingStatus[i][0] == name {
+			w.c.pendingStatus[i][1] = value
+			return nil
+		}
+	}
+	w.c.pendingStatus = append(w.c.pendingStatus, [2]string{name, value})
+	return nil
 }
 
 // typeSize is pg_type.typlen for the fixed-size types, -1 otherwise.
