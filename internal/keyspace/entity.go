@@ -77,6 +77,12 @@ func staticTable(spec *TableSpec) *Table {
 	return newTable(TableDef{Name: spec.Name, Columns: spec.Columns, PrimaryKey: spec.PrimaryKey}, spec)
 }
 
+// KeyColumns returns the indexes of the columns the key is built from, in
+// key order (entity key, then begin_snapshot where it is a key field; the
+// subspace and history suffix come from end_snapshot). An UPDATE that
+// changes none of these columns nor end_snapshot keeps the row's key.
+func (t *Table) KeyColumns() []int { return append([]int(nil), t.keyCols...) }
+
 // Types returns the column types of the table.
 func (t *Table) Types() []datum.Type { return t.types }
 

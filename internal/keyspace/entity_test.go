@@ -91,6 +91,10 @@ func TestEntityRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		hc, hk, hs, err := ParseKeyHeader(key)
+		if err != nil || hc != cat || hk != tbl.Spec.Kind || hs != sub {
+			t.Fatalf("ParseKeyHeader = %d %v %v %v, want %d %v %v", hc, hk, hs, err, cat, tbl.Spec.Kind, sub)
+		}
 		if tbl.Spec.Kind.TableFirst() {
 			tid, _ := row.Column(tbl.Types(), tbl.Def.ColumnIndex("table_id"))
 			if !tid.IsNull() {

@@ -66,7 +66,11 @@ func FuzzDecodeKV(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, key, value []byte) {
+		hc, hk, hs, herr := ParseKeyHeader(key)
 		e, err := DecodeKV(key, value, fuzzLookup)
+		if err == nil && (herr != nil || hc != e.CatalogID || hk != e.Kind || hs != e.Sub) {
+			t.Fatalf("ParseKeyHeader = %d %v %v %v, DecodeKV %d %v %v", hc, hk, hs, herr, e.CatalogID, e.Kind, e.Sub)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnknownShape) {
 				t.Fatalf("error %v is neither ErrCorrupt nor ErrUnknownShape", err)

@@ -46,7 +46,8 @@ type TableSpec struct {
 	// temporally versioned table, -1 otherwise.
 	Begin, End int
 	// EntityKey lists the column indexes (after the name fields of dynamic
-	// tables) whose values form the key of a row. See KeyFields.
+	// tables) whose values form the key of a row; Table.KeyColumns adds
+	// begin_snapshot where it is a key field.
 	EntityKey []int
 
 	// Parent is set for embedded tables: the table whose value carries the

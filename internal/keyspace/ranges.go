@@ -76,3 +76,20 @@ func InlinedDataPrefixKey(catalogID uint32, sub Subspace, tableID, schemaVersion
 	}
 	return AppendInt(p, schemaVersion), nil
 }
+
+// ParseKeyHeader reads the catalog id, kind and (for versioned row kinds)
+// subspace at the start of any keyspace key, without decoding the rest.
+func ParseKeyHeader(key []byte) (catalogID uint32, kind Kind, sub Subspace, err error) {
+	r := NewKeyReader(key)
+	catalogID, kind = r.Uint32(), Kind(r.Byte())
+	if r.Err() == nil && kind.IsRowKind() && kind.Versioned() {
+		sub = Subspace(r.Byte())
+		if r.Err() == nil && sub != SubCurrent && sub != SubHistory {
+			return 0, 0, 0, fmt.Errorf("%w: key: subspace 0x%02x", ErrCorrupt, byte(sub))
+		}
+	}
+	if err := r.Err(); err != nil {
+		return 0, 0, 0, err
+	}
+	return catalogID, kind, sub, nil
+}
