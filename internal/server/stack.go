@@ -36,6 +36,8 @@ type StackOptions struct {
 	Slate   slate.Options
 	Commit  commit.Options
 	Log     *slog.Logger
+	// Metrics, when set, instruments the object store.
+	Metrics *Metrics
 }
 
 // OpenStack opens the store at url as its writer (fencing any previous
@@ -44,6 +46,9 @@ func OpenStack(ctx context.Context, url string, opts StackOptions) (*Stack, erro
 	store, err := objurl.Open(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", url, err)
+	}
+	if opts.Metrics != nil {
+		store = &instrumentedStore{Store: store, m: opts.Metrics}
 	}
 	st, err := OpenStackOn(ctx, store, opts)
 	if err != nil {
