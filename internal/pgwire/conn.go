@@ -18,6 +18,9 @@ import (
 	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
 )
 
+// maxAuthMessageLen bounds messages during authentication.
+const maxAuthMessageLen = 65535
+
 // flushThreshold is how much output is buffered before it is written even
 // without a sync point; it keeps COPY OUT streaming in large writes.
 const flushThreshold = 64 << 10
@@ -241,7 +244,10 @@ func (c *conn) startup(tooMany bool) error {
 		c.send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknownOpts})
 	}
 	c.be = pgproto3.NewBackend(c.nc(), nil)
-	c.be.SetMaxBodyLen(s.cfg.MaxMessageSize)
+	// Before authentication nobody may make the server buffer more than
+	// an auth token (PostgreSQL's PG_MAX_AUTH_TOKEN_LENGTH): pgproto3
+	// allocates a message's declared length before reading it.
+	c.be.SetMaxBodyLen(maxAuthMessageLen)
 
 	if tooMany {
 		c.sendFatal(&Error{Code: CodeTooManyConnections, Message: "sorry, too many clients already"})
@@ -275,6 +281,7 @@ func (c *conn) startup(tooMany bool) error {
 		}
 		return err
 	}
+	c.be.SetMaxBodyLen(s.cfg.MaxMessageSize)
 	if err := s.register(c); err != nil {
 		return err
 	}

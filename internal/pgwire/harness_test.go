@@ -288,6 +288,8 @@ func describeMsg(msg pgproto3.BackendMessage) (string, byte) {
 		return "K", 'K'
 	case *pgproto3.AuthenticationOk:
 		return "R ok", 'R'
+	case *pgproto3.AuthenticationCleartextPassword:
+		return "R cleartext", 'R'
 	case *pgproto3.CopyOutResponse:
 		return fmt.Sprintf("H %d", m.OverallFormat), 'H'
 	case *pgproto3.CopyInResponse:

@@ -457,3 +457,18 @@ func TestShutdownDeadline(t *testing.T) {
 	}
 	expectClosed(t, rc.conn)
 }
+
+// An unauthenticated client cannot make the server allocate a large
+// message buffer: during authentication the limit is 64 KiB.
+func TestAuthMessageLimit(t *testing.T) {
+	ts := startServer(t, Config{})
+	rc := dialRaw(t, ts)
+	rc.send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": "bob"}})
+	if got := rc.until('R'); got[0] != "R cleartext" {
+		t.Fatalf("got %q", got)
+	}
+	if _, err := rc.conn.Write([]byte{'p', 0x00, 0x10, 0x00, 0x00}); err != nil { // 1 MiB declared
+		t.Fatal(err)
+	}
+	expectClosed(t, rc.conn)
+}
