@@ -245,3 +245,36 @@ func TestCrossProcessChild(t *testing.T) {
 		}
 	}
 }
+
+func TestRemoveStaleTemp(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := open(t, dir)
+	if err := s.Put(ctx, "wal/1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	old := filepath.Join(dir, "wal", ".objstore-tmp-old")
+	fresh := filepath.Join(dir, ".objstore-tmp-fresh")
+	for _, p := range []string{old, fresh} {
+		if err := os.WriteFile(p, []byte("partial"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	past := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(old, past, past); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.RemoveStaleTemp(ctx, time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("RemoveStaleTemp = %d, %v; want 1", n, err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Fatalf("stale temp file survives: %v", err)
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Fatalf("fresh temp file removed: %v", err)
+	}
+	if got, err := s.Get(ctx, "wal/1"); err != nil || string(got) != "x" {
+		t.Fatalf("object damaged: %q, %v", got, err)
+	}
+}
