@@ -349,7 +349,7 @@ func DecodeKV(key, value []byte, defs DefLookup) (Entity, error) {
 			return Entity{}, fmt.Errorf("%w: key: subspace 0x%02x", ErrCorrupt, byte(e.Sub))
 		}
 	}
-	name := kindTable[e.Kind]
+	name := kinds[e.Kind].table
 	if e.Kind == KindInlinedRow || e.Kind == KindInlinedDelete {
 		tid, null := r.Int()
 		if null && r.Err() == nil {
@@ -454,8 +454,7 @@ func lenPrefixed(b []byte) (datum.Row, []byte, error) {
 // column sets, keyed by kind.
 var staticTables = buildStaticTables()
 
-func buildStaticTables() map[Kind]*Table {
-	m := map[Kind]*Table{}
+func buildStaticTables() (m [256]*Table) {
 	for _, s := range fixedOrder {
 		if !s.Embedded() {
 			m[s.Kind] = staticTable(s)

@@ -79,30 +79,29 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(0x%02x)", byte(k))
 }
 
-// kindTable maps a row kind to the table whose rows are its keys (the parent
-// for embedding kinds). Dynamic kinds map to "".
-var kindTable = buildKindTable()
+// kindInfo is what the decoder needs to know about a kind, indexed by kind
+// byte so that the load path does no map lookups.
+type kindInfo struct {
+	row       bool   // the kind stores DuckLake rows
+	versioned bool   // it has current/history subspaces
+	table     string // the table whose rows own its keys ("" for dynamic kinds)
+}
 
-func buildKindTable() map[Kind]string {
-	m := map[Kind]string{KindInlinedRow: "", KindInlinedDelete: ""}
+var kinds = buildKinds()
+
+func buildKinds() (out [256]kindInfo) {
+	out[KindInlinedRow] = kindInfo{row: true, versioned: true}
+	out[KindInlinedDelete] = kindInfo{row: true}
 	for _, s := range fixedOrder {
 		if !s.Embedded() {
-			m[s.Kind] = s.Name
+			out[s.Kind] = kindInfo{row: true, versioned: s.Versioned(), table: s.Name}
 		}
 	}
-	return m
+	return out
 }
 
 // IsRowKind reports whether k stores DuckLake rows.
-func (k Kind) IsRowKind() bool { _, ok := kindTable[k]; return ok }
+func (k Kind) IsRowKind() bool { return kinds[k].row }
 
 // Versioned reports whether k has current and history subspaces.
-func (k Kind) Versioned() bool {
-	if k == KindInlinedRow {
-		return true
-	}
-	if n, ok := kindTable[k]; ok && n != "" {
-		return fixedByName[n].Versioned()
-	}
-	return false
-}
+func (k Kind) Versioned() bool { return kinds[k].versioned }
