@@ -59,6 +59,8 @@ func exchangeCases() []exchangeCase {
 				"C ROLLBACK", "Z I",
 				"T ?column?:23/0", `D "1"`, "C SELECT 1", "Z I"}},
 		{"notice", []pgproto3.FrontendMessage{Q("NOTICE hello")}, []string{"N NOTICE hello", "C NOTICE", "Z I"}},
+		{"DataRow fast path", []pgproto3.FrontendMessage{Q("SELECT fastrows")},
+			[]string{"T id:20/0,name:25/0", `D "0","x"`, `D "1",NULL`, "C SELECT 2", "Z I"}},
 		{"pg: parameter status after SET", []pgproto3.FrontendMessage{Q("SET application_name = 'lake'")},
 			[]string{"C SET", "S application_name=lake", "Z I"}},
 		{"pg: extended unnamed", []pgproto3.FrontendMessage{

@@ -178,6 +178,22 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 			return err
 		}
 		return w.Complete("SELECT 1")
+	case lower == "select fastrows":
+		if err := w.Describe(tCols); err != nil {
+			return err
+		}
+		for i := range 2 {
+			if err := w.AppendRow(func(dst []byte) []byte {
+				dst = pgvalue.AppendStringField(dst, strconv.Itoa(i))
+				if i == 1 {
+					return pgvalue.AppendNullField(dst)
+				}
+				return pgvalue.AppendStringField(dst, "x")
+			}); err != nil {
+				return err
+			}
+		}
+		return w.Complete("SELECT 2")
 	case lower == "select 1/0": // PostgreSQL folds it at plan time: no RowDescription
 		return &Error{Code: "22012", Message: "division by zero"}
 	case lower == "select version()":

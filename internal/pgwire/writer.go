@@ -203,6 +203,27 @@ func (w *ResultWriter) RawRow(cells [][]byte) error {
 	return c.maybeFlush()
 }
 
+// AppendRow is the DataRow fast path: fn appends exactly len(Columns())
+// length-prefixed cells in Formats() (pgvalue.AppendInt8Field,
+// AppendStringField, AppendNullField, Codec.AppendField ...) straight into
+// the send buffer. pgwire writes the message header and column count.
+func (w *ResultWriter) AppendRow(fn func(dst []byte) []byte) error {
+	if err := w.checkRow(len(w.cols)); err != nil {
+		return err
+	}
+	w.rows++
+	if w.discard {
+		return nil
+	}
+	c := w.c
+	start := len(c.out)
+	c.out = append(c.out, 'D', 0, 0, 0, 0)
+	c.out = binary.BigEndian.AppendUint16(c.out, uint16(len(w.cols)))
+	c.out = fn(c.out)
+	binary.BigEndian.PutUint32(c.out[start+1:], uint32(len(c.out)-start-1))
+	return c.maybeFlush()
+}
+
 // RowsWritten is the number of rows sent in the current result.
 func (w *ResultWriter) RowsWritten() int64 { return w.rows }
 
