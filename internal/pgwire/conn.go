@@ -173,7 +173,20 @@ func (c *conn) sendFatal(e *Error) {
 func (c *conn) startup(tooMany bool) error {
 	s := c.srv
 	nc := c.nc()
+	// The startup phase counts as idle: Shutdown may interrupt it.
+	c.mu.Lock()
+	if s.isClosing() {
+		c.mu.Unlock()
+		return errClosing
+	}
+	c.mu.idle = true
 	_ = nc.SetDeadline(time.Now().Add(s.cfg.AuthTimeout))
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.mu.idle = false
+		c.mu.Unlock()
+	}()
 	sslDone, gssDone := false, false
 	var pkt startupPacket
 	for {

@@ -353,6 +353,7 @@ func TestShutdownClosesIdleConnections(t *testing.T) {
 	rc.startup()
 	busy := dialRaw(t, ts)
 	busy.startup()
+	silent := dialRaw(t, ts) // connected, never sends a startup packet
 	busy.send(&pgproto3.Query{String: "SELECT pg_sleep(0.3)"})
 	time.Sleep(50 * time.Millisecond)
 	done := make(chan error, 1)
@@ -378,6 +379,7 @@ func TestShutdownClosesIdleConnections(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Shutdown did not return")
 	}
+	expectClosed(t, silent.conn)
 }
 
 // A CancelRequest (or the statement timeout) during COPY IN ends the COPY
