@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -110,5 +109,3 @@ func postgresCopyTime(b *testing.B, dsn string, rows int) time.Duration {
 	}
 	return best
 }
-
-var _ = pgconn.CommandTag{}

@@ -382,7 +382,7 @@ func (c *conn) cancelStatement(cause error) {
 	}
 }
 
-// waitIdle marks the conn idle and arms the read deadline. It reports
+// enterIdle marks the conn idle and arms the read deadline. It reports
 // false when the server is shutting down.
 func (c *conn) enterIdle() bool {
 	c.mu.Lock()

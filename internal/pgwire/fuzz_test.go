@@ -2,7 +2,6 @@ package pgwire
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -146,5 +145,3 @@ func enc1(m pgproto3.FrontendMessage) []byte {
 	b, _ := m.Encode(nil)
 	return b
 }
-
-var _ = binary.BigEndian

@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -328,5 +327,3 @@ func startupBytes(version uint32, params ...string) []byte {
 }
 
 var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
-
-var _ = filepath.Join

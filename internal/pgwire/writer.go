@@ -404,7 +404,6 @@ func (co *CopyOut) Row(vals []any) error {
 	}
 	c := co.w.c
 	at := co.beginData()
-	start := len(c.out)
 	if co.binary {
 		c.out = pgvalue.AppendTupleStart(c.out, len(vals))
 		for i, v := range vals {
@@ -438,7 +437,6 @@ func (co *CopyOut) Row(vals []any) error {
 		}
 		c.out = pgvalue.AppendCopyTextValue(c.out, co.scratch)
 	}
-	_ = start
 	c.out = append(c.out, '\n')
 	return co.endData(at)
 }
