@@ -310,7 +310,7 @@ func (v *Version) Apply(ops []Op) (*Version, error) {
 		return o.CTID, false
 	}
 	decode := func(o *Op, r datum.Row) ([]datum.Value, error) {
-		t, err := b.v.Table(o.Schema, o.Table)
+		t, err := b.peek(o.Schema, o.Table)
 		if err != nil {
 			return nil, err
 		}
@@ -325,7 +325,7 @@ func (v *Version) Apply(ops []Op) (*Version, error) {
 		if mine {
 			return nil
 		}
-		t, err := b.v.Table(o.Schema, o.Table)
+		t, err := b.peek(o.Schema, o.Table)
 		if err != nil {
 			return err
 		}

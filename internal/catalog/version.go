@@ -170,6 +170,20 @@ func (b *builder) ownTable(schema, name string) (*Table, error) {
 	return t, nil
 }
 
+// peek returns a table of the working version without freezing it (for
+// the builder's own reads).
+func (b *builder) peek(schema, name string) (*Table, error) {
+	s, ok := b.v.schemas[schema]
+	if !ok {
+		return nil, errNoSchema(schema)
+	}
+	t, ok := s.tables[name]
+	if !ok {
+		return nil, errNoTable(schema, name)
+	}
+	return t, nil
+}
+
 func (b *builder) allocOID() uint32 {
 	o := b.v.nextOID
 	b.v.nextOID++
