@@ -10,20 +10,16 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/shapes from the fixtures")
 
-// fixturesDir locates the captured conversations: $MORAINE_FIXTURES, else
-// ../shared/fixtures beside the repository (where the project keeps them).
-// Under CI a missing directory fails the test instead of skipping it.
+// fixturesDir locates the captured conversations (FixturesDir). Under CI a
+// missing directory fails the test instead of skipping it.
 func fixturesDir(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("MORAINE_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "fixtures")
-	}
-	if _, err := os.Stat(dir); err != nil {
+	dir, err := FixturesDir()
+	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("fixtures not found at %s (set MORAINE_FIXTURES): %v", dir, err)
+			t.Fatal(err)
 		}
-		t.Skipf("fixtures not found at %s (set MORAINE_FIXTURES)", dir)
+		t.Skip(err)
 	}
 	return dir
 }

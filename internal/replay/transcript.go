@@ -223,3 +223,29 @@ func LoadDir(dir string) ([]*Transcript, error) {
 	}
 	return out, nil
 }
+
+// FixturesDir locates the captured conversations for tests and tools:
+// $MORAINE_FIXTURES if set, else the first "shared/fixtures" directory found
+// beside the working directory or any of its parents (the project keeps
+// them at ../shared/fixtures relative to the repository).
+func FixturesDir() (string, error) {
+	if dir := os.Getenv("MORAINE_FIXTURES"); dir != "" {
+		if _, err := os.Stat(dir); err != nil {
+			return "", fmt.Errorf("replay: MORAINE_FIXTURES: %w", err)
+		}
+		return dir, nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("replay: locate fixtures: %w", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		cand := filepath.Join(dir, "shared", "fixtures")
+		if st, err := os.Stat(cand); err == nil && st.IsDir() {
+			return cand, nil
+		}
+		if filepath.Dir(dir) == dir {
+			return "", fmt.Errorf("replay: no shared/fixtures above %s (set MORAINE_FIXTURES)", wd)
+		}
+	}
+}
