@@ -194,6 +194,10 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 			}
 		}
 		return w.Complete("SELECT 2")
+	case lower == "misuse": // a buggy executor: a row before Describe
+		return w.Row([]any{int32(1)})
+	case lower == "unfinished": // a buggy executor: no Complete
+		return w.Describe([]Column{int4Col("x")})
 	case lower == "select 1/0": // PostgreSQL folds it at plan time: no RowDescription
 		return &Error{Code: "22012", Message: "division by zero"}
 	case lower == "select version()":

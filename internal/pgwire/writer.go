@@ -403,14 +403,20 @@ func (co *CopyOut) Row(vals []any) error {
 		return &Error{Code: CodeInternalError, Message: fmt.Sprintf("COPY row has %d values for %d columns", len(vals), len(co.cols))}
 	}
 	c := co.w.c
+	hadHeader := co.headerPending
 	at := co.beginData()
+	undo := func() {
+		// Drop the half-built message; the header goes with the next one.
+		c.out = c.out[:at-1]
+		co.headerPending = hadHeader
+	}
 	if co.binary {
 		c.out = pgvalue.AppendTupleStart(c.out, len(vals))
 		for i, v := range vals {
 			var err error
 			c.out, err = c.codec.AppendField(c.out, co.cols[i].TypeOID, 1, v)
 			if err != nil {
-				c.out = c.out[:at-1]
+				undo()
 				return &Error{Code: CodeInternalError, Message: fmt.Sprintf("column %q: %v", co.cols[i].Name, err), Cause: err}
 			}
 		}
@@ -428,7 +434,7 @@ func (co *CopyOut) Row(vals []any) error {
 		var null bool
 		co.scratch, null, err = c.codec.Append(co.scratch[:0], co.cols[i].TypeOID, 0, v)
 		if err != nil {
-			c.out = c.out[:at-1]
+			undo()
 			return &Error{Code: CodeInternalError, Message: fmt.Sprintf("column %q: %v", co.cols[i].Name, err), Cause: err}
 		}
 		if null {
