@@ -109,3 +109,48 @@ func postgresCopyTime(b *testing.B, dsn string, rows int) time.Duration {
 	}
 	return best
 }
+
+// BenchmarkSelect1 measures simple-query round trips ("SELECT 1") through
+// pgconn; with MORAINE_TEST_POSTGRES it reports moraine/PostgreSQL as
+// "ratio". Extended-protocol round trips ($1 binary) are measured too.
+func BenchmarkSelect1(b *testing.B) {
+	ts := startServer(b, Config{})
+	for _, extended := range []bool{false, true} {
+		name := "simple"
+		if extended {
+			name = "extended"
+		}
+		b.Run(name, func(b *testing.B) {
+			run := func(b *testing.B, dsn string, n int) time.Duration {
+				ctx := context.Background()
+				conn, err := pgx.Connect(ctx, dsn)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer conn.Close(ctx)
+				start := time.Now()
+				for i := range n {
+					if extended {
+						var v int64
+						if err := conn.QueryRow(ctx, "SELECT $1::int8", int64(i)).Scan(&v); err != nil || v != int64(i) {
+							b.Fatal(err)
+						}
+					} else if _, err := conn.PgConn().Exec(ctx, "SELECT 1").ReadAll(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				return time.Since(start)
+			}
+			var pg time.Duration
+			if dsn := os.Getenv("MORAINE_TEST_POSTGRES"); dsn != "" {
+				pg = run(b, dsn, 2000) / 2000
+			}
+			b.ResetTimer()
+			b.ReportAllocs()
+			per := run(b, ts.connString("alice", "", "disable"), b.N) / time.Duration(b.N)
+			if pg > 0 {
+				b.ReportMetric(float64(per)/float64(pg), "ratio")
+			}
+		})
+	}
+}

@@ -66,6 +66,7 @@ func (e *toyExec) liveSessions() int {
 }
 
 type toySession struct {
+	codec  *pgvalue.Codec
 	e      *toyExec
 	tx     TxStatus
 	closed bool
@@ -519,7 +520,10 @@ func (st *toyStmt) Close()              {}
 
 func (st *toyStmt) Bind(ctx context.Context, params []Param) (Portal, error) {
 	vals := make([]any, len(params))
-	codec := pgvalue.NewCodec()
+	if st.s.codec == nil {
+		st.s.codec = pgvalue.NewCodec() // one per session: NewCodec builds a type map
+	}
+	codec := st.s.codec
 	for i, p := range params {
 		v, err := codec.Decode(p.OID, p.Format, p.Value)
 		if err != nil {
