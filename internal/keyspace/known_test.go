@@ -1,17 +1,17 @@
 package keyspace
 
 import (
+	"bufio"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgproto3"
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/datum"
-	"github.com/moraine-db/moraine/internal/replay"
 )
 
 func TestKnownFixedTables(t *testing.T) {
@@ -71,8 +71,12 @@ func TestKnownFixedTables(t *testing.T) {
 // statement inventory, in inventory order.
 func inventoryDDL(t *testing.T) (creates, alters []string) {
 	t.Helper()
-	shapes, err := replay.ReadInventory(filepath.Join("..", "..", "testdata", "shapes", "shapes.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "shapes", "shapes.json"))
 	if err != nil {
+		t.Fatal(err)
+	}
+	var shapes []struct{ Example string }
+	if err := json.Unmarshal(raw, &shapes); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range shapes {
@@ -138,21 +142,32 @@ func TestValidateDefFixtures(t *testing.T) {
 		}
 		t.Skipf("fixtures not found at %s", dir)
 	}
-	trs, err := replay.LoadDir(dir)
-	if err != nil {
-		t.Fatal(err)
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no transcripts in %s: %v", dir, err)
 	}
 	n := 0
-	for _, tr := range trs {
-		for _, m := range tr.Messages {
-			if m.Dir != replay.Frontend || m.Type != "Query" {
+	for _, file := range files {
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			// One captured wire message per line; only the client's
+			// simple-protocol Query messages carry DDL.
+			var m struct {
+				Dir, Type string
+				Msg       struct{ String string }
+			}
+			if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+				t.Fatalf("%s: %v", file, err)
+			}
+			if m.Dir != "F" || m.Type != "Query" {
 				continue
 			}
-			fm, err := m.FrontendMessage()
-			if err != nil {
-				t.Fatal(err)
-			}
-			stmts, err := pg_query.SplitWithParser(fm.(*pgproto3.Query).String, true)
+			stmts, err := pg_query.SplitWithParser(m.Msg.String, true)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,13 +178,17 @@ func TestValidateDefFixtures(t *testing.T) {
 				}
 				def, err := parseCreate(st)
 				if err != nil {
-					t.Fatalf("%s: %s: %v", tr.Name, st, err)
+					t.Fatalf("%s: %s: %v", file, st, err)
 				}
 				n++
 				if err := ValidateDef(&def); err != nil {
-					t.Errorf("%s: refused %s: %v", tr.Name, st, err)
+					t.Errorf("%s: refused %s: %v", filepath.Base(file), st, err)
 				}
 			}
+		}
+		f.Close()
+		if err := sc.Err(); err != nil {
+			t.Fatalf("%s: %v", file, err)
 		}
 	}
 	if n < 100 {
