@@ -53,20 +53,18 @@ func mkRel(cols []vcol) *rel {
 
 func (r *rel) add(vals ...datum.Value) { r.rows = append(r.rows, vals) }
 
+func vcols(r *rel) []vcol {
+	out := make([]vcol, len(r.cols))
+	for i, c := range r.cols {
+		out[i] = vcol{c.name, c.typ}
+	}
+	return out
+}
+
 func oidV(o uint32) datum.Value  { return datum.IntValue(int64(o)) }
 func nameV(s string) datum.Value { return datum.TextValue(s) }
 func intV(i int) datum.Value     { return datum.IntValue(int64(i)) }
 func boolV(b bool) datum.Value   { return datum.BoolValue(b) }
-
-// builtinTypes are the types pg_type lists (the ones moraine serves).
-var builtinTypes = []uint32{
-	datum.OIDBool, datum.OIDBytea, datum.OIDChar, datum.OIDName, datum.OIDInt8, datum.OIDInt2,
-	datum.OIDInt2Vector, datum.OIDInt4, datum.OIDRegproc, datum.OIDText, datum.OIDOID, datum.OIDTID,
-	datum.OIDXID, datum.OIDOIDVector, datum.OIDJSON, datum.OIDFloat4, datum.OIDFloat8,
-	datum.OIDInt2Array, datum.OIDInt4Array, datum.OIDTextArray, datum.OIDInt8Array, datum.OIDBPChar,
-	datum.OIDVarchar, datum.OIDDate, datum.OIDTime, datum.OIDTimestamp, datum.OIDTimestampTZ,
-	datum.OIDInterval, datum.OIDNumeric, datum.OIDRegclass, datum.OIDUUID, datum.OIDJSONB,
-}
 
 type nsInfo struct {
 	oid  uint32
@@ -142,6 +140,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 			{"relhassubclass", tBool}, {"relrowsecurity", tBool}, {"relforcerowsecurity", tBool},
 			{"relispopulated", tBool}, {"relreplident", tChar}, {"relispartition", tBool},
 			{"relrewrite", tOID}, {"reloptions", datum.TextArray}, {"relpartbound", tText}})
+		r.rows = append(r.rows, sysRows("pg_class", vcols(r))...)
 		for _, ti := range tablesOf(v) {
 			t := ti.t
 			r.add(oidV(t.OID), nameV(t.Name), oidV(ti.schema.OID), oidV(t.TypOID), oidV(0), oidV(ownerOID),
@@ -163,6 +162,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 			{"attnum", tInt2}, {"attndims", tInt4}, {"atttypmod", tInt4}, {"attnotnull", tBool},
 			{"atthasdef", tBool}, {"atthasmissing", tBool}, {"attidentity", tChar}, {"attgenerated", tChar},
 			{"attisdropped", tBool}, {"attislocal", tBool}, {"attcollation", tOID}, {"attstattarget", tInt4}})
+		r.rows = append(r.rows, sysRows("pg_attribute", vcols(r))...)
 		for _, ti := range tablesOf(v) {
 			for i, c := range ti.t.Def.Columns {
 				ndims, coll := 0, uint32(0)
@@ -183,22 +183,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 			{"typlen", tInt2}, {"typbyval", tBool}, {"typtype", tChar}, {"typcategory", tChar},
 			{"typrelid", tOID}, {"typelem", tOID}, {"typarray", tOID}, {"typnotnull", tBool},
 			{"typbasetype", tOID}, {"typtypmod", tInt4}, {"typndims", tInt4}, {"typcollation", tOID}})
-		for _, o := range builtinTypes {
-			t := datum.Type{OID: o, Mod: -1}
-			elem := uint32(0)
-			cat := "U"
-			if t.Kind() == datum.KindArray {
-				elem = t.Elem().OID
-				cat = "A"
-			}
-			arr := uint32(0)
-			if at, ok := datum.ArrayOf(t); ok {
-				arr = at.OID
-			}
-			r.add(oidV(o), nameV(t.TypeName()), oidV(nsPgCatalog), oidV(ownerOID), intV(int(t.Len())),
-				boolV(t.Len() > 0 && t.Len() <= 8), nameV("b"), nameV(cat), oidV(0), oidV(elem), oidV(arr),
-				boolV(false), oidV(0), intV(-1), intV(0), oidV(0))
-		}
+		r.rows = append(r.rows, sysRows("pg_type", vcols(r))...)
 		for _, ti := range tablesOf(v) {
 			r.add(oidV(ti.t.TypOID), nameV(ti.t.Name), oidV(ti.schema.OID), oidV(ownerOID), intV(-1),
 				boolV(false), nameV("c"), nameV("C"), oidV(ti.t.OID), oidV(0), oidV(0),
@@ -216,6 +201,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 			{"condeferrable", tBool}, {"condeferred", tBool}, {"convalidated", tBool}, {"conrelid", tOID},
 			{"contypid", tOID}, {"conindid", tOID}, {"conparentid", tOID}, {"confrelid", tOID},
 			{"conislocal", tBool}, {"coninhcount", tInt4}, {"connoinherit", tBool}, {"conkey", datum.Int2Array}})
+		r.rows = append(r.rows, sysRows("pg_constraint", vcols(r))...)
 		for _, ti := range tablesOf(v) {
 			t := ti.t
 			if t.PKOID == 0 {
@@ -232,6 +218,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 		return r, true, nil
 	case "pg_indexes":
 		r := mkRel([]vcol{{"schemaname", tName}, {"tablename", tName}, {"indexname", tName}, {"tablespace", tName}, {"indexdef", tText}})
+		r.rows = append(r.rows, sysRows("pg_indexes", vcols(r))...)
 		for _, ti := range tablesOf(v) {
 			if ti.t.PKOID != 0 {
 				r.add(nameV(ti.schema.Name), nameV(ti.t.Name), nameV(ti.t.Name+"_pkey"), datum.Null, datum.TextValue(pkIndexDef(ti)))

@@ -45,8 +45,9 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 	if len(s.FromClause) == 0 {
 		in = &rel{rows: [][]datum.Value{{}}}
 	} else {
+		pushed := pushable(s.WhereClause)
 		for _, f := range s.FromClause {
-			r, err := x.fromItem(f)
+			r, err := x.fromItemFiltered(f, pushed)
 			if err != nil {
 				return nil, err
 			}
@@ -671,20 +672,34 @@ func (x *exec) addCTEs(w *pg.WithClause) error {
 }
 
 // fromItem evaluates one FROM clause item.
-func (x *exec) fromItem(n *pg.Node) (*rel, error) {
+func (x *exec) fromItem(n *pg.Node) (*rel, error) { return x.fromItemFiltered(n, nil) }
+
+// fromItemFiltered evaluates a FROM item, applying to each scanned table
+// the WHERE conjuncts (filters) that only name its columns: the WHERE
+// clause still runs afterwards, so this only makes joins smaller. Filters
+// never reach the nullable side of a LEFT JOIN.
+func (x *exec) fromItemFiltered(n *pg.Node, filters []*pg.Node) (*rel, error) {
 	switch {
 	case n.GetRangeVar() != nil:
-		return x.scan(n.GetRangeVar())
+		r, err := x.scan(n.GetRangeVar())
+		if err != nil || len(filters) == 0 {
+			return r, err
+		}
+		return x.prefilter(r, filters)
 	case n.GetJoinExpr() != nil:
 		j := n.GetJoinExpr()
 		if j.IsNatural || len(j.UsingClause) > 0 {
 			return nil, unsupported("NATURAL and USING joins")
 		}
-		l, err := x.fromItem(j.Larg)
+		l, err := x.fromItemFiltered(j.Larg, filters)
 		if err != nil {
 			return nil, err
 		}
-		r, err := x.fromItem(j.Rarg)
+		rf := filters
+		if j.Jointype != pg.JoinType_JOIN_INNER {
+			rf = nil
+		}
+		r, err := x.fromItemFiltered(j.Rarg, rf)
 		if err != nil {
 			return nil, err
 		}
@@ -832,4 +847,153 @@ func equiJoinCols(q *pg.Node, l, r []colInfo) (int, int) {
 func hashable(a, b datum.Type) bool {
 	ka, kb := a.Kind(), b.Kind()
 	return ka == kb && (ka == datum.KindInt || ka == datum.KindText)
+}
+
+// pushable splits a WHERE clause into the conjuncts that are simple enough
+// to evaluate early (column references, constants, operators; no
+// subqueries or functions with side conditions).
+func pushable(where *pg.Node) []*pg.Node {
+	if where == nil {
+		return nil
+	}
+	conj := []*pg.Node{where}
+	if b := where.GetBoolExpr(); b != nil && b.Boolop == pg.BoolExprType_AND_EXPR {
+		conj = b.Args
+	}
+	var out []*pg.Node
+	for _, c := range conj {
+		if simpleExpr(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func simpleExpr(n *pg.Node) bool {
+	if n == nil {
+		return true
+	}
+	switch {
+	case n.GetColumnRef() != nil:
+		f := n.GetColumnRef().Fields
+		return len(f) > 0 && f[len(f)-1].GetAStar() == nil
+	case n.GetAConst() != nil:
+		return true
+	case n.GetAExpr() != nil:
+		return simpleExpr(n.GetAExpr().Lexpr) && simpleExpr(n.GetAExpr().Rexpr)
+	case n.GetList() != nil:
+		for _, it := range n.GetList().Items {
+			if !simpleExpr(it) {
+				return false
+			}
+		}
+		return true
+	case n.GetBoolExpr() != nil:
+		for _, a := range n.GetBoolExpr().Args {
+			if !simpleExpr(a) {
+				return false
+			}
+		}
+		return true
+	case n.GetNullTest() != nil:
+		return simpleExpr(n.GetNullTest().Arg)
+	case n.GetTypeCast() != nil:
+		return simpleExpr(n.GetTypeCast().Arg)
+	case n.GetCollateClause() != nil:
+		return simpleExpr(n.GetCollateClause().Arg)
+	}
+	return false
+}
+
+// refsResolve reports whether every column reference of n names a column
+// of cols.
+func refsResolve(n *pg.Node, e *env) bool {
+	if n == nil {
+		return true
+	}
+	switch {
+	case n.GetColumnRef() != nil:
+		_, err := e.resolve(names(n.GetColumnRef().Fields))
+		return err == nil
+	case n.GetAExpr() != nil:
+		return refsResolve(n.GetAExpr().Lexpr, e) && refsResolve(n.GetAExpr().Rexpr, e)
+	case n.GetList() != nil:
+		for _, it := range n.GetList().Items {
+			if !refsResolve(it, e) {
+				return false
+			}
+		}
+	case n.GetBoolExpr() != nil:
+		for _, a := range n.GetBoolExpr().Args {
+			if !refsResolve(a, e) {
+				return false
+			}
+		}
+	case n.GetNullTest() != nil:
+		return refsResolve(n.GetNullTest().Arg, e)
+	case n.GetTypeCast() != nil:
+		return refsResolve(n.GetTypeCast().Arg, e)
+	case n.GetCollateClause() != nil:
+		return refsResolve(n.GetCollateClause().Arg, e)
+	}
+	return true
+}
+
+func (x *exec) prefilter(r *rel, filters []*pg.Node) (*rel, error) {
+	e := &env{cols: r.cols}
+	var mine []*pg.Node
+	for _, f := range filters {
+		if refsResolve(f, e) && hasColumnRef(f) {
+			mine = append(mine, f)
+		}
+	}
+	if len(mine) == 0 {
+		return r, nil
+	}
+	out := &rel{cols: r.cols}
+	for _, row := range r.rows {
+		e.row = row
+		keep := true
+		for _, f := range mine {
+			v, err := x.eval(f, e)
+			if err != nil {
+				// Leave the decision (and the error) to the WHERE clause.
+				keep = true
+				break
+			}
+			if !truth(v) {
+				keep = false
+				break
+			}
+		}
+		if keep {
+			out.rows = append(out.rows, row)
+		}
+	}
+	return out, nil
+}
+
+func hasColumnRef(n *pg.Node) bool {
+	if n == nil {
+		return false
+	}
+	switch {
+	case n.GetColumnRef() != nil:
+		return true
+	case n.GetAExpr() != nil:
+		return hasColumnRef(n.GetAExpr().Lexpr) || hasColumnRef(n.GetAExpr().Rexpr)
+	case n.GetBoolExpr() != nil:
+		for _, a := range n.GetBoolExpr().Args {
+			if hasColumnRef(a) {
+				return true
+			}
+		}
+	case n.GetNullTest() != nil:
+		return hasColumnRef(n.GetNullTest().Arg)
+	case n.GetTypeCast() != nil:
+		return hasColumnRef(n.GetTypeCast().Arg)
+	case n.GetCollateClause() != nil:
+		return hasColumnRef(n.GetCollateClause().Arg)
+	}
+	return false
 }
