@@ -139,6 +139,29 @@ func RenderInventory(shapes []*Shape, sources []string) []byte {
 				fmt.Fprintf(&b, "\nNormalized:\n\n```sql\n%s\n```\n", s.Normalized)
 			}
 			fmt.Fprintf(&b, "\nExample:\n\n```sql\n%s\n```\n", s.Example)
+			if len(s.CopyColumns) > 0 {
+				fmt.Fprintf(&b, "\nCOPY OUT columns (types from the fixtures' DDL for `%s`; field sizes as recorded):\n\n", s.copyRelName())
+				fmt.Fprintf(&b, "| # | column | declared type | bytes | NULL seen |\n| ---: | --- | --- | --- | --- |\n")
+				for j, c := range s.CopyColumns {
+					types := strings.Join(c.Types, ", ")
+					if types == "" {
+						types = "?"
+					}
+					size := "no value seen"
+					switch {
+					case c.MinBytes < 0:
+					case c.MinBytes == c.MaxBytes:
+						size = fmt.Sprint(c.MinBytes)
+					default:
+						size = fmt.Sprintf("%d–%d", c.MinBytes, c.MaxBytes)
+					}
+					null := "no"
+					if c.Null {
+						null = "yes"
+					}
+					fmt.Fprintf(&b, "| %d | `%s` | %s | %s | %s |\n", j+1, c.Name, types, size, null)
+				}
+			}
 			for i, rd := range s.RowDescriptions {
 				title := "RowDescription"
 				if len(s.RowDescriptions) > 1 {
@@ -214,4 +237,16 @@ func ReadInventory(path string) ([]*Shape, error) {
 		return nil, fmt.Errorf("replay: decode inventory %s: %w", path, err)
 	}
 	return shapes, nil
+}
+
+// copyRelName is the relation a COPY OUT shape reads, for display; shapes
+// read back from JSON do not carry it and show their first table.
+func (s *Shape) copyRelName() string {
+	if s.copyRel != "" {
+		return s.copyRel
+	}
+	if len(s.Tables) > 0 {
+		return s.Tables[0]
+	}
+	return "?"
 }

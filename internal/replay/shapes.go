@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -61,7 +62,11 @@ type Shape struct {
 	CopyOutFormats  [][]uint16 `json:"copy_out_formats,omitempty"`
 	CopyInFormats   [][]uint16 `json:"copy_in_formats,omitempty"`
 	Tags            []string   `json:"tags,omitempty"`
-	Errors          []string   `json:"errors,omitempty"` // "SQLSTATE message"
+	// CopyColumns types the columns of a COPY (SELECT cols FROM rel) TO
+	// STDOUT read, which has no RowDescription (see copycols.go).
+	CopyColumns []CopyColumn `json:"copy_columns,omitempty"`
+	copyRel     string
+	Errors      []string `json:"errors,omitempty"` // "SQLSTATE message"
 }
 
 // Key returns the statement-shape key of one SQL statement: its pg_query
@@ -79,6 +84,7 @@ func Key(stmt string) (string, error) {
 type shapeSet struct {
 	byKey map[string]*Shape
 	order []*Shape
+	book  schemaBook
 }
 
 // stmtRef points at the shape a statement in flight belongs to, so the
@@ -91,13 +97,16 @@ type stmtRef struct {
 // every statement a client sent (simple Query strings split into statements,
 // Parse texts), keyed by fingerprint, with the server's answers attached.
 func ExtractShapes(trs []*Transcript) ([]*Shape, error) {
-	set := &shapeSet{byKey: map[string]*Shape{}}
+	set := &shapeSet{byKey: map[string]*Shape{}, book: schemaBook{}}
 	for _, tr := range trs {
 		if err := set.addTranscript(tr); err != nil {
 			return nil, fmt.Errorf("%s: %w", tr.Name, err)
 		}
 	}
 	for _, s := range set.order {
+		if s.copyRel != "" {
+			s.typeCopyColumns(set.book, s.copyRel)
+		}
 		sort.Strings(s.Protocol)
 		sort.Strings(s.Scenarios)
 		sort.Strings(s.Tags)
@@ -138,8 +147,19 @@ func (set *shapeSet) add(stmt, protocol, scenario string) (*Shape, error) {
 			return nil, err
 		}
 		s = &Shape{Fingerprint: key, Group: g, Normalized: norm, Example: stmt, Tables: tables}
+		if g == GroupCatalogRead {
+			if rel, cols, ok := copySource(stmt); ok && rel != "" {
+				s.copyRel = rel
+				for _, c := range cols {
+					s.CopyColumns = append(s.CopyColumns, CopyColumn{Name: c, MinBytes: -1, MaxBytes: -1})
+				}
+			}
+		}
 		set.byKey[key] = s
 		set.order = append(set.order, s)
+	}
+	if s.Group == GroupDDL {
+		set.book.learnDDL(stmt)
 	}
 	s.Count++
 	s.Protocol = addString(s.Protocol, protocol)
@@ -163,6 +183,10 @@ var digitsRE = regexp.MustCompile(`[0-9]+`)
 type connState struct {
 	queue  []*Shape // statements of the current simple Query not yet answered
 	parsed *Shape   // the last Parse'd (unnamed) statement, for Describe
+
+	copyShape *Shape // the COPY OUT in progress, whose stream is copyBuf
+	copyBuf   []byte
+	copyBin   bool
 }
 
 func (set *shapeSet) addTranscript(tr *Transcript) error {
@@ -239,9 +263,31 @@ func (set *shapeSet) addTranscript(tr *Transcript) error {
 			if s := cur(); s != nil {
 				if m.Type == "CopyOutResponse" {
 					s.CopyOutFormats = addUint16s(s.CopyOutFormats, cr.ColumnFormatCodes)
+					cs.copyShape, cs.copyBuf, cs.copyBin = s, cs.copyBuf[:0], copyOverall(cr.ColumnFormatCodes) == 1
 				} else {
 					s.CopyInFormats = addUint16s(s.CopyInFormats, cr.ColumnFormatCodes)
 				}
+			}
+		case "CopyData":
+			if cs.copyShape != nil {
+				var cd struct{ Data string }
+				if err := json.Unmarshal(m.Raw, &cd); err != nil {
+					return fmt.Errorf("seq %d: %w", m.Seq, err)
+				}
+				b, err := hex.DecodeString(cd.Data)
+				if err != nil {
+					return fmt.Errorf("seq %d: %w", m.Seq, err)
+				}
+				cs.copyBuf = append(cs.copyBuf, b...)
+			}
+		case "CopyDone":
+			if s := cs.copyShape; s != nil {
+				if len(s.CopyColumns) > 0 {
+					if err := s.observeCopy(cs.copyBuf, cs.copyBin); err != nil {
+						return fmt.Errorf("seq %d: %w", m.Seq, err)
+					}
+				}
+				cs.copyShape = nil
 			}
 		case "CommandComplete":
 			var cc struct{ CommandTag string }
