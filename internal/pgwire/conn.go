@@ -137,7 +137,11 @@ func (c *conn) flush() error {
 	if len(c.out) == 0 {
 		return nil
 	}
-	_, err := c.nc().Write(c.out)
+	nc := c.nc()
+	if t := c.srv.cfg.WriteTimeout; t > 0 {
+		_ = nc.SetWriteDeadline(time.Now().Add(t))
+	}
+	_, err := nc.Write(c.out)
 	if cap(c.out) > 4*flushThreshold {
 		c.out = nil // do not pin a huge buffer after a big result
 	} else {

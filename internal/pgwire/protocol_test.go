@@ -480,3 +480,20 @@ func TestAuthMessageLimit(t *testing.T) {
 	}
 	expectClosed(t, rc.conn)
 }
+
+// A client that stops reading a large COPY OUT is disconnected after
+// WriteTimeout instead of holding its goroutine forever.
+func TestWriteTimeout(t *testing.T) {
+	ts := startServer(t, Config{WriteTimeout: 300 * time.Millisecond})
+	rc := dialRaw(t, ts)
+	rc.startup()
+	rc.send(&pgproto3.Query{String: "COPY fast(2000000) TO STDOUT"})
+	time.Sleep(time.Second) // do not read: the socket buffers fill up
+	deadline := time.Now().Add(10 * time.Second)
+	for ts.srv.active.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := ts.srv.active.Load(); n != 0 {
+		t.Fatalf("%d connections still served", n)
+	}
+}

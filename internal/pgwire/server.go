@@ -45,6 +45,10 @@ type Config struct {
 	// StatementTimeout cancels a statement running longer (57014). Zero
 	// disables it.
 	StatementTimeout time.Duration
+	// WriteTimeout closes a connection whose client has not taken the
+	// server's output for this long (a stalled reader during a big COPY
+	// OUT, say). Zero disables it.
+	WriteTimeout time.Duration
 	// AuthTimeout bounds the startup and authentication phase (default
 	// 60 s, PostgreSQL's authentication_timeout).
 	AuthTimeout time.Duration
