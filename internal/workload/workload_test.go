@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,15 +70,24 @@ func runAndVerify(t *testing.T, cfg workload.Config) *workload.Result {
 
 // TestContendedWritersWithCompactor is issue 6's workload at test size: 16
 // writers over 4 tables plus a concurrent compactor, against a real
-// PostgreSQL, then the catalog is read back and checked.
+// PostgreSQL, then the catalog is read back and checked. Set
+// MORAINE_WORKLOAD_COMMITS=200 for the issue's full 16 × 200.
 func TestContendedWritersWithCompactor(t *testing.T) {
 	dial := freshDB(t)
+	commits := 24
+	if s := os.Getenv("MORAINE_WORKLOAD_COMMITS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("MORAINE_WORKLOAD_COMMITS=%q", s)
+		}
+		commits = n
+	}
 	cfg := workload.Config{
-		Dial: dial, Writers: 16, CommitsPerWriter: 24, Tables: 4, Compactor: true,
-		MaxRetries: 1000, RetryWait: 20 * time.Millisecond, Seed: 1,
+		Dial: dial, Writers: 16, CommitsPerWriter: commits, Tables: 4, Compactor: true,
+		MaxRetries: 1000, RetryWait: 10 * time.Millisecond, Seed: 1,
 	}
 	res := runAndVerify(t, cfg)
-	if want := 16 * 24; res.Commits != want || res.Failed != 0 {
+	if want := 16 * commits; res.Commits != want || res.Failed != 0 {
 		t.Fatalf("%d commits landed, %d failed; want %d and 0", res.Commits, res.Failed, want)
 	}
 	if res.Retries == 0 {
