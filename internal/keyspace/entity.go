@@ -115,6 +115,9 @@ func (t *Table) AppendKey(dst []byte, catalogID uint32, row datum.Row) ([]byte, 
 	if t.Spec.Embedded() {
 		return nil, fmt.Errorf("keyspace: %s rows are embedded in %s values and have no key of their own", t.Def.Name, t.Spec.Parent)
 	}
+	if catalogID == StoreCatalogID {
+		return nil, fmt.Errorf("keyspace: %s: catalog id 0 is reserved for store-global records", t.Def.Name)
+	}
 	var buf [24]datum.Value
 	vals, err := row.Decode(t.types[:t.maxKeyCol+1], buf[:0])
 	if err != nil {
@@ -342,6 +345,9 @@ func DecodeKV(key, value []byte, defs DefLookup) (Entity, error) {
 	}
 	if !e.Kind.IsRowKind() {
 		return Entity{}, fmt.Errorf("%w: %v is not a row kind", ErrUnknownShape, e.Kind)
+	}
+	if e.CatalogID == StoreCatalogID {
+		return Entity{}, fmt.Errorf("%w: %v row in the reserved catalog 0", ErrCorrupt, e.Kind)
 	}
 	if e.Kind.Versioned() {
 		e.Sub = Subspace(r.Byte())

@@ -297,6 +297,9 @@ func TestEncodeRefuses(t *testing.T) {
 	if _, err := pcol.Key(1, encodeVals(pcol, ints(1, 2, 0, 5, "identity")...)); err == nil {
 		t.Error("an embedded row got a key of its own")
 	}
+	if _, _, err := file.Encode(StoreCatalogID, row, nil); err == nil {
+		t.Error("a row was encoded into the reserved catalog 0")
+	}
 	if _, _, err := EncodeEntity(1, TableDef{Schema: "public", Name: "users"}, row); !errors.Is(err, ErrUnknownTable) {
 		t.Errorf("EncodeEntity(users) = %v", err)
 	}
@@ -323,6 +326,7 @@ func TestDecodeRefuses(t *testing.T) {
 		{"empty key", nil, value, ErrCorrupt},
 		{"short key", key[:3], value, ErrCorrupt},
 		{"unknown kind", append(CatalogPrefix(1), 0x7f), value, ErrUnknownShape},
+		{"catalog 0", append(CatalogPrefix(0), key[4:]...), value, ErrCorrupt},
 		{"meta kind", HeadKey(1), value, ErrUnknownShape},
 		{"bad subspace", flip(key, 5), value, ErrCorrupt},
 		{"key of another row", otherKey, value, ErrCorrupt},
