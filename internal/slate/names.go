@@ -23,7 +23,9 @@ const (
 
 // manifestName returns the object name of manifest id, e.g.
 // "manifest/00000000000000000001.manifest".
-func manifestName(id uint64) string { return fmt.Sprintf("%s%020d%s", manifestPrefix, id, manifestSuffix) }
+func manifestName(id uint64) string {
+	return fmt.Sprintf("%s%020d%s", manifestPrefix, id, manifestSuffix)
+}
 
 // walName returns the object name of WAL id.
 func walName(id uint64) string { return fmt.Sprintf("%s%020d%s", walPrefix, id, walSuffix) }

@@ -18,9 +18,9 @@ type Stats struct {
 }
 
 type stats struct {
-	walObjects, walBytes, batches, flushes, flushBytes  atomic.Uint64
+	walObjects, walBytes, batches, flushes, flushBytes atomic.Uint64
 	compactions, compactedBytes, manifestWrites, gcDel atomic.Uint64
-	replayed                                            atomic.Uint64
+	replayed                                           atomic.Uint64
 }
 
 // Stats returns a snapshot of the DB's counters.
