@@ -427,6 +427,11 @@ type readState struct {
 func (d *DB) state() (*readState, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.stateLocked()
+}
+
+// stateLocked is state with d.mu held.
+func (d *DB) stateLocked() (*readState, error) {
 	if d.closed {
 		return nil, ErrClosed
 	}
@@ -572,13 +577,15 @@ type Snapshot struct {
 // Snapshot returns a view of the DB as of now. Close it when done: while it
 // is open the writer's compactions keep the versions it can see.
 func (d *DB) Snapshot() (*Snapshot, error) {
-	st, err := d.state()
+	// Capture and register under one lock hold, so no compaction can pick
+	// a retention horizon above the snapshot's seq in between.
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st, err := d.stateLocked()
 	if err != nil {
 		return nil, err
 	}
-	d.mu.Lock()
 	d.snaps[st.seq]++
-	d.mu.Unlock()
 	return &Snapshot{d: d, st: st}, nil
 }
 

@@ -1,0 +1,142 @@
+package slate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/objstore/fault"
+)
+
+// TestGroupCommit: concurrent writers under PUT latency share WAL objects,
+// every acknowledged write has a distinct seq, each writer's seqs increase,
+// and everything acknowledged is readable and survives reopen.
+func TestGroupCommit(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMem()
+	fs := fault.New(mem, fault.Config{Ops: map[fault.Op]fault.Rule{fault.OpPutIfAbsent: {Latency: fault.Fixed(5 * time.Millisecond)}}})
+	d := mustOpen(t, fs, Options{GCInterval: -1})
+	const writers, each = 16, 20
+	seqs := make([][]uint64, writers)
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				seq, err := d.Write(ctx, batchOf(fmt.Sprintf("w%02d/%03d", w, i), "v"))
+				if err != nil {
+					t.Errorf("write: %v", err)
+					return
+				}
+				seqs[w] = append(seqs[w], seq)
+			}
+		}()
+	}
+	wg.Wait()
+	seen := map[uint64]bool{}
+	for w, ss := range seqs {
+		for i, s := range ss {
+			if seen[s] {
+				t.Fatalf("seq %d acknowledged twice", s)
+			}
+			seen[s] = true
+			if i > 0 && s <= ss[i-1] {
+				t.Fatalf("writer %d: seq %d after %d", w, s, ss[i-1])
+			}
+		}
+	}
+	st := d.Stats()
+	if st.Batches != writers*each || st.WALObjects >= st.Batches/2 {
+		t.Fatalf("no group commit: %d batches in %d WAL objects", st.Batches, st.WALObjects)
+	}
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d2 := mustOpen(t, mem, Options{GCInterval: -1})
+	defer d2.Close(ctx)
+	got, err := dump(ctx, d2)
+	if err != nil || len(got) != writers*each {
+		t.Fatalf("after reopen %d keys, %v", len(got), err)
+	}
+}
+
+// TestWALFailureFailsQueue: when a WAL PUT fails, that group and every
+// write queued behind it fail, later writes fail with ErrFailed, nothing of
+// the failed writes is visible, and a reopen recovers.
+func TestWALFailureFailsQueue(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMem()
+	var failWAL atomic.Bool
+	fs := fault.New(mem, fault.Config{
+		Ops: map[fault.Op]fault.Rule{fault.OpPutIfAbsent: {Latency: fault.Fixed(20 * time.Millisecond)}},
+		Hook: func(c fault.Call) fault.Action {
+			if c.Op == fault.OpPutIfAbsent && strings.HasPrefix(c.Key, walPrefix) && failWAL.Load() {
+				return fault.Fail
+			}
+			return fault.Proceed
+		},
+	})
+	d := mustOpen(t, fs, Options{GCInterval: -1})
+	put(t, d, "before", "ok")
+	failWAL.Store(true)
+	var wg sync.WaitGroup
+	errs := make([]error, 10)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = d.Write(ctx, batchOf(fmt.Sprint("k", i), "v"))
+		}()
+		time.Sleep(3 * time.Millisecond) // several queue behind the first PUT
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil {
+			t.Fatalf("write %d succeeded although every WAL PUT fails", i)
+		}
+		if !errors.Is(err, ErrFailed) || !errors.Is(err, fault.ErrInjected) {
+			t.Fatalf("write %d: %v, want ErrFailed wrapping the cause", i, err)
+		}
+	}
+	failWAL.Store(false)
+	if _, err := d.Write(ctx, batchOf("after", "x")); !errors.Is(err, ErrFailed) {
+		t.Fatalf("write on a failed DB: %v", err)
+	}
+	if _, err := d.Get(ctx, []byte("k0")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("failed write visible: %v", err)
+	}
+	_ = d.Close(ctx)
+	d2 := mustOpen(t, mem, Options{GCInterval: -1})
+	defer d2.Close(ctx)
+	got, err := dump(ctx, d2)
+	if err != nil || len(got) != 1 || got["before"] != "ok" {
+		t.Fatalf("after reopen: %v, %v", got, err)
+	}
+	put(t, d2, "after", "x")
+}
+
+// TestWriteContext: a cancelled context returns promptly; the DB stays
+// usable.
+func TestWriteContext(t *testing.T) {
+	ctx := context.Background()
+	fs := fault.New(objstore.NewMem(), fault.Config{Ops: map[fault.Op]fault.Rule{fault.OpPutIfAbsent: {Latency: fault.Fixed(200 * time.Millisecond)}}})
+	d := mustOpen(t, fs, Options{GCInterval: -1})
+	defer d.Close(ctx)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := d.Write(cctx, batchOf("k", "v")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("write: %v", err)
+	}
+	if time.Since(start) > 150*time.Millisecond {
+		t.Fatalf("write ignored its context for %v", time.Since(start))
+	}
+	put(t, d, "k2", "v")
+}
