@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
@@ -24,15 +25,42 @@ func fixturesDir(t *testing.T) string {
 	return dir
 }
 
+var fixtures struct {
+	once sync.Once
+	trs  []*Transcript
+	err  error
+}
+
+// loadFixtures loads every fixture once per test binary; tests only read
+// the transcripts (mutations work on clones).
+func loadFixtures(t *testing.T) []*Transcript {
+	t.Helper()
+	dir := fixturesDir(t)
+	fixtures.once.Do(func() { fixtures.trs, fixtures.err = LoadDir(dir) })
+	if fixtures.err != nil {
+		t.Fatal(fixtures.err)
+	}
+	return fixtures.trs
+}
+
+// fixture returns one loaded fixture by name.
+func fixture(t *testing.T, name string) *Transcript {
+	t.Helper()
+	for _, tr := range loadFixtures(t) {
+		if tr.Name == name {
+			return tr
+		}
+	}
+	t.Fatalf("fixture %s not found", name)
+	return nil
+}
+
 const shapesDir = "../../testdata/shapes"
 
 // TestInventory regenerates the statement-shape inventory from the fixtures
 // and requires it to equal the committed testdata/shapes files.
 func TestInventory(t *testing.T) {
-	trs, err := LoadDir(fixturesDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	trs := loadFixtures(t)
 	shapes, err := ExtractShapes(trs)
 	if err != nil {
 		t.Fatal(err)

@@ -200,10 +200,7 @@ var mockDefault = map[string]bool{"s01_basic": true, "s08_contention": true, "s1
 // pass, every recorded server message must have been compared, and the mock
 // must have seen exactly the recorded client messages.
 func TestReplayMock(t *testing.T) {
-	trs, err := LoadDir(fixturesDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	trs := loadFixtures(t)
 	for _, tr := range trs {
 		if !mockDefault[tr.Name] && os.Getenv("MORAINE_REPLAY_ALL") == "" {
 			continue

@@ -177,17 +177,9 @@ func copyRows(t *testing.T, tr *Transcript, idx []int) []row {
 }
 
 func TestReplayMutations(t *testing.T) {
-	dir := fixturesDir(t)
-	load := func(name string) *Transcript {
-		tr, err := Load(dir + "/" + name + ".jsonl")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr
-	}
 	originals := map[string]*Transcript{}
 	for _, n := range []string{"s01_basic", "s08_contention", "s10_psql"} {
-		originals[n] = load(n)
+		originals[n] = fixture(t, n)
 	}
 	cases := []struct {
 		name   string

@@ -46,10 +46,7 @@ func backendCount(tr *Transcript) int {
 // and its normalizer before moraine is measured with it.
 func TestReplayPostgres(t *testing.T) {
 	conninfo := postgresConninfo(t)
-	trs, err := LoadDir(fixturesDir(t))
-	if err != nil {
-		t.Fatal(err)
-	}
+	trs := loadFixtures(t)
 	byName := map[string]*Transcript{}
 	for _, tr := range trs {
 		byName[tr.Name] = tr
