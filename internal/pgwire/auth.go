@@ -5,10 +5,15 @@ import (
 	"crypto/md5"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/sha512"
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -257,7 +262,10 @@ func (c *conn) authMD5(u User) error {
 	return nil
 }
 
-const scramMechanism = "SCRAM-SHA-256"
+const (
+	scramMechanism     = "SCRAM-SHA-256"
+	scramPlusMechanism = "SCRAM-SHA-256-PLUS"
+)
 
 // authSCRAM runs SCRAM-SHA-256. real is false for an unknown user: the
 // exchange then runs against a mock verifier and always fails.
@@ -285,9 +293,16 @@ func (c *conn) authSCRAM(u User, real bool) error {
 	if err != nil {
 		return fmt.Errorf("pgwire: scram server: %w", err)
 	}
+	// Over TLS, offer SCRAM-SHA-256-PLUS with tls-server-end-point
+	// channel binding (what libpq's channel_binding=prefer picks), which
+	// ties the exchange to this TLS session.
 	conv := srv.NewConversation()
-
-	c.send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{scramMechanism}})
+	mechanisms := []string{scramMechanism}
+	if cb, ok := serverEndpointBinding(c.tlsCert); ok {
+		conv = srv.NewConversationWithChannelBinding(cb)
+		mechanisms = []string{scramPlusMechanism, scramMechanism}
+	}
+	c.send(&pgproto3.AuthenticationSASL{AuthMechanisms: mechanisms})
 	msg, err := c.receiveAuth(pgproto3.AuthTypeSASL)
 	if err != nil {
 		return err
@@ -296,8 +311,13 @@ func (c *conn) authSCRAM(u User, real bool) error {
 	if !ok {
 		return errAuthProtocol("expected SASL response, got message type %T", msg)
 	}
-	if init.AuthMechanism != scramMechanism {
+	if !slices.Contains(mechanisms, init.AuthMechanism) {
 		return errAuthProtocol("client selected an invalid SASL authentication mechanism")
+	}
+	if plus := init.AuthMechanism == scramPlusMechanism; plus != strings.HasPrefix(string(init.Data), "p=") {
+		// RFC 5802: the PLUS mechanism goes with a "p" binding flag and
+		// only with it.
+		return errAuthProtocol("malformed SCRAM message (channel binding flag does not match the mechanism)")
 	}
 	first, err := conv.Step(string(init.Data))
 	if err != nil {
@@ -340,4 +360,73 @@ func (s *Server) mockSCRAM(user string) scram.StoredCredentials {
 		StoredKey:  sum,
 		ServerKey:  sum,
 	}
+}
+
+// tlsConfig returns the server's TLS config for one handshake, wrapped so
+// that the certificate it presents is recorded in c.tlsCert.
+func (c *conn) tlsConfig() *tls.Config {
+	orig := c.srv.cfg.TLS
+	cfg := orig.Clone()
+	// crypto/tls consults GetCertificate only without Certificates (or
+	// with SNI); chooseCertificate falls back to orig's list itself.
+	cfg.Certificates = nil
+	cfg.GetCertificate = func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		cert, err := chooseCertificate(orig, hi)
+		c.tlsCert = cert
+		return cert, err
+	}
+	return cfg
+}
+
+// chooseCertificate picks the certificate crypto/tls would pick for hi.
+func chooseCertificate(cfg *tls.Config, hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	if cfg.GetCertificate != nil {
+		cert, err := cfg.GetCertificate(hi)
+		if cert != nil || err != nil {
+			return cert, err
+		}
+	}
+	if len(cfg.Certificates) == 0 {
+		return nil, errors.New("pgwire: no TLS certificate configured")
+	}
+	if len(cfg.Certificates) > 1 {
+		for i := range cfg.Certificates {
+			if hi.SupportsCertificate(&cfg.Certificates[i]) == nil {
+				return &cfg.Certificates[i], nil
+			}
+		}
+	}
+	return &cfg.Certificates[0], nil
+}
+
+// serverEndpointBinding computes RFC 5929 tls-server-end-point channel
+// binding data: the hash of the server certificate, with the hash of its
+// signature algorithm (SHA-256 for MD5 and SHA-1).
+func serverEndpointBinding(cert *tls.Certificate) (scram.ChannelBinding, bool) {
+	if cert == nil || len(cert.Certificate) == 0 {
+		return scram.ChannelBinding{}, false
+	}
+	leaf := cert.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+			return scram.ChannelBinding{}, false
+		}
+	}
+	var sum []byte
+	switch leaf.SignatureAlgorithm {
+	case x509.SHA384WithRSA, x509.SHA384WithRSAPSS, x509.ECDSAWithSHA384:
+		h := sha512.Sum384(leaf.Raw)
+		sum = h[:]
+	case x509.SHA512WithRSA, x509.SHA512WithRSAPSS, x509.ECDSAWithSHA512:
+		h := sha512.Sum512(leaf.Raw)
+		sum = h[:]
+	case x509.MD5WithRSA, x509.SHA1WithRSA, x509.DSAWithSHA1, x509.ECDSAWithSHA1,
+		x509.SHA256WithRSA, x509.SHA256WithRSAPSS, x509.ECDSAWithSHA256:
+		h := sha256.Sum256(leaf.Raw)
+		sum = h[:]
+	default:
+		return scram.ChannelBinding{}, false // e.g. Ed25519: no defined hash, offer plain SCRAM
+	}
+	return scram.ChannelBinding{Type: scram.ChannelBindingTLSServerEndpoint, Data: sum}, true
 }

@@ -78,6 +78,27 @@ func TestPgxAuthAndTLS(t *testing.T) {
 			})
 		}
 	}
+	t.Run("SCRAM-SHA-256-PLUS channel binding over TLS", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, ts.connString("dave", pwDave, "require")+" channel_binding=require")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Close(ctx)
+		// A client that does not bind still logs in with plain SCRAM.
+		conn, err = pgx.Connect(ctx, ts.connString("dave", pwDave, "require")+" channel_binding=disable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Close(ctx)
+		// A wrong password is still refused on the PLUS path.
+		_, err = pgx.Connect(ctx, ts.connString("dave", "wrong", "require")+" channel_binding=require")
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != CodeInvalidPassword {
+			t.Fatalf("got %v, want 28P01", err)
+		}
+	})
 	t.Run("trusted network skips passwords", func(t *testing.T) {
 		trusted := startServer(t, Config{TrustedNets: loopback})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -120,6 +141,15 @@ func TestPsqlAuthAndTLS(t *testing.T) {
 				ci := fmt.Sprintf("host=127.0.0.1 port=%d user=%s dbname=lake sslmode=%s", ts.port, ac.user, sslmode)
 				out, err := run(t, ci, ac.password, "-c", "SELECT 1", "-c", "SELECT version()")
 				if err != nil || out != "1\nPostgreSQL 16.4 (moraine toy)\n" {
+					t.Fatalf("psql: %v\n%s", err, out)
+				}
+			})
+		}
+		if sslmode == "require" {
+			t.Run("channel_binding=require", func(t *testing.T) {
+				ci := fmt.Sprintf("host=127.0.0.1 port=%d user=dave dbname=lake sslmode=require channel_binding=require", ts.port)
+				out, err := run(t, ci, pwDave, "-c", "SELECT 1")
+				if err != nil || out != "1\n" {
 					t.Fatalf("psql: %v\n%s", err, out)
 				}
 			})

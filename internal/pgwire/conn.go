@@ -41,6 +41,9 @@ type conn struct {
 	info  StartupInfo
 
 	pid, secret uint32
+	// tlsCert is the certificate this connection's TLS handshake
+	// presented, for SCRAM channel binding (tls-server-end-point).
+	tlsCert *tls.Certificate
 
 	stmts   map[string]*preparedStmt
 	portals map[string]*boundPortal
@@ -220,7 +223,7 @@ func (c *conn) startup(tooMany bool) error {
 			if _, err := c.nc().Write([]byte{'S'}); err != nil {
 				return err
 			}
-			tc := tls.Server(c.nc(), s.cfg.TLS)
+			tc := tls.Server(c.nc(), c.tlsConfig())
 			if err := tc.Handshake(); err != nil {
 				return fmt.Errorf("pgwire: TLS handshake: %w", err)
 			}
