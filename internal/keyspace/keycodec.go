@@ -16,7 +16,8 @@ import (
 //	string field   0x00 for NULL, or 0x01 then the bytes with every 0x00
 //	               written as 0x00 0xFF, then the terminator 0x00 0x01
 //
-// NULL sorts before every value. The string escape keeps a string's
+// Boolean and timestamptz key columns are int fields (0/1; microseconds,
+// with ±infinity at the int64 extremes). NULL sorts before every value. The string escape keeps a string's
 // encoding prefix-free, so "a" < "a\x00" < "ab" holds for the encodings as it
 // does for the strings. These encodings are part of the storage format and
 // must not change.

@@ -143,7 +143,8 @@ type fixedSpec struct {
 // tables with a primary key use it (table_id first for per-table files);
 // versioned tables without one use their entity id and begin_snapshot;
 // log tables use the fields DuckLake treats as unique (one stats row per
-// file and column, one option per scope and key, …).
+// file and column, one option per scope and key, …); the deletion schedule,
+// which does hold repeated entries for one file, is keyed by its whole row.
 var fixedTables = []fixedSpec{
 	{name: "ducklake_metadata", kind: KindOption, columns: "key:s! value:s! scope:s scope_id:b", key: "scope scope_id key"},
 	{name: "ducklake_snapshot", kind: KindSnapshot, columns: "snapshot_id:b snapshot_time:z schema_version:b next_catalog_id:b next_file_id:b", pk: "snapshot_id", key: "snapshot_id"},
@@ -163,7 +164,7 @@ var fixedTables = []fixedSpec{
 	{name: "ducklake_partition_info", kind: KindPartition, columns: "partition_id:b table_id:b begin_snapshot:b end_snapshot:b", key: "table_id partition_id"},
 	{name: "ducklake_partition_column", kind: KindPartition, columns: "partition_id:b table_id:b partition_key_index:b column_id:b transform:s", parent: "ducklake_partition_info", link: "partition_id=partition_id table_id=table_id"},
 	{name: "ducklake_file_partition_value", kind: KindDataFile, columns: "data_file_id:b table_id:b partition_key_index:b partition_value:s", parent: "ducklake_data_file", link: "data_file_id=data_file_id table_id=table_id"},
-	{name: "ducklake_files_scheduled_for_deletion", kind: KindScheduledDeletion, columns: "data_file_id:b path:s path_is_relative:t schedule_start:z", key: "data_file_id path"},
+	{name: "ducklake_files_scheduled_for_deletion", kind: KindScheduledDeletion, columns: "data_file_id:b path:s path_is_relative:t schedule_start:z", key: "data_file_id path path_is_relative schedule_start"},
 	{name: "ducklake_inlined_data_tables", kind: KindInlinedTables, columns: "table_id:b table_name:s schema_version:b", key: "table_id schema_version"},
 	{name: "ducklake_column_mapping", kind: KindColumnMapping, columns: "mapping_id:b table_id:b type:s", key: "table_id mapping_id"},
 	{name: "ducklake_name_mapping", kind: KindNameMapping, columns: "mapping_id:b column_id:b source_name:s target_field_id:b parent_column:b is_partition:t", key: "mapping_id column_id"},
@@ -205,7 +206,13 @@ func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]bool) {
 			s.Columns[s.PrimaryKey[0]].NotNull = true
 		}
 		for _, k := range strings.Fields(f.key) {
-			s.EntityKey = append(s.EntityKey, idx(k))
+			i := idx(k)
+			switch s.Columns[i].Type.Kind() {
+			case datum.KindInt, datum.KindText, datum.KindBool, datum.KindTimestampTZ:
+			default:
+				panic("keyspace: " + f.name + "." + k + " cannot be a key field")
+			}
+			s.EntityKey = append(s.EntityKey, i)
 		}
 		for i, c := range s.Columns {
 			switch c.Name {

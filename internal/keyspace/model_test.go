@@ -315,6 +315,20 @@ func TestLifecycleModel(t *testing.T) {
 				rowID++
 				m.insert(&entity{table: inl.Def.Name, vals: []datum.Value{I(rowID), I(m.snap), N, S(genString(t, "v"))}})
 			},
+			"schedule": func(t *rapid.T) {
+				// The deletion schedule is a queue: a file may be scheduled
+				// again by a later transaction (each with its own NOW()),
+				// and cleanup deletes every entry of a file at once.
+				m.snap++
+				fid := rapid.Int64Range(1, 3).Draw(t, "fid")
+				if rapid.Bool().Draw(t, "cleanup") {
+					for _, e := range m.find("ducklake_files_scheduled_for_deletion", false, func(v []datum.Value) bool { return v[0].I == fid }) {
+						m.hardDelete(e)
+					}
+					return
+				}
+				m.insert(&entity{table: "ducklake_files_scheduled_for_deletion", vals: []datum.Value{I(fid), S(fmt.Sprint("f", fid, ".parquet")), datum.BoolValue(true), datum.TimestampTZValue(m.snap * 1e6)}})
+			},
 			"tag": func(t *rapid.T) {
 				m.snap++
 				key := rapid.SampledFrom([]string{"comment", "owner"}).Draw(t, "key")
