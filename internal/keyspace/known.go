@@ -387,7 +387,7 @@ func ValidateDef(def *TableDef) error {
 		return fmt.Errorf("%w: table %q has no schema", ErrBadDef, def.Name)
 	}
 	seen := map[string]bool{}
-	for i, c := range def.Columns {
+	for _, c := range def.Columns {
 		if seen[c.Name] {
 			return fmt.Errorf("%w: table %q: column %q appears twice", ErrBadDef, def.Name, c.Name)
 		}
@@ -395,7 +395,6 @@ func ValidateDef(def *TableDef) error {
 		if !c.Type.Known() {
 			return fmt.Errorf("%w: table %q: column %q has unsupported type %s", ErrBadDef, def.Name, c.Name, c.Type)
 		}
-		_ = i
 	}
 	if spec.Kind == KindInlinedRow {
 		return validateInlinedData(def)
