@@ -111,6 +111,9 @@ func TestCorruption(t *testing.T) {
 	ctx := context.Background()
 	base, want := buildCorpusStore(t)
 	checkOpen(t, base.Clone(), want, "pristine")
+	if err := Check(ctx, base); err != nil {
+		t.Fatalf("check on the pristine store: %v", err)
+	}
 
 	perObject := 48
 	if os.Getenv("SLATE_SOAK") != "" {
@@ -151,8 +154,16 @@ func TestCorruption(t *testing.T) {
 				t.Fatal(err)
 			}
 			cases++
-			if checkOpen(t, s, want, fmt.Sprintf("%s byte %d", o.Key, p)) {
+			what := fmt.Sprintf("%s byte %d", o.Key, p)
+			checkErr := Check(ctx, s)
+			if checkErr != nil && !errors.Is(checkErr, ErrCorrupt) {
+				t.Fatalf("%s: check: %v", what, checkErr)
+			}
+			if checkOpen(t, s, want, what) {
 				corrupt++
+				if checkErr == nil {
+					t.Fatalf("%s: reads found corruption that Check missed", what)
+				}
 			}
 		}
 		// Truncation (a torn object).

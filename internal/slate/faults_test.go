@@ -123,6 +123,9 @@ func TestFaultInjection(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if err := Check(ctx, inner); err != nil {
+				t.Fatalf("check: %v", err)
+			}
 			nAcked := 0
 			for _, s := range states {
 				for _, keys := range s.acked {

@@ -164,6 +164,9 @@ func fencingRound(t *testing.T, seed uint64, mem objstore.Store) {
 	if err := b.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
+	if err := Check(ctx, mem); err != nil {
+		t.Fatalf("check: %v", err)
+	}
 	// A third open sees exactly B's view of A's keys, plus B's writes.
 	c := mustOpen(t, mem, opts)
 	defer c.Close(ctx)

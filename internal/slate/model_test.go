@@ -92,6 +92,9 @@ func (h *crashHarness) open(t *rapid.T, crashAt int64) {
 				t.Fatalf("scan after open: %v", err)
 			}
 			h.model.resolve(t, got)
+			if err := Check(ctx, h.mem); err != nil {
+				t.Fatalf("check after reopen: %v", err)
+			}
 			return
 		}
 		if !errors.Is(err, fault.ErrCrashed) || attempt > 20 {

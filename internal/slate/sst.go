@@ -163,9 +163,11 @@ func (b *sstBuilder) finish() ([]byte, sstInfo) {
 	b.buf = append(b.buf, idx...)
 
 	infoOff := len(b.buf)
-	b.buf = appendCRC(appendInfo(b.buf, &b.info))
+	infoBlock := appendCRC(appendInfo(nil, &b.info))
+	b.buf = append(b.buf, infoBlock...)
+	infoLen := len(infoBlock)
 	b.buf = binary.LittleEndian.AppendUint64(b.buf, uint64(infoOff))
-	b.buf = binary.LittleEndian.AppendUint32(b.buf, uint32(len(b.buf)-infoOff))
+	b.buf = binary.LittleEndian.AppendUint32(b.buf, uint32(infoLen))
 	b.buf = binary.LittleEndian.AppendUint16(b.buf, sstVersion)
 	b.buf = append(b.buf, sstMagic...)
 	b.info.size = uint64(len(b.buf))
