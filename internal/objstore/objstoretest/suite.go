@@ -563,14 +563,18 @@ func testLargeObject(t *testing.T, newStore NewStore) {
 }
 
 // testModel drives random operation sequences against the store and a map,
-// and requires identical answers.
+// and requires identical answers. All iterations share one store; each
+// works under its own key prefix, so a backend that is slow to create (an
+// S3 server) is created once.
 func testModel(t *testing.T, newStore NewStore) {
-	keys := []string{"k0", "k1", "k2", "d/k0", "d/k1", "d/e/k0", "d0"}
-	prefixes := []string{"", "k", "d", "d/", "d/e/", "x"}
+	s := open(t, newStore)
+	var iteration int
 	rapid.Check(t, func(rt *rapid.T) {
+		iteration++
+		ns := fmt.Sprintf("model%04d/", iteration)
+		keys := []string{ns + "k0", ns + "k1", ns + "k2", ns + "d/k0", ns + "d/k1", ns + "d/e/k0", ns + "d0"}
+		prefixes := []string{ns, ns + "k", ns + "d", ns + "d/", ns + "d/e/", ns + "x"}
 		ctx := context.Background()
-		s := newStore(t)
-		defer s.Close()
 		model := map[string][]byte{}
 		data := func() []byte { return rapid.SliceOfN(rapid.Byte(), 0, 64).Draw(rt, "data") }
 		rt.Repeat(map[string]func(*rapid.T){
