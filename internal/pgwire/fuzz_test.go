@@ -145,3 +145,63 @@ func enc1(m pgproto3.FrontendMessage) []byte {
 	b, _ := m.Encode(nil)
 	return b
 }
+
+// fuzzAuthServer is shared by FuzzAuth iterations.
+var fuzzAuthServer *Server
+
+// FuzzAuth logs in as a password, md5 or SCRAM user and feeds arbitrary
+// bytes as the client's side of the authentication exchange: no panic, the
+// connection ends once the client hangs up, and a login never succeeds
+// without the password.
+func FuzzAuth(f *testing.F) {
+	enc := func(msgs ...pgproto3.FrontendMessage) []byte {
+		var b []byte
+		for _, m := range msgs {
+			b, _ = m.Encode(b)
+		}
+		return b
+	}
+	f.Add(uint8(0), enc(&pgproto3.PasswordMessage{Password: "guess"}))
+	f.Add(uint8(1), enc(&pgproto3.PasswordMessage{Password: "md5abcdef"}))
+	f.Add(uint8(2), enc(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=abcdefghijklmnop")}))
+	f.Add(uint8(2), enc(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=abc")},
+		&pgproto3.SASLResponse{Data: []byte("c=biws,r=abc,p=AAAA")}))
+	f.Add(uint8(2), []byte{'p', 0, 0, 0, 4})
+	users := []string{"bob", "carol", "dave", "nobody"}
+	f.Fuzz(func(t *testing.T, which uint8, stream []byte) {
+		if fuzzAuthServer == nil {
+			srv, err := New(Config{Users: testUsers(t), AuthTimeout: 2 * time.Second}, &toyExec{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fuzzAuthServer = srv
+		}
+		srv := fuzzAuthServer
+		client, server := net.Pipe()
+		srv.wg.Add(1)
+		done := make(chan struct{})
+		go func() { srv.serveConn(server); close(done) }()
+		var got bytes.Buffer
+		read := make(chan struct{})
+		go func() { _, _ = io.Copy(&got, client); close(read) }()
+		login := startupBytes(protocol30, "user", users[int(which)%len(users)])
+		_ = client.SetWriteDeadline(time.Now().Add(2 * time.Second))
+		_, _ = client.Write(append(login, stream...))
+		client.Close()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("connection goroutine did not exit")
+		}
+		<-read
+		if n := srv.panics.Load(); n != 0 {
+			t.Fatalf("%d panics", n)
+		}
+		// AuthenticationOk is R with int32 0; a guessed password must
+		// never produce it.
+		knowsPassword := bytes.Contains(stream, []byte(pwBob)) || bytes.Contains(stream, []byte(pwCarol))
+		if !knowsPassword && bytes.Contains(got.Bytes(), []byte{'R', 0, 0, 0, 8, 0, 0, 0, 0}) {
+			t.Fatalf("login succeeded for %s with %q", users[int(which)%len(users)], stream)
+		}
+	})
+}
