@@ -45,7 +45,7 @@ func freshDB(t *testing.T) func(context.Context) (*pgconn.PgConn, error) {
 
 func runAndVerify(t *testing.T, cfg workload.Config) *workload.Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
 	if err := workload.Prepare(ctx, cfg); err != nil {
 		t.Fatal(err)
