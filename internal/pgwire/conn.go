@@ -100,12 +100,16 @@ func (s *Server) serveConn(nc net.Conn) {
 			s.panics.Add(1)
 			s.log.Error("pgwire: connection panic", "panic", r, "stack", string(debug.Stack()))
 		}
-		if c.sess != nil {
-			if err := c.sess.Close(); err != nil {
-				s.log.Warn("pgwire: session close", "err", err)
+		// Executor code runs here too; a panic in it must not take the
+		// server down.
+		c.safely(func() {
+			c.closeAllStatements()
+			if c.sess != nil {
+				if err := c.sess.Close(); err != nil {
+					s.log.Warn("pgwire: session close", "err", err)
+				}
 			}
-		}
-		c.closeAllStatements()
+		})
 		c.nc().Close()
 		s.track(c, false)
 		s.active.Add(-1)
@@ -119,6 +123,16 @@ func (s *Server) serveConn(nc net.Conn) {
 	if err := c.loop(); err != nil && !errors.Is(err, errClosing) {
 		s.log.Debug("pgwire: connection ended", "remote", nc.RemoteAddr(), "err", err)
 	}
+}
+
+// safely runs fn, turning a panic into a log line.
+func (c *conn) safely(fn func()) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.srv.log.Error("pgwire: executor panic while closing", "panic", r, "stack", string(debug.Stack()))
+		}
+	}()
+	fn()
 }
 
 // send buffers one message; write errors surface at flush.
