@@ -16,6 +16,11 @@ type stmtInfo struct {
 	// the only subquery a plain projection reads). Otherwise PostgreSQL
 	// returns rows in physical order and they are compared as a multiset.
 	Ordered bool
+	// SortCols: when every ORDER BY key is an output column, their
+	// indexes. Rows with equal keys (ties) come in PostgreSQL's physical or
+	// plan order, so they compare as a multiset within each run of equal
+	// keys. Nil with Ordered: the order is compared strictly.
+	SortCols []int
 	// Cluster: the result describes the whole server (pg_database), not the
 	// connection's database; only the rows naming that database compare.
 	Cluster bool
@@ -126,7 +131,130 @@ func analyse(text string) *stmtInfo {
 		return si // not a row source
 	}
 	si.Ordered = selectOrdered(sel)
+	if si.Ordered && sel["sortClause"] != nil {
+		si.SortCols = sortColumns(sel)
+	}
 	return si
+}
+
+// sortColumns maps a SELECT's ORDER BY keys to output column indexes, or
+// returns nil if any key is not an output column (an expression, or a
+// column not selected): then the order is compared strictly, which is right
+// when such hidden keys are unique tie-breakers (attnum, enumsortorder).
+func sortColumns(sel map[string]json.RawMessage) []int {
+	targets := sel["targetList"]
+	if targets == nil {
+		// A set operation: the output columns are the left branch's.
+		var larg map[string]json.RawMessage
+		if json.Unmarshal(sel["larg"], &larg) != nil {
+			return nil
+		}
+		for larg["targetList"] == nil && larg["larg"] != nil {
+			var next map[string]json.RawMessage
+			if json.Unmarshal(larg["larg"], &next) != nil {
+				return nil
+			}
+			larg = next
+		}
+		targets = larg["targetList"]
+	}
+	var tl []struct {
+		ResTarget struct {
+			Name string          `json:"name"`
+			Val  json.RawMessage `json:"val"`
+		} `json:"ResTarget"`
+	}
+	if json.Unmarshal(targets, &tl) != nil {
+		return nil
+	}
+	type out struct {
+		alias  string
+		fields []string // of a plain column reference
+	}
+	outs := make([]out, len(tl))
+	for i, t := range tl {
+		outs[i] = out{alias: t.ResTarget.Name, fields: columnRefFields(t.ResTarget.Val)}
+	}
+	var keys []struct {
+		SortBy struct {
+			Node json.RawMessage `json:"node"`
+		} `json:"SortBy"`
+	}
+	if json.Unmarshal(sel["sortClause"], &keys) != nil {
+		return nil
+	}
+	var cols []int
+	for _, k := range keys {
+		var c struct {
+			AConst *struct {
+				Ival *struct {
+					Ival int `json:"ival"`
+				} `json:"ival"`
+			} `json:"A_Const"`
+		}
+		if json.Unmarshal(k.SortBy.Node, &c) == nil && c.AConst != nil {
+			if c.AConst.Ival == nil || c.AConst.Ival.Ival < 1 || c.AConst.Ival.Ival > len(outs) {
+				return nil
+			}
+			cols = append(cols, c.AConst.Ival.Ival-1)
+			continue
+		}
+		f := columnRefFields(k.SortBy.Node)
+		if f == nil {
+			return nil
+		}
+		match := -1
+		for i, o := range outs { // an exact column reference wins
+			if strings.Join(o.fields, ".") == strings.Join(f, ".") {
+				match = i
+				break
+			}
+		}
+		if match < 0 && len(f) == 1 {
+			for i, o := range outs {
+				name := o.alias
+				if name == "" && len(o.fields) > 0 {
+					name = o.fields[len(o.fields)-1]
+				}
+				if name == f[0] {
+					if match >= 0 {
+						return nil // ambiguous
+					}
+					match = i
+				}
+			}
+		}
+		if match < 0 {
+			return nil
+		}
+		cols = append(cols, match)
+	}
+	return cols
+}
+
+// columnRefFields returns the names of a ColumnRef node, nil for anything
+// else (including a * reference).
+func columnRefFields(raw json.RawMessage) []string {
+	var n struct {
+		ColumnRef *struct {
+			Fields []struct {
+				String *struct {
+					Sval string `json:"sval"`
+				} `json:"String"`
+			} `json:"fields"`
+		} `json:"ColumnRef"`
+	}
+	if json.Unmarshal(raw, &n) != nil || n.ColumnRef == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range n.ColumnRef.Fields {
+		if f.String == nil {
+			return nil
+		}
+		out = append(out, f.String.Sval)
+	}
+	return out
 }
 
 // selectOrdered reports whether a SELECT's output order is fixed: it has a

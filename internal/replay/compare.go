@@ -317,14 +317,28 @@ func show(b []byte) string {
 
 // compareRows compares two result sets under the value rules. Unordered
 // results are sorted on both sides first, by their non-volatile fields and
-// then by everything, so that a multiset comparison pairs rows stably.
-func (m *mapper) compareRows(rules []valueRule, want, got []row, ordered bool) error {
+// then by everything, so that a multiset comparison pairs rows stably. An
+// ordered result with sortCols is compared run by run: each run of recorded
+// rows with equal sort keys against the same number of actual rows, as a
+// multiset (the actual run's keys are compared like any field).
+func (m *mapper) compareRows(rules []valueRule, want, got []row, ordered bool, sortCols []int) error {
 	if len(want) != len(got) {
 		return fmt.Errorf("%d rows, got %d", len(want), len(got))
 	}
 	if !ordered {
 		want = sortRows(rules, want)
 		got = sortRows(rules, got)
+	} else if len(sortCols) > 0 {
+		want, got = append([]row(nil), want...), append([]row(nil), got...)
+		for start := 0; start < len(want); {
+			end := start + 1
+			for end < len(want) && sameKeys(want[start], want[end], sortCols) {
+				end++
+			}
+			copy(want[start:end], sortRows(rules, want[start:end]))
+			copy(got[start:end], sortRows(rules, got[start:end]))
+			start = end
+		}
 	}
 	for i := range want {
 		if len(want[i]) != len(got[i]) {
@@ -341,6 +355,15 @@ func (m *mapper) compareRows(rules []valueRule, want, got []row, ordered bool) e
 		}
 	}
 	return nil
+}
+
+func sameKeys(a, b row, cols []int) bool {
+	for _, c := range cols {
+		if c >= len(a) || c >= len(b) || (a[c] == nil) != (b[c] == nil) || !bytes.Equal(a[c], b[c]) {
+			return false
+		}
+	}
+	return true
 }
 
 func sortRows(rules []valueRule, rows []row) []row {

@@ -3,6 +3,7 @@ package replay
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -42,25 +43,30 @@ func TestAnalyse(t *testing.T) {
 	for _, tc := range []struct {
 		sql                       string
 		ordered, cluster, version bool
+		sortCols                  []int
 	}{
 		{sql: "SELECT 1", ordered: true},
 		{sql: "SELECT a FROM t", ordered: false},
-		{sql: "SELECT a FROM t ORDER BY a", ordered: true},
+		{sql: "SELECT a FROM t ORDER BY a", ordered: true, sortCols: []int{0}},
+		{sql: "SELECT pg_namespace.oid, tablename, indexname FROM pg_indexes JOIN pg_namespace ON (schemaname=nspname) ORDER BY pg_namespace.oid", ordered: true, sortCols: []int{0}},
+		{sql: "SELECT n.oid AS x, y FROM t n ORDER BY 2, x", ordered: true, sortCols: []int{1, 0}},
+		{sql: "SELECT a.attname FROM pg_attribute a ORDER BY a.attnum", ordered: true},
+		{sql: "SELECT a, b FROM t ORDER BY lower(b)", ordered: true},
 		{sql: `COPY (SELECT "a" FROM "public"."t" ) TO STDOUT (FORMAT "binary")`, ordered: false},
 		{sql: `COPY (SELECT "a" FROM (SELECT a FROM t ORDER BY a) AS __unnamed_subquery ) TO STDOUT (FORMAT "binary")`, ordered: true},
 		{sql: `COPY (SELECT "a" FROM (SELECT a FROM t ORDER BY a) AS s WHERE a > 1) TO STDOUT (FORMAT "binary")`, ordered: false},
 		{sql: `COPY (SELECT "a" FROM (SELECT a FROM t) AS s) TO STDOUT (FORMAT "binary")`, ordered: false},
 		{sql: "SELECT a FROM t UNION ALL SELECT b FROM u", ordered: false},
-		{sql: "SELECT a FROM t UNION ALL SELECT b FROM u ORDER BY 1", ordered: true},
-		{sql: "SELECT d.datname FROM pg_catalog.pg_database d ORDER BY 1", ordered: true, cluster: true},
+		{sql: "SELECT a FROM t UNION ALL SELECT b FROM u ORDER BY 1", ordered: true, sortCols: []int{0}},
+		{sql: "SELECT d.datname FROM pg_catalog.pg_database d ORDER BY 1", ordered: true, cluster: true, sortCols: []int{0}},
 		{sql: "SELECT version(), (SELECT COUNT(*) FROM pg_settings WHERE name LIKE 'rds%')", ordered: true, version: true},
 		{sql: "INSERT INTO t VALUES (1)", ordered: true},
 		{sql: "this is not sql", ordered: true},
 	} {
 		si := analyse(tc.sql)
-		if si.Ordered != tc.ordered || si.Cluster != tc.cluster || si.Version != tc.version {
-			t.Errorf("analyse(%q) = ordered %v cluster %v version %v; want %v %v %v",
-				tc.sql, si.Ordered, si.Cluster, si.Version, tc.ordered, tc.cluster, tc.version)
+		if si.Ordered != tc.ordered || si.Cluster != tc.cluster || si.Version != tc.version || fmt.Sprint(si.SortCols) != fmt.Sprint(tc.sortCols) {
+			t.Errorf("analyse(%q) = ordered %v cluster %v version %v sort %v; want %v %v %v %v",
+				tc.sql, si.Ordered, si.Cluster, si.Version, si.SortCols, tc.ordered, tc.cluster, tc.version, tc.sortCols)
 		}
 	}
 }
@@ -154,17 +160,46 @@ func TestCompareRowsUnordered(t *testing.T) {
 	rules := []valueRule{ruleExact, ruleExact}
 	want := []row{r("1", "a"), r("2", "NULL"), r("3", "c")}
 	m := newMapper()
-	if err := m.compareRows(rules, want, []row{r("3", "c"), r("1", "a"), r("2", "NULL")}, false); err != nil {
+	if err := m.compareRows(rules, want, []row{r("3", "c"), r("1", "a"), r("2", "NULL")}, false, nil); err != nil {
 		t.Errorf("unordered permutation: %v", err)
 	}
-	if err := m.compareRows(rules, want, []row{r("3", "c"), r("1", "a"), r("2", "NULL")}, true); err == nil {
+	if err := m.compareRows(rules, want, []row{r("3", "c"), r("1", "a"), r("2", "NULL")}, true, nil); err == nil {
 		t.Error("ordered permutation accepted")
 	}
-	if err := m.compareRows(rules, want, []row{r("3", "c"), r("1", "a"), r("2", "")}, false); err == nil {
+	if err := m.compareRows(rules, want, []row{r("3", "c"), r("1", "a"), r("2", "")}, false, nil); err == nil {
 		t.Error("NULL answered as empty string accepted")
 	}
-	if err := m.compareRows(rules, want, []row{r("1", "a"), r("1", "a"), r("3", "c")}, false); err == nil {
+	if err := m.compareRows(rules, want, []row{r("1", "a"), r("1", "a"), r("3", "c")}, false, nil); err == nil {
 		t.Error("duplicate row instead of a missing one accepted")
+	}
+}
+
+// TestCompareRowsTies: with ORDER BY keys known, rows tied on the keys may
+// come in any order, but the keys' order is still enforced.
+func TestCompareRowsTies(t *testing.T) {
+	r := func(vs ...string) row {
+		out := make(row, len(vs))
+		for i, v := range vs {
+			out[i] = []byte(v)
+		}
+		return out
+	}
+	rules := []valueRule{ruleExact, ruleExact}
+	want := []row{r("11", "pg_a"), r("11", "pg_b"), r("2200", "t"), r("2200", "u")}
+	for _, tc := range []struct {
+		name string
+		got  []row
+		ok   bool
+	}{
+		{"same order", []row{r("11", "pg_a"), r("11", "pg_b"), r("2200", "t"), r("2200", "u")}, true},
+		{"ties swapped", []row{r("11", "pg_b"), r("11", "pg_a"), r("2200", "u"), r("2200", "t")}, true},
+		{"keys out of order", []row{r("2200", "t"), r("2200", "u"), r("11", "pg_a"), r("11", "pg_b")}, false},
+		{"row moved across keys", []row{r("11", "pg_a"), r("2200", "pg_b"), r("11", "t"), r("2200", "u")}, false},
+	} {
+		err := newMapper().compareRows(rules, want, tc.got, true, []int{0})
+		if (err == nil) != tc.ok {
+			t.Errorf("%s: err %v, want ok=%v", tc.name, err, tc.ok)
+		}
 	}
 }
 

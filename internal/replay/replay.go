@@ -624,7 +624,11 @@ func (r *replayer) rows(ctx context.Context, it *item) error {
 	}
 	cols := columnsOf(r.lastRD[m.Conn])
 	ordered := si == nil || si.Ordered
-	if err := r.maps.compareRows(rulesFor(cols, si), want, got, ordered); err != nil {
+	var sortCols []int
+	if si != nil {
+		sortCols = si.SortCols
+	}
+	if err := r.maps.compareRows(rulesFor(cols, si), want, got, ordered, sortCols); err != nil {
 		return r.mismatch(first, "rows differ: "+err.Error(), abbreviate(strings.Join(wantJSON, "\n"), 8000), abbreviate(strings.Join(gotJSON, "\n"), 8000))
 	}
 	r.compared += len(it.idx)
@@ -697,7 +701,11 @@ func (r *replayer) copyOut(ctx context.Context, it *item) error {
 	}
 	si := r.stmts[first]
 	ordered := si == nil || si.Ordered
-	if err := r.maps.compareRows(rules, wr, gr, ordered); err != nil {
+	var sortCols []int
+	if si != nil {
+		sortCols = si.SortCols
+	}
+	if err := r.maps.compareRows(rules, wr, gr, ordered, sortCols); err != nil {
 		return r.mismatch(first, "COPY rows differ: "+err.Error(), abbreviate(hex.EncodeToString(want), 8000), abbreviate(hex.EncodeToString(got), 8000))
 	}
 	r.compared += len(it.idx)
