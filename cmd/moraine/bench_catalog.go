@@ -88,8 +88,10 @@ func runCatalogBench(ctx context.Context, files, snaps, nstats int, cpuprofile s
 		}
 	}
 	built := time.Since(start)
-	fmt.Printf("built %d data files, %d stats rows, %d snapshots through the verbs in %.1fs\n",
-		done, done*nstats, lake.Snapshot()+1, built.Seconds())
+	fmt.Printf("built %d data files, %d stats rows, %d snapshots through the verbs in %.1fs wall, %.1fs CPU\n",
+		done, done*nstats, lake.Snapshot()+1, built.Seconds(), cpuTime().Seconds())
+	fmt.Printf("heap of the catalog as built by commits: %.1f MiB (%d bytes per data file)\n",
+		float64(heapInUse())/(1<<20), int64(heapInUse())/int64(done))
 
 	// The keyspace form, sorted as a store scan returns it, in one buffer.
 	var buf []byte
