@@ -220,6 +220,42 @@ func (c *Commit) AddDataFile(f DataFile) int64 {
 	return id
 }
 
+// DeleteFile is a delete file (positional deletes against one data file).
+type DeleteFile struct {
+	TableID, DataFileID, DeleteCount, FileSize, FooterSize int64
+	Path                                                   string
+	Format                                                 string // "parquet" or "puffin"; "" means parquet
+}
+
+// AddDeleteFile registers f and returns its delete_file_id (allocated from
+// next_file_id, as DuckLake does).
+func (c *Commit) AddDeleteFile(f DeleteFile) int64 {
+	id := c.nextFileID
+	c.nextFileID++
+	format := f.Format
+	if format == "" {
+		format = "parquet"
+	}
+	c.insert("ducklake_delete_file", I(id), I(f.TableID), I(c.snap), N, I(f.DataFileID), S(f.Path), B(true), S(format),
+		I(f.DeleteCount), I(f.FileSize), I(f.FooterSize), N, N, I(1))
+	c.changes = append(c.changes, fmt.Sprintf("deleted_from_table:%d", f.TableID))
+	return id
+}
+
+// EndDeleteFile ends a delete file at this snapshot (a replaced or
+// compacted-away delete file moves to history).
+func (c *Commit) EndDeleteFile(tableID, deleteFileID int64) {
+	snap := c.snap
+	c.updates = append(c.updates, update{table: "ducklake_delete_file", match: current(0, 3, deleteFileID),
+		set: func(v []datum.Value) { v[3] = I(snap) }, pk: &deleteFileID})
+	c.changes = append(c.changes, fmt.Sprintf("deleted_from_table:%d", tableID))
+}
+
+// DeleteDeleteFile hard-deletes a delete file row.
+func (c *Commit) DeleteDeleteFile(deleteFileID int64) {
+	c.deletes = append(c.deletes, update{table: "ducklake_delete_file", match: colIs(0, deleteFileID), pk: &deleteFileID})
+}
+
 func colIs(i int, v int64) func([]datum.Value) bool {
 	return func(vals []datum.Value) bool { return !vals[i].IsNull() && vals[i].Int() == v }
 }

@@ -58,8 +58,33 @@ func buildLake(t *testing.T) *Lake {
 	c.ClearPartitioning(tid)
 	c.EndDataFile(tid, files[0])
 	c.DeleteDataFile(files[1])
+	del1 := c.AddDeleteFile(DeleteFile{TableID: tid, DataFileID: files[2], DeleteCount: 2, FileSize: 50, Path: "d1.parquet"})
+	c.AddDeleteFile(DeleteFile{TableID: tid, DataFileID: files[3], DeleteCount: 1, FileSize: 40, Path: "d2.puffin", Format: "puffin"})
+	must(c.Commit(ctx))
+	c = l.Begin()
+	c.EndDeleteFile(tid, del1)
+	c.AddDeleteFile(DeleteFile{TableID: tid, DataFileID: files[2], DeleteCount: 3, FileSize: 60, Path: "d3.parquet"})
 	must(c.Commit(ctx))
 	addFiles(nil)
+	// The verbs wrote what was asked: one ended and two live delete files,
+	// one ended data file, one hard-deleted with its stats.
+	v := l.Database().Current()
+	var ended, live int
+	for _, r := range rowsOf(t, v, "ducklake_delete_file") {
+		if r[3].IsNull() {
+			live++
+		} else if r[3].Int() == l.Snapshot()-1 {
+			ended++
+		}
+	}
+	if ended != 1 || live != 2 {
+		t.Fatalf("delete files: %d ended, %d live", ended, live)
+	}
+	for _, r := range rowsOf(t, v, "ducklake_file_column_stats") {
+		if r[0].Int() == files[1] {
+			t.Fatalf("stats of hard-deleted file %d remain", files[1])
+		}
+	}
 	return l
 }
 
