@@ -144,9 +144,8 @@ func (it *Iterator) Next() bool {
 			break
 		}
 		if e.seq <= it.seq && !(it.haveKey && bytes.Equal(e.key, it.lastKey)) {
-			// Entry keys are never mutated after creation, so keeping a
-			// reference is safe and saves a copy per key.
-			it.lastKey = e.key
+			// A copy: scan blocks are recycled once consumed.
+			it.lastKey = append(it.lastKey[:0], e.key...)
 			it.haveKey = true
 			if e.kind == kindPut {
 				it.key, it.value = e.key, e.value

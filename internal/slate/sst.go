@@ -216,11 +216,18 @@ func decodeFilter(name string, raw []byte) ([]byte, error) {
 // block is a verified, decoded data block.
 type block struct {
 	entries []entry
+	arena   []byte // backing store of the keys, kept for reuse
 }
 
 // decodeBlock verifies and fully decodes a data block. Full decoding keeps
 // the iterator simple and checks every field before any entry is served.
 func decodeBlock(name string, raw []byte) (*block, error) {
+	return decodeBlockInto(name, raw, nil)
+}
+
+// decodeBlockInto is decodeBlock reusing the memory of reuse (which must no
+// longer be referenced) when it is not nil.
+func decodeBlockInto(name string, raw []byte, reuse *block) (*block, error) {
 	payload, ok := checkCRC(raw)
 	if !ok {
 		return nil, corruptf(name, "data block checksum mismatch")
@@ -234,10 +241,16 @@ func decodeBlock(name string, raw []byte) (*block, error) {
 	}
 	data := payload[:len(payload)-4-int(nr)*4]
 	r := &reader{b: data}
-	out := make([]entry, 0, len(data)/16)
 	// Keys are rebuilt into one arena per block rather than one allocation
 	// per key; slices taken before the arena grows stay valid.
-	arena := make([]byte, 0, len(data)*2)
+	var out []entry
+	var arena []byte
+	if reuse != nil && cap(reuse.arena) >= len(data)*2 {
+		out, arena = reuse.entries[:0], reuse.arena[:0]
+	} else {
+		out, arena = make([]entry, 0, len(data)/16), make([]byte, 0, len(data)*2)
+	}
+	arenaStart := arena
 	var prev []byte
 	for len(r.b) > 0 && r.err == nil {
 		shared := r.uvarint()
@@ -275,7 +288,11 @@ func decodeBlock(name string, raw []byte) (*block, error) {
 	if uint64(nr) != (uint64(len(out))+restartInterval-1)/restartInterval {
 		return nil, corruptf(name, "data block: %d restarts for %d entries", nr, len(out))
 	}
-	return &block{entries: out}, nil
+	if reuse == nil {
+		reuse = &block{}
+	}
+	reuse.entries, reuse.arena = out, arenaStart
+	return reuse, nil
 }
 
 // seekBlock returns the first index position of key in the block's entries.

@@ -102,7 +102,7 @@ func readErr(name string, err error) error {
 // readBlocks returns blocks [i, j) of t, verified. With cache set, blocks
 // come from and go to the block cache (point reads); scans bypass it so a
 // large scan does not evict the working set.
-func (c *tableCache) readBlocks(ctx context.Context, t *table, i, j int, cache bool) ([]*block, error) {
+func (c *tableCache) readBlocks(ctx context.Context, t *table, i, j int, cache bool, reuse []*block) ([]*block, error) {
 	out := make([]*block, 0, j-i)
 	if cache {
 		for ; i < j; i++ {
@@ -127,7 +127,11 @@ func (c *tableCache) readBlocks(ctx context.Context, t *table, i, j int, cache b
 	}
 	for k := i; k < j; k++ {
 		ie := t.index[k]
-		b, err := decodeBlock(t.name, raw[ie.off-start:ie.off-start+uint64(ie.length)])
+		var old *block
+		if !cache && len(reuse) > 0 {
+			old, reuse = reuse[0], reuse[1:]
+		}
+		b, err := decodeBlockInto(t.name, raw[ie.off-start:ie.off-start+uint64(ie.length)], old)
 		if err != nil {
 			return nil, err
 		}
@@ -211,6 +215,7 @@ type sstIter struct {
 	scan  bool
 	bi    int      // index of the block at blocks[0]
 	queue []*block // fetched blocks, queue[0] is current
+	spent []*block // consumed scan blocks whose memory the next fetch reuses
 	pos   int
 	valid bool
 }
@@ -233,10 +238,11 @@ func (it *sstIter) load(bi int) error {
 			size += uint64(it.t.index[j].length)
 		}
 	}
-	blocks, err := it.c.readBlocks(it.ctx, it.t, bi, j, !it.scan)
+	blocks, err := it.c.readBlocks(it.ctx, it.t, bi, j, !it.scan, it.spent)
 	if err != nil {
 		return err
 	}
+	it.spent = it.spent[:0]
 	it.bi, it.queue, it.pos, it.valid = bi, blocks, 0, true
 	return nil
 }
@@ -272,6 +278,13 @@ func (it *sstIter) next() error {
 		return nil
 	}
 	it.pos = 0
+	if it.scan {
+		// Scan blocks are private to this iterator; once consumed their
+		// memory is recycled. The entry last returned stays valid until
+		// the caller advances past the next fetch (Iterator.Key's
+		// contract), and Iterator copies the key it compares against.
+		it.spent = append(it.spent, it.queue[0])
+	}
 	it.queue = it.queue[1:]
 	it.bi++
 	if len(it.queue) > 0 {
