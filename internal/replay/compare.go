@@ -173,9 +173,49 @@ func (m *mapper) compareSingle(typ string, want, got []byte) error {
 		}
 	}
 	if !reflect.DeepEqual(w, g) {
-		return errors.New(typ + " differs")
+		return errors.New(typ + " differs: " + firstDiff(w, g, ""))
 	}
 	return nil
+}
+
+// firstDiff names the first differing field of two decoded messages, as a
+// path with both values, for the mismatch report.
+func firstDiff(w, g any, path string) string {
+	switch wv := w.(type) {
+	case map[string]any:
+		gv, ok := g.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := make([]string, 0, len(wv)+len(gv))
+		for k := range wv {
+			keys = append(keys, k)
+		}
+		for k := range gv {
+			if _, ok := wv[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !reflect.DeepEqual(wv[k], gv[k]) {
+				return firstDiff(wv[k], gv[k], strings.TrimPrefix(path+"."+k, "."))
+			}
+		}
+	case []any:
+		gv, ok := g.([]any)
+		if !ok || len(gv) != len(wv) {
+			break
+		}
+		for i := range wv {
+			if !reflect.DeepEqual(wv[i], gv[i]) {
+				return firstDiff(wv[i], gv[i], fmt.Sprintf("%s[%d]", path, i))
+			}
+		}
+	}
+	wj, _ := json.Marshal(w)
+	gj, _ := json.Marshal(g)
+	return fmt.Sprintf("%s %s, got %s", path, wj, gj)
 }
 
 // column describes one result column for the value rules.
