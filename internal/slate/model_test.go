@@ -66,6 +66,7 @@ func dump(ctx context.Context, d *DB) (map[string]string, error) {
 // crashHarness runs a DB over a fault store that may crash at a chosen
 // operation; reopening wraps the same underlying Mem in a fresh wrapper.
 type crashHarness struct {
+	snaps []modelSnap
 	mem   *objstore.Mem
 	fs    *fault.Store
 	db    *DB
@@ -104,7 +105,16 @@ func (h *crashHarness) open(t *rapid.T, crashAt int64) {
 	}
 }
 
+type modelSnap struct {
+	s  *Snapshot
+	kv map[string]string
+}
+
 func (h *crashHarness) closeQuiet() {
+	for _, s := range h.snaps {
+		s.s.Close()
+	}
+	h.snaps = nil
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = h.db.Close(ctx)
@@ -216,7 +226,53 @@ func TestModelCrashes(t *testing.T) {
 					t.Fatalf("gc: %v", err)
 				}
 			},
+			"snapshot": func(t *rapid.T) {
+				if len(h.snaps) >= 3 {
+					h.snaps[0].s.Close()
+					h.snaps = h.snaps[1:]
+				}
+				s, err := h.db.Snapshot()
+				if err != nil {
+					t.Fatalf("snapshot: %v", err)
+				}
+				h.snaps = append(h.snaps, modelSnap{s: s, kv: maps.Clone(h.model.kv)})
+			},
+			"snapread": func(t *rapid.T) {
+				if len(h.snaps) == 0 {
+					return
+				}
+				ms := h.snaps[rapid.IntRange(0, len(h.snaps)-1).Draw(t, "snap")]
+				it := ms.s.Scan(ctx, nil, nil)
+				got := map[string]string{}
+				for it.Next() {
+					got[string(it.Key())] = string(it.Value())
+				}
+				if err := it.Close(); err != nil {
+					if h.reopenIfCrashed(t) {
+						return
+					}
+					t.Fatalf("snapshot scan: %v", err)
+				}
+				if !maps.Equal(got, ms.kv) {
+					t.Fatalf("snapshot at seq %d reads\n %v\nwant\n %v", ms.s.Seq(), got, ms.kv)
+				}
+				k := rapid.SampledFrom(modelKeys).Draw(t, "key")
+				v, err := ms.s.Get(ctx, []byte(k))
+				if err != nil && !errors.Is(err, ErrNotFound) {
+					if h.reopenIfCrashed(t) {
+						return
+					}
+					t.Fatalf("snapshot get: %v", err)
+				}
+				if want, ok := ms.kv[k]; ok != (err == nil) || string(v) != want {
+					t.Fatalf("snapshot get %q = %q, %v; want %q", k, v, err, want)
+				}
+			},
 			"reopen": func(t *rapid.T) {
+				for _, s := range h.snaps {
+					s.s.Close()
+				}
+				h.snaps = nil
 				if err := h.db.Close(ctx); err != nil && !h.fs.Crashed() {
 					t.Fatalf("close: %v", err)
 				}
