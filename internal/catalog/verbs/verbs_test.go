@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -142,6 +143,27 @@ func TestReloadEqualsMemory(t *testing.T) {
 			t.Errorf("%s differs after reload: %d rows vs %d", name, len(rows), len(got[name]))
 		}
 	}
+	if d := catalog.Diff(l.Database().Current(), db2.Current(), 10); d != nil {
+		t.Fatalf("reloaded catalog differs: %v", d)
+	}
+	// Diff sees a change: end one more data file in the reloaded copy.
+	tx := db2.Begin()
+	df, _ := tx.Table("public", "ducklake_data_file")
+	var first catalog.CTID
+	var vals []datum.Value
+	df.Scan(func(c catalog.CTID, r datum.Row) bool {
+		first = c
+		vals, _ = r.Decode(df.Types(), nil)
+		return false
+	})
+	vals[3] = datum.IntValue(99)
+	if _, err := tx.UpdateRow("public", "ducklake_data_file", first, vals); err != nil {
+		t.Fatal(err)
+	}
+	if d := catalog.Diff(l.Database().Current(), tx.View(), 10); len(d) != 1 || !strings.Contains(d[0], "ducklake_data_file") {
+		t.Fatalf("Diff after a change: %v", d)
+	}
+	tx.Rollback()
 	// Pairs of the reloaded server are the same set.
 	var again [][2][]byte
 	mustOK(t, re.Pairs(func(k, v []byte) error {
