@@ -66,6 +66,7 @@ func FuzzDecodeKV(f *testing.F) {
 		f.Add(s[0], s[1])
 	}
 	f.Fuzz(func(t *testing.T, key, value []byte) {
+		_ = FormatKey(key) // must not panic on any bytes
 		hc, hk, hs, herr := ParseKeyHeader(key)
 		e, err := DecodeKV(key, value, fuzzLookup)
 		if err == nil && (herr != nil || hc != e.CatalogID || hk != e.Kind || hs != e.Sub) {

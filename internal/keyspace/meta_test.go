@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -166,5 +167,40 @@ func TestRanges(t *testing.T) {
 			k == KindDeleteFile || k == KindPartition || k == KindSort || k == KindInlinedRow || k == KindMacro) {
 			t.Errorf("kind %v versioned = %v", k, k.Versioned())
 		}
+	}
+}
+
+func TestFormatKey(t *testing.T) {
+	file := mustTable(t, "ducklake_data_file")
+	tab := mustTable(t, "ducklake_table")
+	gc := mustTable(t, "ducklake_files_scheduled_for_deletion")
+	inl, _ := NewTable(InlinedDataDef("public", Version11, 3, 2, nil))
+	key := func(tbl *Table, vals ...datum.Value) []byte {
+		k, err := tbl.Key(1, encodeVals(tbl, vals...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	for _, c := range []struct {
+		key  []byte
+		want string
+	}{
+		{RegistryKey("lake", "public"), `0 registry database="lake" schema="public"`},
+		{HeadKey(2), `2 meta name="head"`},
+		{TableDefKey(2, "ducklake_tag"), `2 tabledef name="ducklake_tag"`},
+		{key(file, ints(10, 3, 5, nil)...), `1 file/current table_id=3 data_file_id=10`},
+		{key(tab, ints(4, nil, 2, 6)...), `1 table/history table_id=4 begin_snapshot=2 end_snapshot=6`},
+		{key(gc, ints(7, "a\x00b", true)...), `1 gcfile data_file_id=7 path="a\x00b" path_is_relative=1 schedule_start=NULL`},
+		{key(inl, ints(9, 4, nil)...), `1 inlrow/current table_id=3 schema_version=2 row_id=9 begin_snapshot=4`},
+		{[]byte{0, 0, 0, 1, 0x1a, 9}, `1 file/sub(9) !"" (keyspace: corrupt key or value: key: truncated byte)`},
+		{[]byte{0, 0}, `!0000`},
+	} {
+		if got := FormatKey(c.key); got != c.want {
+			t.Errorf("FormatKey(%x) = %s, want %s", c.key, got, c.want)
+		}
+	}
+	if got := FormatKey(append(key(file, ints(10, 3, 5, nil)...)[:10], 0xee)); !strings.Contains(got, "!") {
+		t.Errorf("truncated key rendered without a mark: %s", got)
 	}
 }
