@@ -269,12 +269,26 @@ func (d *DB) bgLoop() {
 		defer t.Stop()
 		tick = t.C
 	}
+	var fenceTick <-chan time.Time
+	if d.opts.FencePollInterval > 0 {
+		t := time.NewTicker(d.opts.FencePollInterval)
+		defer t.Stop()
+		fenceTick = t.C
+	}
 	backoff := 100 * time.Millisecond
 	var retry <-chan time.Time
 	for {
 		select {
 		case <-d.ctx.Done():
 			return
+		case <-fenceTick:
+			if err := d.checkFenced(d.ctx); err != nil {
+				if errors.Is(err, ErrFenced) {
+					return
+				}
+				d.opts.Logf("slate: fence check: %v", err)
+			}
+			continue
 		case <-d.wakeBG:
 		case <-tick:
 		case <-retry:
@@ -303,6 +317,42 @@ func (d *DB) bgLoop() {
 		retry = time.After(backoff)
 		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// checkFenced looks for a manifest newer than ours written by another
+// writer and, if there is one, puts the DB in the fenced state.
+func (d *DB) checkFenced(ctx context.Context) error {
+	d.bgMu.Lock()
+	defer d.bgMu.Unlock()
+	d.mu.Lock()
+	cur := d.man
+	d.mu.Unlock()
+	latest, err := probeNewerManifest(ctx, d.store, cur)
+	if err != nil {
+		return err
+	}
+	if latest.writerEpoch == d.epoch {
+		return nil
+	}
+	fenced := fmt.Errorf("manifest %d has writer epoch %d, ours is %d: %w", latest.id, latest.writerEpoch, d.epoch, ErrFenced)
+	d.mu.Lock()
+	d.failLocked(fenced)
+	d.mu.Unlock()
+	return fenced
+}
+
+// Err returns nil while the DB accepts writes, and otherwise why it does
+// not: ErrFenced, ErrFailed (wrapping the cause) or ErrClosed.
+func (d *DB) Err() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.failErr != nil:
+		return d.failErr
+	case d.closing:
+		return ErrClosed
+	}
+	return nil
 }
 
 // Flush freezes the active memtable and waits until every frozen memtable

@@ -164,3 +164,33 @@ func batchOf(kv ...string) *Batch {
 	}
 	return b
 }
+
+// TestIdleWriterNoticesFence: a writer that does not write learns it was
+// fenced from its manifest poll.
+func TestIdleWriterNoticesFence(t *testing.T) {
+	ctx := context.Background()
+	s := objstore.NewMem()
+	opts := testOpts()
+	opts.FencePollInterval = 5 * time.Millisecond
+	a := mustOpen(t, s, opts)
+	defer a.Close(ctx)
+	put(t, a, "a", "1")
+	if err := a.Err(); err != nil {
+		t.Fatalf("healthy writer: %v", err)
+	}
+	b := mustOpen(t, s, opts)
+	defer b.Close(ctx)
+	deadline := time.Now().Add(5 * time.Second)
+	for !errors.Is(a.Err(), ErrFenced) {
+		if time.Now().After(deadline) {
+			t.Fatalf("idle writer never noticed the fence: %v", a.Err())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := b.Err(); err != nil {
+		t.Fatalf("new writer: %v", err)
+	}
+	if _, err := a.Write(ctx, batchOf("x", "y")); !errors.Is(err, ErrFenced) {
+		t.Fatalf("write after fence noticed: %v", err)
+	}
+}

@@ -41,6 +41,10 @@ type Options struct {
 	GCGrace time.Duration
 	// BlockCacheBytes bounds the decoded-block cache (default 64 MiB).
 	BlockCacheBytes int64
+	// FencePollInterval is how often an idle writer checks the manifest for
+	// a newer writer, so a fenced writer notices without writing; <0
+	// disables the check (the next write still detects fencing). Default 1s.
+	FencePollInterval time.Duration
 	// PollInterval is how often a reader refreshes; 0 disables polling
 	// (call Refresh). Ignored by writers.
 	PollInterval time.Duration
@@ -74,6 +78,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.GCInterval == 0 {
 		o.GCInterval = time.Minute
+	}
+	if o.FencePollInterval == 0 {
+		o.FencePollInterval = time.Second
 	}
 	if o.GCGrace <= 0 {
 		o.GCGrace = 5 * time.Minute
