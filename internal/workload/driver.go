@@ -431,8 +431,11 @@ func (d *driver) conflictQuery(ctx context.Context, conn *pgconn.PgConn, origBas
 	}
 	var later []change
 	for _, r := range rows {
+		if len(r) < 2 {
+			return nil, nil, fmt.Errorf("conflict query: changes row: %w", errCopyFormat)
+		}
 		id, ok, err := int8(r[0])
-		if err != nil || !ok || len(r) < 2 {
+		if err != nil || !ok {
 			return nil, nil, fmt.Errorf("conflict query: changes row: %w", errors.Join(err, errCopyFormat))
 		}
 		if id > origBase && r[1] != nil {
@@ -603,6 +606,9 @@ func (d *driver) loadTables(ctx context.Context, conn *pgconn.PgConn) ([]int64, 
 	}
 	byName := map[string]int64{}
 	for _, r := range rows {
+		if len(r) < 3 {
+			return nil, fmt.Errorf("workload: load tables: %w", errCopyFormat)
+		}
 		id, _, err := int8(r[0])
 		if err != nil {
 			return nil, fmt.Errorf("workload: load tables: %w", err)
