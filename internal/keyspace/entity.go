@@ -438,7 +438,8 @@ func DecodeKV(key, value []byte, defs DefLookup) (Entity, error) {
 	}
 	sc.key = t.keyFromVals(sc.key[:0], e.CatalogID, vals)
 	if string(sc.key) != string(key) {
-		return Entity{}, fmt.Errorf("%w: %s: key does not match its row", ErrCorrupt, e.Table)
+		return Entity{}, fmt.Errorf("%w: %s: key [%s] does not match its row, whose key is [%s]",
+			ErrCorrupt, e.Table, FormatKey(key), FormatKey(sc.key))
 	}
 	for _, c := range e.Children {
 		if err := t.checkChild(c, sc); err != nil {
