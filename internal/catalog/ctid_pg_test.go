@@ -279,3 +279,75 @@ func runCTIDHistory(t *testing.T, conn *pgx.Conn, tx *Txn, def keyspace.TableDef
 	}
 	t.Logf("%d rows on %d pages", len(got), pages)
 }
+
+// TestCTIDFreeSpaceMapAndDDL drives PostgreSQL's free space map on purpose:
+// pages filled with big tuples get recorded in the map when a tuple does
+// not fit, a later tuple that fits an earlier page is sent there (and that
+// page becomes the target block), and ALTER TABLE resets the target block so
+// the next insert tries the last page again.
+func TestCTIDFreeSpaceMapAndDDL(t *testing.T) {
+	conn := pgConn(t)
+	schema := fmt.Sprintf("moraine_fsm_%d", os.Getpid())
+	for _, q := range []string{"DROP SCHEMA IF EXISTS " + schema + " CASCADE", "CREATE SCHEMA " + schema,
+		"CREATE TABLE " + schema + ".t (id bigint, s varchar) WITH (autovacuum_enabled = false)"} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+	def := keyspace.TableDef{Schema: schema, Name: "t", Columns: []keyspace.ColumnDef{
+		{Name: "id", Type: datum.Int8}, {Name: "s", Type: datum.Varchar}}}
+	db := NewServer(Options{}).Database("x")
+	tx := db.Begin()
+	mustNoErr(t, tx.CreateSchema(schema))
+	mustNoErr(t, tx.CreateTable(def))
+	pgTx, err := conn.Begin(ctx)
+	mustNoErr(t, err)
+	defer pgTx.Rollback(ctx)
+	id := int64(0)
+	insert := func(n int) CTID {
+		t.Helper()
+		id++
+		s := strings.Repeat("x", n)
+		var pg string
+		mustNoErr(t, pgTx.QueryRow(ctx, "INSERT INTO "+schema+".t VALUES ($1, $2) RETURNING ctid::text", id, s).Scan(&pg))
+		vals := []datum.Value{datum.IntValue(id), datum.TextValue(s)}
+		if len(def.Columns) == 3 {
+			vals = append(vals, datum.Null)
+		}
+		c, err := tx.InsertRow(schema, "t", vals)
+		mustNoErr(t, err)
+		if c.String() != pg {
+			t.Fatalf("insert %d (%d bytes): moraine %s, PostgreSQL %s", id, n, c, pg)
+		}
+		return c
+	}
+	const big = 1850
+	for i := 0; i < 4; i++ {
+		insert(big) // page 0
+	}
+	for i := 0; i < 4; i++ {
+		insert(big) // page 1; page 0 recorded in the map
+	}
+	insert(600) // does not fit page 1: recorded; extends to page 2
+	for i := 0; i < 3; i++ {
+		insert(big)
+	}
+	for i := 0; i < 4; i++ {
+		insert(big) // page 2 recorded with ~1.8 kB free; page 3
+	}
+	c := insert(1000) // fits neither page 3 nor 0/1, but page 2 through the map
+	tb, _ := tx.Table(schema, "t")
+	if c.Block() == tb.Pages()-1 {
+		t.Fatalf("the map did not send the tuple to an earlier page: %s of %d pages", c, tb.Pages())
+	}
+	_, err = pgTx.Exec(ctx, "ALTER TABLE "+schema+".t ADD COLUMN extra bigint")
+	mustNoErr(t, err)
+	col := keyspace.ColumnDef{Name: "extra", Type: datum.Int8}
+	mustNoErr(t, tx.AddColumn(schema, "t", col, datum.Null))
+	def.Columns = append(def.Columns, col)
+	c = insert(100)
+	if c.Block() != tb.Pages()-1 {
+		t.Fatalf("after ALTER TABLE the insert went to %s, not the last page %d", c, tb.Pages()-1)
+	}
+}

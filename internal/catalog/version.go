@@ -284,6 +284,9 @@ func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt d
 	}
 	nd := d.Clone()
 	nd.Columns = append(nd.Columns, col)
+	// DDL invalidates PostgreSQL's relcache entry and with it the cached
+	// target block: the next insert starts again from the last page.
+	t.heap.target = noBlock
 	old := t.info
 	t.info = newTableInfo(nd, old.OID, old.IndexOID, old.ConstraintOID, old.SchemaOID)
 	if dflt.IsNull() {
@@ -328,6 +331,7 @@ func (b *builder) renameColumn(schema, table, from, to string) error {
 	}
 	nd := d.Clone()
 	nd.Columns[i].Name = to
+	t.heap.target = noBlock // as for addColumn
 	old := t.info
 	t.info = newTableInfo(nd, old.OID, old.IndexOID, old.ConstraintOID, old.SchemaOID)
 	return nil
