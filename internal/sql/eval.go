@@ -29,11 +29,7 @@ func (x *exec) eval(n *pg.Node, e *env) (tv, error) {
 		if len(cr.Fields) > 0 && cr.Fields[len(cr.Fields)-1].GetAStar() != nil {
 			return tv{}, unsupported("* in this position")
 		}
-		i, err := e.resolve(names(cr.Fields))
-		if err != nil {
-			return tv{}, err
-		}
-		return tv{e.row[i], e.cols[i].typ}, nil
+		return e.lookup(names(cr.Fields))
 	case n.GetAConst() != nil:
 		return constValue(n.GetAConst())
 	case n.GetTypeCast() != nil:
@@ -264,6 +260,45 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 			return tv{datum.TextValue(datum.FormatText(l.t, l.v) + datum.FormatText(r.t, r.v)), datum.Text}, nil
 		}
 		return tv{}, unsupported("operator %s", op)
+	case pg.A_Expr_Kind_AEXPR_OP_ANY, pg.A_Expr_Kind_AEXPR_OP_ALL:
+		l, err := x.eval(a.Lexpr, e)
+		if err != nil {
+			return tv{}, err
+		}
+		r, err := x.eval(a.Rexpr, e)
+		if err != nil {
+			return tv{}, err
+		}
+		if r.v.IsNull() {
+			return nullBool, nil
+		}
+		if r.t.Kind() != datum.KindArray {
+			return tv{}, unsupported("%s ANY/ALL over %s", op, outType(r.t))
+		}
+		elems, err := datum.ArrayElems(r.t, r.v)
+		if err != nil {
+			return tv{}, err
+		}
+		any := a.Kind == pg.A_Expr_Kind_AEXPR_OP_ANY
+		sawNull := false
+		for _, el := range elems {
+			c, err := compareOp(op, l, tv{el, r.t.Elem()})
+			if err != nil {
+				return tv{}, err
+			}
+			switch {
+			case c.v.IsNull():
+				sawNull = true
+			case any && c.v.I != 0:
+				return boolTV(true), nil
+			case !any && c.v.I == 0:
+				return boolTV(false), nil
+			}
+		}
+		if sawNull {
+			return nullBool, nil
+		}
+		return boolTV(!any), nil
 	case pg.A_Expr_Kind_AEXPR_IN:
 		l, err := x.eval(a.Lexpr, e)
 		if err != nil {
@@ -543,7 +578,35 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 		}
 		return tv{datum.TextValue(t.String()), datum.Text}, nil
 	case "pg_get_userbyid":
-		return tv{datum.TextValue(x.s.user), datum.Name}, nil
+		if len(args) > 0 && args[0].v.K == datum.KindInt && args[0].v.I == databaseOwnerOID {
+			return tv{datum.TextValue("pg_database_owner"), datum.Name}, nil
+		}
+		// Every object belongs to the bootstrap superuser, as in a fresh
+		// cluster initialised with -U postgres.
+		return tv{datum.TextValue("postgres"), datum.Name}, nil
+	case "array_to_string":
+		if len(args) < 2 || args[0].v.IsNull() || args[1].v.IsNull() {
+			return tv{datum.Null, datum.Text}, nil
+		}
+		if args[0].t.Kind() != datum.KindArray {
+			return tv{}, errf(codeUndefinedFunc, "function array_to_string(%s, %s) does not exist", outType(args[0].t), outType(args[1].t))
+		}
+		elems, err := datum.ArrayElems(args[0].t, args[0].v)
+		if err != nil {
+			return tv{}, err
+		}
+		var parts []string
+		for _, el := range elems {
+			if !el.IsNull() {
+				parts = append(parts, datum.FormatText(args[0].t.Elem(), el))
+			}
+		}
+		return tv{datum.TextValue(strings.Join(parts, args[1].v.S)), datum.Text}, nil
+	case "pg_get_indexdef", "pg_get_constraintdef":
+		if len(args) < 1 || args[0].v.IsNull() {
+			return tv{datum.Null, datum.Text}, nil
+		}
+		return tv{datum.TextValue(x.indexDef(uint32(args[0].v.I), name == "pg_get_constraintdef")), datum.Text}, nil
 	case "pg_encoding_to_char":
 		return tv{datum.TextValue("UTF8"), datum.Name}, nil
 	case "obj_description", "col_description", "shobj_description", "pg_get_expr", "pg_get_partkeydef":

@@ -34,9 +34,25 @@ type rel struct {
 
 // env is the scope an expression is evaluated in: one row of a relation.
 type env struct {
-	cols []colInfo
-	row  []datum.Value
-	aggs map[*pg.FuncCall]tv // results of aggregates, in aggregate mode
+	cols  []colInfo
+	row   []datum.Value
+	aggs  map[*pg.FuncCall]tv // results of aggregates, in aggregate mode
+	outer *env                // the enclosing query's row, for correlated subqueries
+}
+
+// lookup evaluates a column reference, trying enclosing queries when the
+// name is not in this one.
+func (e *env) lookup(fields []string) (tv, error) {
+	i, err := e.resolve(fields)
+	if err == nil {
+		return tv{e.row[i], e.cols[i].typ}, nil
+	}
+	for o := e.outer; o != nil; o = o.outer {
+		if j, oerr := o.resolve(fields); oerr == nil {
+			return tv{o.row[j], o.cols[j].typ}, nil
+		}
+	}
+	return tv{}, err
 }
 
 // tv is a typed value.

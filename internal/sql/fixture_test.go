@@ -370,7 +370,7 @@ func replayFixture(t *testing.T, ex *Executor, path string) {
 
 // knownMismatches bounds the statements of a fixture moraine answers
 // differently on purpose or does not support yet (listed in docs/sql.md).
-var knownMismatches = map[string]int{"s10_psql.jsonl": 17}
+var knownMismatches = map[string]int{"s10_psql.jsonl": 7}
 
 func errEvent(err error) fxEvent {
 	var pe *pgwire.Error

@@ -26,6 +26,7 @@ const (
 	heapAM              = 2
 	btreeAM             = 403
 	collationDefault    = 100
+	databaseOwnerOID    = 6171 // pg_database_owner, owner of schema public
 )
 
 type vcol struct {
@@ -127,7 +128,11 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 	case "pg_namespace":
 		r := mkRel([]vcol{{"oid", tOID}, {"nspname", tName}, {"nspowner", tOID}, {"nspacl", tText}})
 		for _, n := range namespaces(v) {
-			r.add(oidV(n.oid), nameV(n.name), oidV(ownerOID), datum.Null)
+			owner := uint32(ownerOID)
+			if n.name == "public" {
+				owner = databaseOwnerOID
+			}
+			r.add(oidV(n.oid), nameV(n.name), oidV(owner), datum.Null)
 		}
 		return r, true, nil
 	case "pg_class":
@@ -163,6 +168,15 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 			{"atthasdef", tBool}, {"atthasmissing", tBool}, {"attidentity", tChar}, {"attgenerated", tChar},
 			{"attisdropped", tBool}, {"attislocal", tBool}, {"attcollation", tOID}, {"attstattarget", tInt4}})
 		r.rows = append(r.rows, sysRows("pg_attribute", vcols(r))...)
+		// attstorage and attcompression come last so the dump's layout holds.
+		r.cols = append(r.cols, colInfo{name: "attstorage", typ: tChar}, colInfo{name: "attcompression", typ: tChar})
+		for i, row := range r.rows {
+			storage := "p"
+			if row[3].I == -1 {
+				storage = "x"
+			}
+			r.rows[i] = append(row[:16:16], nameV(storage), nameV(""))
+		}
 		for _, ti := range tablesOf(v) {
 			for i, c := range ti.t.Def.Columns {
 				ndims, coll := 0, uint32(0)
@@ -194,6 +208,53 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 		return mkRel([]vcol{{"objoid", tOID}, {"classoid", tOID}, {"objsubid", tInt4}, {"description", tText}}), true, nil
 	case "pg_enum":
 		return mkRel([]vcol{{"oid", tOID}, {"enumtypid", tOID}, {"enumsortorder", datum.Float4}, {"enumlabel", tName}}), true, nil
+	case "pg_am":
+		r := mkRel([]vcol{{"oid", tOID}, {"amname", tName}, {"amhandler", tOID}, {"amtype", tChar}})
+		for _, am := range []struct {
+			oid  uint32
+			name string
+			typ  string
+		}{{2, "heap", "t"}, {403, "btree", "i"}, {405, "hash", "i"}, {783, "gist", "i"}, {2742, "gin", "i"}, {4000, "spgist", "i"}, {3580, "brin", "i"}} {
+			r.add(oidV(am.oid), nameV(am.name), oidV(0), nameV(am.typ))
+		}
+		return r, true, nil
+	case "pg_collation":
+		r := mkRel([]vcol{{"oid", tOID}, {"collname", tName}, {"collnamespace", tOID}, {"collprovider", tChar}})
+		r.add(oidV(100), nameV("default"), oidV(nsPgCatalog), nameV("d"))
+		r.add(oidV(950), nameV("C"), oidV(nsPgCatalog), nameV("c"))
+		r.add(oidV(951), nameV("POSIX"), oidV(nsPgCatalog), nameV("c"))
+		return r, true, nil
+	case "pg_index":
+		r := mkRel([]vcol{{"indexrelid", tOID}, {"indrelid", tOID}, {"indnatts", tInt2}, {"indnkeyatts", tInt2},
+			{"indisunique", tBool}, {"indisprimary", tBool}, {"indisexclusion", tBool}, {"indimmediate", tBool},
+			{"indisclustered", tBool}, {"indisvalid", tBool}, {"indcheckxmin", tBool}, {"indisready", tBool},
+			{"indislive", tBool}, {"indisreplident", tBool}, {"indkey", datum.Type{OID: datum.OIDInt2Vector, Mod: -1}}})
+		for _, ti := range tablesOf(v) {
+			t := ti.t
+			if t.PKOID == 0 {
+				continue
+			}
+			keys := make([]datum.Value, len(t.Def.PK))
+			for i, k := range t.Def.PK {
+				keys[i] = intV(k + 1)
+			}
+			r.add(oidV(t.PKOID), oidV(t.OID), intV(len(keys)), intV(len(keys)), boolV(true), boolV(true), boolV(false),
+				boolV(true), boolV(false), boolV(true), boolV(false), boolV(true), boolV(true), boolV(false),
+				datum.ArrayValue(datum.Int2, keys))
+		}
+		return r, true, nil
+	case "pg_policy":
+		return mkRel([]vcol{{"oid", tOID}, {"polname", tName}, {"polrelid", tOID}, {"polcmd", tChar}, {"polpermissive", tBool},
+			{"polroles", tText}, {"polqual", tText}, {"polwithcheck", tText}}), true, nil
+	case "pg_statistic_ext":
+		return mkRel([]vcol{{"oid", tOID}, {"stxrelid", tOID}, {"stxname", tName}, {"stxnamespace", tOID}, {"stxowner", tOID},
+			{"stxstattarget", tInt4}, {"stxkeys", tText}, {"stxkind", datum.TextArray}}), true, nil
+	case "pg_publication":
+		return mkRel([]vcol{{"oid", tOID}, {"pubname", tName}, {"pubowner", tOID}, {"puballtables", tBool}, {"pubviaroot", tBool}}), true, nil
+	case "pg_publication_rel":
+		return mkRel([]vcol{{"oid", tOID}, {"prpubid", tOID}, {"prrelid", tOID}, {"prqual", tText}, {"prattrs", tText}}), true, nil
+	case "pg_publication_namespace":
+		return mkRel([]vcol{{"oid", tOID}, {"pnpubid", tOID}, {"pnnspid", tOID}}), true, nil
 	case "pg_inherits":
 		return mkRel([]vcol{{"inhrelid", tOID}, {"inhparent", tOID}, {"inhseqno", tInt4}, {"inhdetachpending", tBool}}), true, nil
 	case "pg_constraint":
@@ -233,8 +294,12 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 		return r, true, nil
 	case "pg_database":
 		r := mkRel([]vcol{{"oid", tOID}, {"datname", tName}, {"datdba", tOID}, {"encoding", tInt4},
-			{"datcollate", tName}, {"datctype", tName}, {"datacl", tText}})
-		r.add(oidV(16384), nameV(x.s.dbName), oidV(ownerOID), intV(6), nameV("C.UTF-8"), nameV("C.UTF-8"), datum.Null)
+			{"datlocprovider", tChar}, {"datcollate", tText}, {"datctype", tText}, {"daticulocale", tText},
+			{"datistemplate", tBool}, {"datallowconn", tBool}, {"datacl", datum.TextArray}})
+		for i, name := range x.s.ex.cat.Catalog().Databases() {
+			r.add(oidV(uint32(16384+i)), nameV(name), oidV(ownerOID), intV(6), nameV("c"), nameV("C.UTF-8"),
+				nameV("C.UTF-8"), datum.Null, boolV(false), boolV(true), datum.Null)
+		}
 		return r, true, nil
 	}
 	return nil, false, nil
@@ -284,4 +349,23 @@ func (x *exec) infoSchema(v *memcat.Version, name string) (*rel, bool, error) {
 		return r, true, nil
 	}
 	return nil, false, nil
+}
+
+// indexDef is pg_get_indexdef / pg_get_constraintdef for a lake table's
+// primary key (the only index and constraint moraine's tables have).
+func (x *exec) indexDef(oid uint32, constraint bool) string {
+	for _, ti := range tablesOf(x.s.view()) {
+		if ti.t.PKOID != oid || oid == 0 {
+			continue
+		}
+		if !constraint {
+			return pkIndexDef(ti)
+		}
+		var cols []string
+		for _, i := range ti.t.Def.PK {
+			cols = append(cols, ti.t.Def.Columns[i].Name)
+		}
+		return "PRIMARY KEY (" + strings.Join(cols, ", ") + ")"
+	}
+	return ""
 }

@@ -11,7 +11,11 @@ func TestSysdata(t *testing.T) {
 		if !ok || err != nil {
 			t.Fatalf("%s: %v %v", name, ok, err)
 		}
-		rows, err := loadSys(name, vcols(r))
+		cols := vcols(r)
+		if name == "pg_attribute" {
+			cols = cols[:16] // attstorage and attcompression are computed
+		}
+		rows, err := loadSys(name, cols)
 		if err != nil {
 			t.Fatal(err)
 		}

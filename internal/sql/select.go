@@ -63,7 +63,7 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 	// WHERE
 	if s.WhereClause != nil {
 		kept := in.rows[:0:0]
-		e := &env{cols: in.cols}
+		e := &env{cols: in.cols, outer: outer}
 		for _, row := range in.rows {
 			e.row = row
 			v, err := x.eval(s.WhereClause, e)
@@ -90,7 +90,7 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 	out := &rel{cols: make([]colInfo, len(targets))}
 	// Probe the result types on a row of NULLs, so that an empty result
 	// still describes its columns.
-	probe := &env{cols: in.cols, row: make([]datum.Value, len(in.cols))}
+	probe := &env{cols: in.cols, row: make([]datum.Value, len(in.cols)), outer: outer}
 	if len(aggs) > 0 {
 		probe.aggs = map[*pg.FuncCall]tv{}
 		for _, fc := range aggs {
@@ -123,7 +123,7 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 		}
 	}
 	if len(aggs) > 0 {
-		e := &env{cols: in.cols, row: make([]datum.Value, len(in.cols)), aggs: map[*pg.FuncCall]tv{}}
+		e := &env{cols: in.cols, row: make([]datum.Value, len(in.cols)), aggs: map[*pg.FuncCall]tv{}, outer: outer}
 		for _, fc := range aggs {
 			r, err := x.aggregate(fc, in)
 			if err != nil {
@@ -151,7 +151,7 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 		return nil, err
 	}
 	var sortVals [][]datum.Value
-	e := &env{cols: in.cols}
+	e := &env{cols: in.cols, outer: outer}
 	for _, row := range in.rows {
 		e.row = row
 		orow := make([]datum.Value, len(targets))
@@ -228,56 +228,69 @@ func (x *exec) expandTargets(list []*pg.Node, cols []colInfo) ([]target, error) 
 
 // figureColname is PostgreSQL's FigureColname for the shapes moraine sees.
 func figureColname(n *pg.Node) string {
+	name, _ := figureColnameStrength(n)
+	return name
+}
+
+// figureColnameStrength returns the name and how strongly the expression
+// suggests it (2: a column, function or similar; 1: a type name or "case";
+// 0: nothing), as PostgreSQL's FigureColnameInternal does.
+func figureColnameStrength(n *pg.Node) (string, int) {
 	switch {
+	case n == nil:
 	case n.GetColumnRef() != nil:
 		f := n.GetColumnRef().Fields
-		return nodeName(f[len(f)-1])
+		if last := f[len(f)-1]; last.GetAStar() == nil {
+			return nodeName(last), 2
+		}
 	case n.GetFuncCall() != nil:
-		return opName(n.GetFuncCall().Funcname)
+		return opName(n.GetFuncCall().Funcname), 2
 	case n.GetTypeCast() != nil:
-		if s := figureColname(n.GetTypeCast().Arg); s != "?column?" {
-			return s
+		if s, st := figureColnameStrength(n.GetTypeCast().Arg); st > 1 {
+			return s, st
 		}
 		ns := names(n.GetTypeCast().TypeName.Names)
-		name := ns[len(ns)-1]
-		switch name {
-		case "int4":
-			return "int4"
-		case "bool":
-			return "bool"
-		}
-		return name
+		return ns[len(ns)-1], 1
 	case n.GetCollateClause() != nil:
-		return figureColname(n.GetCollateClause().Arg)
+		return figureColnameStrength(n.GetCollateClause().Arg)
 	case n.GetSubLink() != nil:
 		sl := n.GetSubLink()
-		if sl.SubLinkType == pg.SubLinkType_EXISTS_SUBLINK {
-			return "exists"
-		}
-		if sel := sl.Subselect.GetSelectStmt(); sel != nil && len(sel.TargetList) > 0 {
-			rt := sel.TargetList[0].GetResTarget()
-			if rt.Name != "" {
-				return rt.Name
+		switch sl.SubLinkType {
+		case pg.SubLinkType_EXISTS_SUBLINK:
+			return "exists", 2
+		case pg.SubLinkType_ARRAY_SUBLINK:
+			return "array", 2
+		case pg.SubLinkType_EXPR_SUBLINK:
+			if sel := sl.Subselect.GetSelectStmt(); sel != nil && len(sel.TargetList) > 0 {
+				rt := sel.TargetList[0].GetResTarget()
+				if rt.Name != "" {
+					return rt.Name, 2
+				}
+				return figureColnameStrength(rt.Val)
 			}
-			return figureColname(rt.Val)
 		}
 	case n.GetCoalesceExpr() != nil:
-		return "coalesce"
+		return "coalesce", 2
 	case n.GetCaseExpr() != nil:
-		return "case"
+		if s, st := figureColnameStrength(n.GetCaseExpr().Defresult); st > 1 {
+			return s, st
+		}
+		return "case", 1
+	case n.GetAArrayExpr() != nil:
+		return "array", 2
 	case n.GetSqlvalueFunction() != nil:
 		switch n.GetSqlvalueFunction().Op {
 		case pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP, pg.SQLValueFunctionOp_SVFOP_CURRENT_TIMESTAMP_N:
-			return "current_timestamp"
+			return "current_timestamp", 2
 		case pg.SQLValueFunctionOp_SVFOP_CURRENT_USER:
-			return "current_user"
+			return "current_user", 2
 		case pg.SQLValueFunctionOp_SVFOP_CURRENT_SCHEMA:
-			return "current_schema"
+			return "current_schema", 2
 		case pg.SQLValueFunctionOp_SVFOP_CURRENT_CATALOG:
-			return "current_catalog"
+			return "current_catalog", 2
 		}
 	}
-	return "?column?"
+	return "?column?", 0
 }
 
 func collectAggs(n *pg.Node, out *[]*pg.FuncCall) {
@@ -536,8 +549,8 @@ func (x *exec) limitValue(n *pg.Node) (int64, error) {
 
 // runSetOp evaluates UNION [ALL].
 func (x *exec) runSetOp(s *pg.SelectStmt, outer *env) (*rel, error) {
-	if s.Op != pg.SetOperation_SETOP_UNION || !s.All {
-		return nil, unsupported("set operation %s (only UNION ALL)", s.Op)
+	if s.Op != pg.SetOperation_SETOP_UNION {
+		return nil, unsupported("set operation %s (only UNION)", strings.TrimPrefix(s.Op.String(), "SETOP_"))
 	}
 	l, err := x.runSelect(s.Larg, outer)
 	if err != nil {
@@ -573,6 +586,26 @@ func (x *exec) runSetOp(s *pg.SelectStmt, outer *env) (*rel, error) {
 			}
 			out.rows = append(out.rows, nr)
 		}
+	}
+	if !s.All {
+		// UNION without ALL: drop duplicate rows, keeping the first.
+		seen := map[string]bool{}
+		kept := out.rows[:0]
+		for _, row := range out.rows {
+			var kb strings.Builder
+			for i, v := range row {
+				kb.WriteString(strconv.Itoa(int(v.K)))
+				kb.WriteByte(':')
+				kb.WriteString(datum.FormatText(out.cols[i].typ, v))
+				kb.WriteByte(0)
+			}
+			k := kb.String()
+			if !seen[k] {
+				seen[k] = true
+				kept = append(kept, row)
+			}
+		}
+		out.rows = kept
 	}
 	var targets []target
 	keys, err := x.sortKeys(s.SortClause, targets, out)

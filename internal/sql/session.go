@@ -380,7 +380,11 @@ func pgColumns(cols []colInfo) []pgwire.Column {
 		if !t.Known() {
 			size = -1
 		}
-		out[i] = pgwire.Column{Name: c.name, TableOID: c.tableOID, TableAttr: c.attnum, TypeOID: t.OID, TypeSize: size, TypeModifier: t.Mod}
+		mod := t.Mod
+		if t == regclassText {
+			mod = -1
+		}
+		out[i] = pgwire.Column{Name: c.name, TableOID: c.tableOID, TableAttr: c.attnum, TypeOID: t.OID, TypeSize: size, TypeModifier: mod}
 		if c.tableOID == 0 {
 			out[i].TableAttr = 0
 		}

@@ -22,6 +22,7 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 		if err != nil {
 			return err
 		}
+		x.regclassNames(r)
 		return out.rows(r.cols, r.rows, "SELECT "+strconv.Itoa(len(r.rows)))
 	case n.GetCopyStmt() != nil:
 		return x.copy(n.GetCopyStmt(), out)
@@ -590,3 +591,47 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 	}
 	return out.complete("COPY " + strconv.Itoa(len(rows)))
 }
+
+// regclassNames replaces regclass oids by relation names, which is how a
+// regclass prints (moraine's results reach clients as text; a regclass in
+// binary would be its oid, which no client of this vocabulary asks for).
+func (x *exec) regclassNames(r *rel) {
+	var idx []int
+	for i, c := range r.cols {
+		if c.typ.OID == datum.OIDRegclass {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return
+	}
+	names := map[int64]string{}
+	for _, ti := range tablesOf(x.s.view()) {
+		n := ti.t.Name
+		if ti.schema.Name != x.s.searchSchema() {
+			n = ti.schema.Name + "." + n
+		}
+		names[int64(ti.t.OID)] = n
+	}
+	for _, t := range x.s.temps {
+		names[int64(t.OID)] = t.Name
+	}
+	for i := range idx {
+		r.cols[idx[i]].typ = regclassText
+	}
+	for _, row := range r.rows {
+		for _, i := range idx {
+			if row[i].K == datum.KindInt {
+				if n, ok := names[row[i].I]; ok {
+					row[i] = datum.TextValue(n)
+				} else {
+					row[i] = datum.TextValue(strconv.FormatInt(row[i].I, 10))
+				}
+			}
+		}
+	}
+}
+
+// regclassText is regclass carried as its printed name: it reports OID
+// 2205 in the RowDescription and encodes as text.
+var regclassText = datum.Type{OID: datum.OIDRegclass, Mod: -2}
