@@ -19,7 +19,7 @@ import (
 // wrote after the second opened ever lands, and that the first writer's
 // later writes fail with ErrFenced.
 func TestFencing(t *testing.T) {
-	iters := 25
+	iters := 15
 	if testing.Short() {
 		iters = 5
 	}
