@@ -140,3 +140,37 @@ func TestWriteContext(t *testing.T) {
 	}
 	put(t, d, "k2", "v")
 }
+
+// TestCloseHonoursContext: with the store hanging, Close returns when its
+// context ends and the writes in flight fail instead of hanging.
+func TestCloseHonoursContext(t *testing.T) {
+	ctx := context.Background()
+	fs := fault.New(objstore.NewMem(), fault.Config{})
+	d := mustOpen(t, fs, Options{GCInterval: -1, FencePollInterval: -1})
+	fs.Configure(func(c *fault.Config) {
+		c.Ops = map[fault.Op]fault.Rule{fault.OpPutIfAbsent: {Latency: fault.Fixed(time.Hour)}, fault.OpPut: {Latency: fault.Fixed(time.Hour)}}
+	})
+	done := make(chan error, 1)
+	go func() { _, err := d.Write(ctx, batchOf("k", "v")); done <- err }()
+	time.Sleep(20 * time.Millisecond)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := d.Close(cctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("close: %v", err)
+	}
+	if time.Since(start) > 2*time.Second {
+		t.Fatalf("close took %v", time.Since(start))
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("write acknowledged although its WAL PUT never finished")
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("write still blocked after close")
+	}
+	if _, err := Open(cctx, fs, Options{}); err == nil {
+		t.Fatal("open with an expired context succeeded")
+	}
+}
