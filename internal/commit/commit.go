@@ -14,6 +14,7 @@ package commit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,9 @@ type Outcome struct {
 type Pipeline struct {
 	store  Store
 	opts   Options
+	// lookup reports whether a key is stored (nil: the store cannot say,
+	// and duplicate identities are caught only within one commit).
+	lookup func(ctx context.Context, key []byte) (bool, error)
 	failed atomic.Pointer[error]
 
 	mu       sync.Mutex // guards the fields below; Persist calls of different databases may overlap
@@ -59,13 +63,28 @@ type Pipeline struct {
 // New returns a pipeline writing to store. Before the first commit the caller
 // must Prime it with the loaded catalog (Load does).
 func New(store Store, opts Options) *Pipeline {
-	return &Pipeline{
+	p := &Pipeline{
 		store:    store,
 		opts:     opts,
 		children: newChildIndex(),
 		heads:    map[uint32]headState{},
 		codecs:   newCodecCache(),
 	}
+	if g, ok := store.(interface {
+		Get(ctx context.Context, key []byte) ([]byte, error)
+	}); ok {
+		p.lookup = func(ctx context.Context, key []byte) (bool, error) {
+			_, err := g.Get(ctx, key)
+			switch {
+			case err == nil:
+				return true, nil
+			case errors.Is(err, slate.ErrNotFound):
+				return false, nil
+			}
+			return false, err
+		}
+	}
+	return p
 }
 
 // Failed returns the store error that disabled the pipeline, or nil.
@@ -92,7 +111,7 @@ func (p *Pipeline) Persist(ctx context.Context, c *catalog.Commit) (err error) {
 		return err
 	}
 	p.mu.Lock()
-	t, err := p.translate(c)
+	t, err := p.translate(ctx, c)
 	p.mu.Unlock()
 	if err != nil {
 		return err

@@ -581,3 +581,23 @@ func TestPrimeRestoresChildren(t *testing.T) {
 		}
 	}
 }
+
+// A table without a primary key may hold two equal rows in PostgreSQL, but
+// the keyspace stores one row per identity: a second row with a stored or
+// staged identity is refused, never silently merged.
+func TestDuplicateIdentityIsRefused(t *testing.T) {
+	h := newHarness(t, Options{})
+	h.initLake()
+	h.addFile(2, 0, 0, 10)
+	stats := []string{"0", "1", "1", "10", "10", "0", "1", "9", "NULL", "NULL"}
+	err := h.refused(ErrShape, func(tx *catalog.Txn) {
+		h.insert(tx, "ducklake_file_column_stats", stats...)
+	})
+	if !strings.Contains(err.Error(), "already stored") {
+		t.Fatalf("error %q", err)
+	}
+	h.refused(ErrShape, func(tx *catalog.Txn) {
+		h.insert(tx, "ducklake_files_scheduled_for_deletion", "7", "x.parquet", "true", "2026-01-01 00:00:05+00")
+		h.insert(tx, "ducklake_files_scheduled_for_deletion", "7", "x.parquet", "true", "2026-01-01 00:00:05+00")
+	})
+}

@@ -2,6 +2,7 @@ package commit
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -60,6 +61,7 @@ type headState struct {
 }
 
 type translator struct {
+	ctx      context.Context
 	p        *Pipeline
 	c        *catalog.Commit
 	pending  map[string]*pendingKV
@@ -77,9 +79,9 @@ type defRef struct {
 	table     string
 }
 
-func (p *Pipeline) translate(c *catalog.Commit) (*translation, error) {
+func (p *Pipeline) translate(ctx context.Context, c *catalog.Commit) (*translation, error) {
 	tr := &translator{
-		p: p, c: c,
+		ctx: ctx, p: p, c: c,
 		pending:  map[string]*pendingKV{},
 		parents:  map[string]*parentTouch{},
 		children: map[string]*childChange{},
@@ -266,8 +268,22 @@ func (tr *translator) row(id uint32, schema string, codec *keyspace.Table, row d
 		if err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
-		if prev := tr.pending[string(k)]; prev != nil && prev.put && !bytes.Equal(prev.value, v) {
-			return shapeErr("two rows of %s in one commit have the same identity (%x)", codec.Def.Name, k)
+		// Two live rows with one key would be one row after a reload: a
+		// table without a primary key may hold duplicates in PostgreSQL, but
+		// the keyspace keys rows by their identity, so a second row with the
+		// same identity is refused rather than silently merged.
+		prev := tr.pending[string(k)]
+		switch {
+		case prev != nil && prev.put:
+			return shapeErr("two rows of %s in one commit have the same identity (%s)", codec.Def.Name, keyspace.FormatKey(k))
+		case prev == nil && tr.p.lookup != nil:
+			exists, err := tr.p.lookup(tr.ctx, k)
+			if err != nil {
+				return fmt.Errorf("commit: checking %s: %w", keyspace.FormatKey(k), err)
+			}
+			if exists {
+				return shapeErr("a row of %s with the same identity is already stored (%s)", codec.Def.Name, keyspace.FormatKey(k))
+			}
 		}
 		tr.pending[string(k)] = &pendingKV{put: true, value: v, catalogID: id, table: codec.Def.Name}
 		return nil
