@@ -47,8 +47,8 @@ type Outcome struct {
 
 // Pipeline is the catalog.Committer over a slate store.
 type Pipeline struct {
-	store  Store
-	opts   Options
+	store Store
+	opts  Options
 	// lookup reports whether a key is stored (nil: the store cannot say,
 	// and duplicate identities are caught only within one commit).
 	lookup func(ctx context.Context, key []byte) (bool, error)
