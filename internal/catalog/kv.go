@@ -469,17 +469,16 @@ func (l *loader) applyBatch(b *loadBatch) error {
 	for i := range b.out {
 		r := &b.out[i]
 		t := r.t
+		ct := t.heap.insert(r.tlen)
+		t.rows.Load(rowItem{ct, r.row})
 		if t.pk != nil {
-			if _, dup := t.pk.Get(pkItem{key: r.key}); dup {
+			// One descent: a replaced entry is a duplicate key, and the
+			// load is abandoned, so the damage done by Set does not matter.
+			if _, dup := t.pk.Set(pkItem{r.key, ct}); dup {
 				vals, _ := r.row.Decode(t.info.types, nil)
 				cols, vs := t.info.keyText(vals)
 				return fmt.Errorf("%w: %v", ErrCorrupt, errDuplicate(r.cat.schema, t.info.Def.Name, cols, vs))
 			}
-		}
-		ct := t.heap.insert(r.tlen)
-		t.rows.Load(rowItem{ct, r.row})
-		if t.pk != nil {
-			t.pk.Set(pkItem{r.key, ct})
 		}
 	}
 	b.out, b.buf, b.offs = nil, nil, nil

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
 )
 
@@ -47,17 +49,18 @@ func TestLoadRefusesBadPairs(t *testing.T) {
 		name   string
 		damage func(p [][2][]byte) [][2][]byte
 		want   []error // any of
+		text   string  // in the message, when set
 	}{
 		{"truncated row value", func(p [][2][]byte) [][2][]byte {
 			i := find(p, keyspace.KindDataFile)
 			p[i][1] = p[i][1][:len(p[i][1])-3]
 			return p
-		}, []error{keyspace.ErrCorrupt, catalog.ErrCorrupt}},
+		}, []error{keyspace.ErrCorrupt, catalog.ErrCorrupt}, ""},
 		{"unknown value format", func(p [][2][]byte) [][2][]byte {
 			i := find(p, keyspace.KindSnapshot)
 			p[i][1][0] = 0x7f
 			return p
-		}, []error{keyspace.ErrUnknownShape}},
+		}, []error{keyspace.ErrUnknownShape}, ""},
 		{"duplicate primary key", func(p [][2][]byte) [][2][]byte {
 			// The same snapshot row twice under two keys cannot happen with
 			// a faithful key; a copied pair with a patched key can.
@@ -65,22 +68,42 @@ func TestLoadRefusesBadPairs(t *testing.T) {
 			dup := [2][]byte{append([]byte(nil), p[i][0]...), append([]byte(nil), p[i][1]...)}
 			dup[0] = append(dup[0], 0)
 			return append(p[:i+1], append([][2][]byte{dup}, p[i+1:]...)...)
-		}, []error{keyspace.ErrCorrupt, catalog.ErrCorrupt}},
+		}, []error{keyspace.ErrCorrupt, catalog.ErrCorrupt}, ""},
+		{"same data_file_id under two table ids", func(p [][2][]byte) [][2][]byte {
+			i := find(p, keyspace.KindDataFile)
+			e, err := keyspace.DecodeKV(p[i][0], p[i][1], nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			kt, _ := keyspace.StaticTable("ducklake_data_file")
+			vals, err := e.Row.Decode(kt.Types(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vals[1] = datum.IntValue(vals[1].Int() + 1000) // table_id: another key, same primary key
+			k, v, err := kt.Encode(e.CatalogID, datum.Row(datum.EncodeRow(nil, kt.Types(), vals)), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p = append(p, [2][]byte{k, v})
+			sort.Slice(p, func(i, j int) bool { return bytes.Compare(p[i][0], p[j][0]) < 0 })
+			return p
+		}, []error{catalog.ErrCorrupt}, "ducklake_data_file_pkey"},
 		{"row of an unregistered catalog", func(p [][2][]byte) [][2][]byte {
 			i := find(p, keyspace.KindSnapshot)
 			p[i][0][3] = 0x77
 			return p
-		}, []error{catalog.ErrCorrupt}},
+		}, []error{catalog.ErrCorrupt}, ""},
 		{"missing table definition", func(p [][2][]byte) [][2][]byte {
 			i := find(p, keyspace.KindTableDef)
 			for keyspace.Kind(p[i][0][4]) == keyspace.KindTableDef {
 				p = append(p[:i], p[i+1:]...)
 			}
 			return p
-		}, []error{catalog.ErrCorrupt}},
+		}, []error{catalog.ErrCorrupt}, ""},
 		{"short key", func(p [][2][]byte) [][2][]byte {
 			return append(p, [2][]byte{{1, 2}, {1}})
-		}, []error{catalog.ErrCorrupt}},
+		}, []error{catalog.ErrCorrupt}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, err := catalog.Load(ctx, &catalog.SliceIterator{Pairs: tc.damage(clone())}, catalog.Options{})
@@ -93,6 +116,9 @@ func TestLoadRefusesBadPairs(t *testing.T) {
 			}
 			if !ok {
 				t.Fatalf("error %v is none of %v", err, tc.want)
+			}
+			if tc.text != "" && !strings.Contains(err.Error(), tc.text) {
+				t.Fatalf("error %q does not mention %q", err, tc.text)
 			}
 		})
 	}
