@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -153,7 +154,7 @@ func (c *Commit) CreateSchema(name string) int64 {
 	id := c.nextCatalogID
 	c.nextCatalogID++
 	c.insert("ducklake_schema", I(id), uuid(), I(c.snap), N, S(name), S(name+"/"), B(true))
-	c.changes = append(c.changes, fmt.Sprintf("created_schema:%q", name))
+	c.changes = append(c.changes, "created_schema:"+quoteIdent(name))
 	c.schemaChanged[-1] = true
 	return id
 }
@@ -175,7 +176,7 @@ func (c *Commit) CreateTable(schemaID int64, schemaName, name string, cols []Col
 		ids[i] = int64(i + 1)
 		c.insert("ducklake_column", I(ids[i]), I(c.snap), N, I(id), I(int64(i)), S(col.Name), S(col.Type), N, N, B(true), N, N, N)
 	}
-	c.changes = append(c.changes, fmt.Sprintf("created_table:%q.%q", schemaName, name))
+	c.changes = append(c.changes, "created_table:"+quoteIdent(schemaName)+"."+quoteIdent(name))
 	c.schemaChanged[id] = true
 	return id, ids
 }
@@ -356,7 +357,7 @@ func (c *Commit) Commit(ctx context.Context) (int64, error) {
 		}
 	}
 	ins("ducklake_snapshot", I(c.snap), l.now(), I(sv), I(c.nextCatalogID), I(c.nextFileID))
-	ins("ducklake_snapshot_changes", I(c.snap), S(dedupe(c.changes)), N, N, N)
+	ins("ducklake_snapshot_changes", I(c.snap), changesMade(c.changes), N, N, N)
 	// Ends and hard deletes apply to rows of earlier snapshots, so they run
 	// before this commit's inserts (a new spec must not end itself).
 	for _, u := range c.updates {
@@ -399,7 +400,24 @@ func (c *Commit) Commit(ctx context.Context) (int64, error) {
 	return c.snap, nil
 }
 
-func dedupe(cs []string) string {
+// changeOrder is the order DuckLake writes changes_made entries in.
+var changeOrder = []string{"dropped_schema", "dropped_table", "dropped_view", "created_schema",
+	"created_table", "created_view", "created_scalar_macro", "created_table_macro",
+	"dropped_scalar_macro", "dropped_table_macro", "inserted_into_table", "deleted_from_table",
+	"altered_table", "altered_view"}
+
+// changesMade renders the changes_made value: distinct entries in DuckLake's
+// order (stable within a type), NULL when there are none.
+func changesMade(cs []string) datum.Value {
+	rank := func(e string) int {
+		typ, _, _ := strings.Cut(e, ":")
+		for i, t := range changeOrder {
+			if t == typ {
+				return i
+			}
+		}
+		return len(changeOrder)
+	}
 	seen := map[string]bool{}
 	var out []string
 	for _, c := range cs {
@@ -408,8 +426,16 @@ func dedupe(cs []string) string {
 			out = append(out, c)
 		}
 	}
-	return strings.Join(out, ",")
+	if len(out) == 0 {
+		return N
+	}
+	sort.SliceStable(out, func(i, j int) bool { return rank(out[i]) < rank(out[j]) })
+	return S(strings.Join(out, ","))
 }
+
+// quoteIdent quotes a name as changes_made does: double quotes, embedded
+// quotes doubled.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // apply runs an UPDATE (or DELETE) over the rows u matches.
 func (c *Commit) apply(tx *catalog.Txn, u update, del bool) error {

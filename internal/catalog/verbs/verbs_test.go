@@ -189,3 +189,25 @@ func mustOK(t *testing.T, err error) {
 }
 
 func serverOf(l *Lake) *catalog.Server { return l.Database().Server() }
+
+func TestChangesMade(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want string
+	}{
+		{nil, "NULL"},
+		{[]string{"inserted_into_table:3", "created_table:" + quoteIdent("main") + "." + quoteIdent(`we"ird,name`), "inserted_into_table:3", "created_schema:" + quoteIdent("s")},
+			`created_schema:"s",created_table:"main"."we""ird,name",inserted_into_table:3`},
+		{[]string{"altered_table:4", "deleted_from_table:4", "inserted_into_table:5", "inserted_into_table:4"},
+			"inserted_into_table:5,inserted_into_table:4,deleted_from_table:4,altered_table:4"},
+	} {
+		got := changesMade(tc.in)
+		s := "NULL"
+		if !got.IsNull() {
+			s = got.Text()
+		}
+		if s != tc.want {
+			t.Errorf("changesMade(%q) = %s, want %s", tc.in, s, tc.want)
+		}
+	}
+}
