@@ -17,6 +17,16 @@ type exec struct {
 	s      *Session
 	params []tv
 	ctes   map[string]*rel
+	lits   map[*pg.A_Const]tv // literals bound onto a template tree (parse.go)
+}
+
+// constValue reads a literal, through the statement's bindings when its
+// tree is a shared template.
+func (x *exec) constValue(c *pg.A_Const) (tv, error) {
+	if v, ok := x.lits[c]; ok {
+		return v, nil
+	}
+	return constValue(c)
 }
 
 func (x *exec) eval(n *pg.Node, e *env) (tv, error) {
@@ -31,7 +41,7 @@ func (x *exec) eval(n *pg.Node, e *env) (tv, error) {
 		}
 		return e.lookup(names(cr.Fields))
 	case n.GetAConst() != nil:
-		return constValue(n.GetAConst())
+		return x.constValue(n.GetAConst())
 	case n.GetTypeCast() != nil:
 		return x.evalCast(n.GetTypeCast(), e)
 	case n.GetAExpr() != nil:

@@ -40,7 +40,7 @@ func (s *Session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 		if implicit {
 			s.beginTxn()
 		}
-		x := &exec{ctx: ctx, s: s, params: params}
+		x := &exec{ctx: ctx, s: s, params: params, lits: stmts[0].lits}
 		r, err := x.runSelect(stmts[0].node.GetSelectStmt(), nil)
 		if implicit {
 			s.endTxn()
@@ -140,7 +140,7 @@ func (po *portal) Execute(ctx context.Context, w *pgwire.ResultWriter, maxRows i
 	}
 	po.sink = &resultSink{w: w, max: maxRows}
 	for _, st := range po.p.stmts {
-		if err := s.run(ctx, st.node, po.sink, po.params); err != nil {
+		if err := s.run(ctx, st, po.sink, po.params); err != nil {
 			s.fail()
 			return err
 		}

@@ -226,7 +226,7 @@ func (s *Session) query(ctx context.Context, sql string, out sink) error {
 		return err
 	}
 	for _, st := range stmts {
-		if err := s.run(ctx, st.node, out, nil); err != nil {
+		if err := s.run(ctx, st, out, nil); err != nil {
 			s.fail()
 			return err
 		}
@@ -266,7 +266,8 @@ func isTxnControl(n *pg.Node) bool {
 }
 
 // run executes one statement.
-func (s *Session) run(ctx context.Context, n *pg.Node, out sink, params []tv) error {
+func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error {
+	n := st.node
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -283,7 +284,7 @@ func (s *Session) run(ctx context.Context, n *pg.Node, out sink, params []tv) er
 		// transaction has not written; see the package notes).
 		s.txn.Rebase(s.db.Head())
 	}
-	x := &exec{ctx: ctx, s: s, params: params}
+	x := &exec{ctx: ctx, s: s, params: params, lits: st.lits}
 	return asPg(x.statement(n, out))
 }
 
