@@ -163,7 +163,8 @@ var errManifestConflict = errors.New("manifest id already taken")
 // objstore.ErrNotFound.
 func getManifest(ctx context.Context, store objstore.Store, id uint64) (*manifest, []byte, error) {
 	name := manifestName(id)
-	data, err := store.Get(ctx, name)
+	var data []byte
+	err := retryRead(ctx, func() (err error) { data, err = store.Get(ctx, name); return err })
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", name, err)
 	}
@@ -177,7 +178,8 @@ func getManifest(ctx context.Context, store objstore.Store, id uint64) (*manifes
 // the GET (garbage-collected in between) triggers a re-list.
 func loadLatestManifest(ctx context.Context, store objstore.Store) (*manifest, error) {
 	for attempt := 0; ; attempt++ {
-		infos, err := store.List(ctx, manifestPrefix)
+		var infos []objstore.ObjectInfo
+		err := retryRead(ctx, func() (err error) { infos, err = store.List(ctx, manifestPrefix); return err })
 		if err != nil {
 			return nil, fmt.Errorf("list manifests: %w", err)
 		}

@@ -72,7 +72,6 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	d.nextWALID = fence + 1
 	d.appliedWAL = fence
 	d.lastSeq = d.visibleSeq
-	d.walsInMem = 0
 
 	d.wg.Add(1)
 	go d.bgLoop()
@@ -145,7 +144,8 @@ func (d *DB) writeFence(ctx context.Context, replayAfter uint64) (uint64, error)
 
 // walEnd returns the highest WAL id present (at least after).
 func walEnd(ctx context.Context, store objstore.Store, after uint64) (uint64, error) {
-	infos, err := store.List(ctx, walPrefix)
+	var infos []objstore.ObjectInfo
+	err := retryRead(ctx, func() (err error) { infos, err = store.List(ctx, walPrefix); return err })
 	if err != nil {
 		return 0, fmt.Errorf("list WAL: %w", err)
 	}
@@ -182,7 +182,8 @@ func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict 
 		for len(results) < replayWindow && next < to {
 			ch := make(chan walFetch, 1)
 			go func(id uint64) {
-				data, err := d.store.Get(ctx, walName(id))
+				var data []byte
+				err := retryRead(ctx, func() (err error) { data, err = d.store.Get(ctx, walName(id)); return err })
 				ch <- walFetch{data, err}
 			}(next)
 			results = append(results, ch)
@@ -217,7 +218,9 @@ func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict 
 		}
 		d.appliedWAL = id
 		d.nextWAL = id + 1
-		if !d.readOnly && d.mem.bytes >= d.opts.MemtableBytes {
+		d.walsInMem++
+		if !d.readOnly && (d.mem.bytes >= d.opts.MemtableBytes || d.walsInMem >= d.opts.MaxWALsPerMemtable) && !d.mem.empty() {
+			d.walsInMem = 0
 			d.mem.lastWAL = id
 			d.imm = append(d.imm, d.mem)
 			d.mem = newMemtable()

@@ -51,7 +51,11 @@ func (c *tableCache) get(ctx context.Context, info *sstInfo) (*table, error) {
 	if t.loaded {
 		return t, nil
 	}
-	raw, err := c.store.GetRange(ctx, t.name, int64(info.indexOff), int64(info.indexLen))
+	var raw []byte
+	err := retryRead(ctx, func() (err error) {
+		raw, err = c.store.GetRange(ctx, t.name, int64(info.indexOff), int64(info.indexLen))
+		return err
+	})
 	if err != nil {
 		return nil, readErr(t.name, err)
 	}
@@ -65,7 +69,10 @@ func (c *tableCache) get(ctx context.Context, info *sstInfo) (*table, error) {
 	if last := idx[len(idx)-1]; last.off+uint64(last.length) != info.filterOff || !bytes.Equal(last.lastKey, info.lastKey) {
 		return nil, corruptf(t.name, "index does not match table info")
 	}
-	raw, err = c.store.GetRange(ctx, t.name, int64(info.filterOff), int64(info.filterLen))
+	err = retryRead(ctx, func() (err error) {
+		raw, err = c.store.GetRange(ctx, t.name, int64(info.filterOff), int64(info.filterLen))
+		return err
+	})
 	if err != nil {
 		return nil, readErr(t.name, err)
 	}
@@ -118,7 +125,11 @@ func (c *tableCache) readBlocks(ctx context.Context, t *table, i, j int, cache b
 	}
 	start := t.index[i].off
 	end := t.index[j-1].off + uint64(t.index[j-1].length)
-	raw, err := c.store.GetRange(ctx, t.name, int64(start), int64(end-start))
+	var raw []byte
+	err := retryRead(ctx, func() (err error) {
+		raw, err = c.store.GetRange(ctx, t.name, int64(start), int64(end-start))
+		return err
+	})
 	if err != nil {
 		return nil, readErr(t.name, err)
 	}
