@@ -97,7 +97,16 @@ func ParseConfig(args []string, env []string, usage io.Writer) (*Config, error) 
 	fs.SetOutput(usage)
 	flagVals := map[string]*string{}
 	for _, s := range settings {
-		flagVals[s.name] = fs.String(s.name, s.def, s.help+" [env MORAINE_"+envName(s.name)+"]")
+		help := s.help + " [env MORAINE_" + envName(s.name) + "]"
+		if s.def == "false" {
+			// Boolean settings work as bare flags (--replica) as well as
+			// --replica=true.
+			b := &boolFlag{v: s.def}
+			fs.Var(b, s.name, help)
+			flagVals[s.name] = &b.v
+			continue
+		}
+		flagVals[s.name] = fs.String(s.name, s.def, help)
 	}
 	configFile := fs.String("config", "", "optional file of `name = value` settings [env MORAINE_CONFIG]")
 	fs.Usage = func() {
@@ -162,6 +171,18 @@ func ParseConfig(args []string, env []string, usage io.Writer) (*Config, error) 
 	}
 	return c, nil
 }
+
+// boolFlag is a string-valued flag that may be given bare.
+type boolFlag struct{ v string }
+
+func (b *boolFlag) String() string {
+	if b == nil {
+		return ""
+	}
+	return b.v
+}
+func (b *boolFlag) Set(v string) error { b.v = v; return nil }
+func (b *boolFlag) IsBoolFlag() bool   { return true }
 
 func envName(name string) string { return strings.ToUpper(strings.ReplaceAll(name, "-", "_")) }
 

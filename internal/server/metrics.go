@@ -28,6 +28,16 @@ type Metrics struct {
 	StoreOps      *prometheus.HistogramVec
 	StoreBytes    *prometheus.CounterVec
 	StoreErrors   *prometheus.CounterVec
+	// Connections is the number of open client sessions; ConnectionsTotal
+	// counts every session opened.
+	Connections      prometheus.Gauge
+	ConnectionsTotal prometheus.Counter
+	// Statements counts statements by shape (their first keyword).
+	Statements *prometheus.CounterVec
+	// ReplicaReloads counts catalog reloads of a replica following the
+	// writer; ReplicaSeq is the store sequence its catalog reflects.
+	ReplicaReloads prometheus.Counter
+	ReplicaSeq     prometheus.Gauge
 	stack         atomic.Pointer[Stack]
 	ready         atomic.Bool
 }
@@ -49,7 +59,18 @@ func NewMetrics() *Metrics {
 		Name: "moraine_store_bytes_total", Help: "Object bytes written and read."}, []string{"direction"})
 	m.StoreErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "moraine_store_errors_total", Help: "Object store operations that failed (not found and exists included)."}, []string{"op"})
-	m.Registry.MustRegister(m.Commits, m.CommitLatency, m.Reopens, m.StoreOps, m.StoreBytes, m.StoreErrors)
+	m.Connections = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "moraine_connections", Help: "Open client sessions."})
+	m.ConnectionsTotal = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "moraine_connections_total", Help: "Client sessions opened."})
+	m.Statements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "moraine_statements_total", Help: "Statements received, by shape (first keyword; unknown keywords are \"other\")."}, []string{"shape"})
+	m.ReplicaReloads = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "moraine_replica_reloads_total", Help: "Catalog reloads of a replica that followed new commits of the writer."})
+	m.ReplicaSeq = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "moraine_replica_catalog_seq", Help: "Store sequence number the replica's served catalog reflects."})
+	m.Registry.MustRegister(m.Commits, m.CommitLatency, m.Reopens, m.StoreOps, m.StoreBytes, m.StoreErrors,
+		m.Connections, m.ConnectionsTotal, m.Statements, m.ReplicaReloads, m.ReplicaSeq)
 	for _, o := range []string{"ok", "conflict", "shape", "head", "hold", "store", "invalid"} {
 		m.Commits.WithLabelValues(o)
 	}

@@ -119,7 +119,8 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 	}
 	s.stack = st
 	s.metrics.setStack(st)
-	wire, err := pgwire.New(wcfg, s.newExec(st))
+	g := newGuard(s.newExec(st), s.cfg.Replica, s.metrics)
+	wire, err := pgwire.New(wcfg, g)
 	if err != nil {
 		st.Close(context.Background())
 		return err
@@ -156,7 +157,20 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 		close(s.ready)
 	}
 
-	// Watch for the end: a signal, a failed store write, a fence.
+	if s.cfg.Replica {
+		s.metrics.ReplicaSeq.Set(float64(st.Seq))
+		fctx, stopFollow := context.WithCancel(ctx)
+		followDone := make(chan struct{})
+		go func() {
+			defer close(followDone)
+			st.follow(fctx, s.cfg.ReplicaPoll, s.metrics, s.log.Warn)
+		}()
+		defer func() { stopFollow(); <-followDone }()
+	}
+
+	// Watch for the end: a signal, a failed store write, a fence. The
+	// store notices a fence at its next write or, idle, at its next fence
+	// poll (slate.Options.FencePollInterval, 1s by default).
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	var result error
@@ -168,8 +182,13 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 			if st.Pipe == nil {
 				continue
 			}
-			if ferr := st.Pipe.Failed(); ferr != nil {
+			ferr := st.Pipe.Failed()
+			if kerr := st.KV.Err(); ferr == nil && errors.Is(kerr, slate.ErrFenced) {
+				ferr = kerr
+			}
+			if ferr != nil {
 				if errors.Is(ferr, slate.ErrFenced) {
+					g.fence(ferr)
 					s.log.Error("this server was fenced by a newer writer; it stops taking writes and exits", "err", ferr)
 					result = fmt.Errorf("%w: %v", ErrFenced, ferr)
 				} else {
@@ -181,11 +200,23 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if errors.Is(result, ErrFenced) || errors.Is(result, errReopen) {
+	switch {
+	case errors.Is(result, ErrFenced):
+		// The store refuses every write from now on and the guard refuses
+		// every new statement, naming the fencing. Busy connections get a
+		// moment to send the answers of statements already running (a
+		// commit that became durable before the fence is acknowledged);
+		// then everything is closed.
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		wire.Shutdown(fctx)
+		fcancel()
+	case errors.Is(result, errReopen):
 		// Nothing more may be acknowledged from this stack: close at once.
 		wire.Close()
-	} else if err := wire.Shutdown(sctx); err != nil {
-		s.log.Warn("shutdown", "err", err)
+	default:
+		if err := wire.Shutdown(sctx); err != nil {
+			s.log.Warn("shutdown", "err", err)
+		}
 	}
 	if err := st.Close(sctx); err != nil && !errors.Is(result, ErrFenced) && !errors.Is(result, errReopen) {
 		s.log.Warn("closing the store", "err", err)

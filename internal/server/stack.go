@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/moraine-db/moraine/internal/catalog"
@@ -28,6 +29,9 @@ type Stack struct {
 	Pipe  *commit.Pipeline // nil on a replica
 	// Seq is the store sequence the catalog was loaded at.
 	Seq uint64
+	// followed is the store sequence a replica's catalog reflects (Seq,
+	// then whatever follow last loaded).
+	followed atomic.Uint64
 }
 
 // StackOptions configure OpenStack.
@@ -119,7 +123,8 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 		}
 	}
 	st.Cat = cat
-	st.Seq = st.KV.Stats().LastSeq
+	st.Seq = snap.Seq()
+	st.followed.Store(st.Seq)
 	return nil
 }
 

@@ -1,0 +1,246 @@
+package server
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/moraine-db/moraine/internal/pgwire"
+)
+
+// guard wraps the SQL executor of one stack. It counts connections and
+// statements for the metrics, refuses writes on a replica (SQLSTATE 25006)
+// and, once the server is fenced, refuses every statement with an error
+// naming the fencing so that clients learn why the server is going away.
+type guard struct {
+	inner   pgwire.Executor
+	replica bool
+	m       *Metrics
+	// fenced holds the fencing error once the store reported it.
+	fenced atomic.Pointer[error]
+}
+
+// Fencing SQLSTATE: admin_shutdown, the code clients already treat as "this
+// server is going away, reconnect elsewhere".
+const codeFenced = "57P01"
+
+// codeReadOnly is read_only_sql_transaction, what PostgreSQL's hot standby
+// answers to a write.
+const codeReadOnly = "25006"
+
+func newGuard(inner pgwire.Executor, replica bool, m *Metrics) *guard {
+	return &guard{inner: inner, replica: replica, m: m}
+}
+
+func (g *guard) fence(err error) { g.fenced.CompareAndSwap(nil, &err) }
+
+func (g *guard) check() error {
+	if e := g.fenced.Load(); e != nil {
+		return pgwire.Errorf(codeFenced, "moraine: this server was fenced by a newer writer on the same store and accepts no more statements; reconnect to the new writer (%v)", *e)
+	}
+	return nil
+}
+
+func (g *guard) NewSession(ctx context.Context, info pgwire.StartupInfo) (pgwire.Session, error) {
+	if err := g.check(); err != nil {
+		return nil, err
+	}
+	s, err := g.inner.NewSession(ctx, info)
+	if err != nil {
+		return nil, err
+	}
+	g.m.Connections.Inc()
+	g.m.ConnectionsTotal.Inc()
+	return &guardSession{Session: s, g: g}, nil
+}
+
+type guardSession struct {
+	pgwire.Session
+	g *guard
+}
+
+func (s *guardSession) admit(sql string) error {
+	if err := s.g.check(); err != nil {
+		return err
+	}
+	s.g.m.Statements.WithLabelValues(statementShape(sql)).Inc()
+	if s.g.replica {
+		if verb, ok := writeVerb(sql); ok {
+			return pgwire.Errorf(codeReadOnly, "cannot execute %s on a read-only replica (moraine serve --replica); write through the writer", verb)
+		}
+	}
+	return nil
+}
+
+func (s *guardSession) Query(ctx context.Context, sql string, w *pgwire.ResultWriter) error {
+	if err := s.admit(sql); err != nil {
+		return err
+	}
+	return s.Session.Query(ctx, sql, w)
+}
+
+func (s *guardSession) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (pgwire.Statement, error) {
+	if err := s.admit(sql); err != nil {
+		return nil, err
+	}
+	return s.Session.Prepare(ctx, sql, paramOIDs)
+}
+
+func (s *guardSession) Close() error {
+	s.g.m.Connections.Dec()
+	return s.Session.Close()
+}
+
+// shapes are the statement labels of moraine_statements_total; anything
+// else is "other", so the label set stays bounded whatever clients send.
+var shapes = map[string]bool{
+	"select": true, "insert": true, "update": true, "delete": true, "copy": true,
+	"begin": true, "start": true, "commit": true, "end": true, "rollback": true, "abort": true,
+	"set": true, "show": true, "reset": true, "create": true, "drop": true, "alter": true,
+	"with": true, "values": true, "truncate": true, "explain": true, "discard": true,
+	"deallocate": true, "prepare": true, "execute": true,
+}
+
+// statementShape is the lower-cased first keyword of sql (after blanks,
+// comments and opening parentheses).
+func statementShape(sql string) string {
+	w := strings.ToLower(firstWord(sql))
+	if w == "this statement" {
+		return "empty"
+	}
+	if shapes[w] {
+		return w
+	}
+	return "other"
+}
+
+func firstWord(sql string) string {
+	sql = skipNoise(sql)
+	end := 0
+	for end < len(sql) && isWordByte(sql[end]) {
+		end++
+	}
+	if end == 0 {
+		return "this statement"
+	}
+	return sql[:end]
+}
+
+// stmtText is the source text of one parsed statement (byte offsets).
+func stmtText(sql string, raw *pg.RawStmt) string {
+	start := int(raw.StmtLocation)
+	if start < 0 || start > len(sql) {
+		return ""
+	}
+	end := len(sql)
+	if raw.StmtLen > 0 && start+int(raw.StmtLen) <= len(sql) {
+		end = start + int(raw.StmtLen)
+	}
+	return sql[start:end]
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
+}
+
+func skipNoise(s string) string {
+	for {
+		s = strings.TrimLeft(s, " \t\r\n(;")
+		switch {
+		case strings.HasPrefix(s, "--"):
+			i := strings.IndexByte(s, '\n')
+			if i < 0 {
+				return ""
+			}
+			s = s[i+1:]
+		case strings.HasPrefix(s, "/*"):
+			i := strings.Index(s, "*/")
+			if i < 0 {
+				return ""
+			}
+			s = s[i+2:]
+		default:
+			return s
+		}
+	}
+}
+
+// writeVerb reports whether sql holds a statement that could change the
+// catalog, and names it. It parses with PostgreSQL's own parser (the SQL
+// layer does too), so a write hidden in a multi-statement string or a
+// data-modifying CTE is still caught. Strings that do not parse are left to
+// the SQL layer, which reports the syntax error.
+func writeVerb(sql string) (string, bool) {
+	res, err := pg.Parse(sql)
+	if err != nil {
+		return "", false
+	}
+	for _, raw := range res.Stmts {
+		if verb, ok := nodeWrites(raw.Stmt); ok {
+			if verb == "" {
+				verb = strings.ToUpper(firstWord(stmtText(sql, raw)))
+			}
+			return verb, true
+		}
+	}
+	return "", false
+}
+
+func nodeWrites(n *pg.Node) (string, bool) {
+	if n == nil {
+		return "", false
+	}
+	switch {
+	case n.GetSelectStmt() != nil:
+		s := n.GetSelectStmt()
+		if s.IntoClause != nil {
+			return "SELECT INTO", true
+		}
+		return withWrites(s.WithClause)
+	case n.GetCopyStmt() != nil:
+		if n.GetCopyStmt().IsFrom {
+			return "COPY FROM", true
+		}
+		return nodeWrites(n.GetCopyStmt().Query)
+	case n.GetExplainStmt() != nil:
+		return nodeWrites(n.GetExplainStmt().Query)
+	case n.GetVariableSetStmt() != nil, n.GetVariableShowStmt() != nil,
+		n.GetTransactionStmt() != nil, n.GetDiscardStmt() != nil,
+		n.GetDeallocateStmt() != nil, n.GetFetchStmt() != nil,
+		n.GetClosePortalStmt() != nil:
+		return "", false
+	case n.GetDeclareCursorStmt() != nil:
+		return nodeWrites(n.GetDeclareCursorStmt().Query)
+	case n.GetPrepareStmt() != nil:
+		return nodeWrites(n.GetPrepareStmt().Query)
+	case n.GetInsertStmt() != nil:
+		return "INSERT", true
+	case n.GetUpdateStmt() != nil:
+		return "UPDATE", true
+	case n.GetDeleteStmt() != nil:
+		return "DELETE", true
+	case n.GetMergeStmt() != nil:
+		return "MERGE", true
+	case n.GetTruncateStmt() != nil:
+		return "TRUNCATE", true
+	}
+	// DDL, EXECUTE of an unknown statement, LOCK, and everything else: a
+	// replica's catalog changes only by following the writer.
+	return "", true
+}
+
+func withWrites(w *pg.WithClause) (string, bool) {
+	if w == nil {
+		return "", false
+	}
+	for _, c := range w.Ctes {
+		if cte := c.GetCommonTableExpr(); cte != nil {
+			if verb, ok := nodeWrites(cte.Ctequery); ok {
+				return verb, true
+			}
+		}
+	}
+	return "", false
+}
