@@ -13,7 +13,6 @@ import (
 	"github.com/moraine-db/moraine/internal/pgwire"
 )
 
-
 // TestConcurrentCommits runs DuckLake's optimistic commit loop from several
 // sessions at once: read the latest snapshot, insert snapshot+1 and its
 // changes, commit; a loser gets an error naming a unique violation (or a
