@@ -721,3 +721,159 @@ func sameRows(t *testing.T, what string, got, want map[int64]int64) {
 		}
 	}
 }
+
+// deleteRows commits DELETE FROM m for positions of data file f (no
+// earlier delete file on it): one delete file, table stats untouched
+// (fixture s04, seq 5826).
+func (l *lake) deleteRows(f catFile, positions ...int64) (snapshot, deleteID int64) {
+	l.t.Helper()
+	l.commit(func(s snap) []string {
+		snapshot, deleteID = s.id+1, s.nextFile
+		path := fmt.Sprintf("ducklake-%d-delete.parquet", deleteID)
+		n := writeDeletes(l.t, l.local(path), l.local(f.path), positions)
+		return []string{
+			snapshotSQL(s, s.nextFile+1),
+			fmt.Sprintf("INSERT INTO %s.ducklake_delete_file VALUES (%d, %d, %d, NULL,  %d, '%s', true, 'parquet', %d, %d, 100, NULL, NULL, 1)", q, deleteID, l.table, snapshot, f.id, path, len(positions), n),
+			changesSQL(snapshot, fmt.Sprintf("deleted_from_table:%d", l.table)),
+		}
+	})
+	return snapshot, deleteID
+}
+
+// ctidDelete is DuckDB's DELETE over a postgres-attached table: a COPY
+// scan of (key, ctid), then DELETE … WHERE ctid IN (…) of the rows whose
+// key matches (fixture s04, seq 6564-6580). It returns how many it hit.
+func (l *lake) ctidDelete(table, key string, match func(k int64) bool) int {
+	l.t.Helper()
+	var ctids []string
+	for _, r := range l.scan(table, key, "ctid") {
+		if k, ok := i8(r[0]); ok && match(k) {
+			ctids = append(ctids, tid(r[1]))
+		}
+	}
+	if len(ctids) > 0 {
+		l.must(fmt.Sprintf("DELETE FROM %s.%s WHERE ctid IN (%s)", q, table, strings.Join(ctids, ",")))
+	}
+	return len(ctids)
+}
+
+// schedule appends rows to ducklake_files_scheduled_for_deletion through
+// DuckDB's binary COPY FROM STDIN (fixture s04, seq 7143).
+func (l *lake) schedule(ids []int64, paths []string) {
+	l.t.Helper()
+	var b []byte
+	b = append(b, "PGCOPY\n\xff\r\n\x00"...)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	pgEpoch := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := time.Since(pgEpoch).Microseconds()
+	for i, id := range ids {
+		b = binary.BigEndian.AppendUint16(b, 4)
+		b = binary.BigEndian.AppendUint32(b, 8)
+		b = binary.BigEndian.AppendUint64(b, uint64(id))
+		b = binary.BigEndian.AppendUint32(b, uint32(len(paths[i])))
+		b = append(b, paths[i]...)
+		b = binary.BigEndian.AppendUint32(b, 1)
+		b = append(b, 1)
+		b = binary.BigEndian.AppendUint32(b, 8)
+		b = binary.BigEndian.AppendUint64(b, uint64(now))
+	}
+	b = binary.BigEndian.AppendUint16(b, 0xffff)
+	if _, err := l.conn.CopyFrom(l.ctx, strings.NewReader(string(b)), fmt.Sprintf(`COPY %s."ducklake_files_scheduled_for_deletion" FROM STDIN (FORMAT BINARY)`, q)); err != nil {
+		l.t.Fatalf("schedule: %v", err)
+	}
+}
+
+// expire is ducklake_expire_snapshots(versions => victims) (§3.11, fixture
+// s04): inside one transaction and without a new snapshot, delete the
+// snapshots and their changes, then purge and schedule every data file
+// and delete file whose [begin, end) holds no remaining snapshot, all
+// through the ctid path. It returns the purged file ids.
+func (l *lake) expire(victims ...int64) (purged []int64) {
+	l.t.Helper()
+	dead := map[int64]bool{}
+	for _, v := range victims {
+		dead[v] = true
+	}
+	l.must("BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+	var remaining []int64
+	for _, r := range l.scan("ducklake_snapshot", "snapshot_id") {
+		if id, _ := i8(r[0]); !dead[id] {
+			remaining = append(remaining, id)
+		}
+	}
+	isVictim := func(k int64) bool { return dead[k] }
+	if n := l.ctidDelete("ducklake_snapshot", "snapshot_id", isVictim); n != len(victims) {
+		l.t.Fatalf("expire: deleted %d snapshots, want %d", n, len(victims))
+	}
+	l.ctidDelete("ducklake_snapshot_changes", "snapshot_id", isVictim)
+	covered := func(begin int64, end []byte) bool {
+		for _, s := range remaining {
+			if visibleAt(s, begin, end) {
+				return true
+			}
+		}
+		return false
+	}
+	// Data files: DuckDB reads (end, begin, id, table, path, rel).
+	gone := map[int64]string{}
+	for _, r := range l.scan("ducklake_data_file", "end_snapshot", "begin_snapshot", "data_file_id", "table_id", "path", "path_is_relative") {
+		begin, _ := i8(r[1])
+		if r[0] != nil && !covered(begin, r[0]) {
+			id, _ := i8(r[2])
+			gone[id] = "main/m/" + string(r[4])
+		}
+	}
+	inGone := func(k int64) bool { _, ok := gone[k]; return ok }
+	var ids []int64
+	var paths []string
+	if len(gone) > 0 {
+		l.ctidDelete("ducklake_data_file", "data_file_id", inGone)
+		for _, t := range []string{"ducklake_file_column_stats", "ducklake_file_variant_stats", "ducklake_file_partition_value"} {
+			l.ctidDelete(t, "data_file_id", inGone)
+		}
+		for id, p := range gone {
+			ids, paths = append(ids, id), append(paths, p)
+		}
+		l.schedule(ids, paths)
+	}
+	// Delete files of purged data files or with no remaining snapshot.
+	goneDel := map[int64]string{}
+	for _, r := range l.scan("ducklake_delete_file", "data_file_id", "end_snapshot", "begin_snapshot", "delete_file_id", "table_id", "path", "path_is_relative") {
+		df, _ := i8(r[0])
+		begin, _ := i8(r[2])
+		if inGone(df) || (r[1] != nil && !covered(begin, r[1])) {
+			id, _ := i8(r[3])
+			goneDel[id] = "main/m/" + string(r[5])
+		}
+	}
+	purged = ids
+	if len(goneDel) > 0 {
+		l.ctidDelete("ducklake_delete_file", "delete_file_id", func(k int64) bool { _, ok := goneDel[k]; return ok })
+		ids, paths = nil, nil
+		for id, p := range goneDel {
+			ids, paths = append(ids, id), append(paths, p)
+		}
+		l.schedule(ids, paths)
+		purged = append(purged, ids...)
+	}
+	l.must("COMMIT")
+	sort.Slice(purged, func(i, j int) bool { return purged[i] < purged[j] })
+	return purged
+}
+
+// violations runs the checker over the persisted store and returns what
+// it reports (for tests that break the catalog on purpose).
+func (l *lake) violations() []verify.Violation {
+	l.t.Helper()
+	sn, err := l.st.KV.Snapshot()
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	defer sn.Close()
+	vs, err := verify.CheckStore(l.ctx, sn)
+	if err != nil {
+		l.t.Fatalf("verify: %v", err)
+	}
+	return vs
+}
