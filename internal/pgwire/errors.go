@@ -51,6 +51,10 @@ type Error struct {
 	Detail   string
 	Hint     string
 	Position int
+	// Schema, Table, Column, DataType and Constraint name the object an
+	// error is about (ErrorResponse fields s, t, c, d, n), as PostgreSQL
+	// sends them for constraint violations.
+	Schema, Table, Column, DataType, Constraint string
 	// Cause is an optional underlying error, for errors.Is/As; it is not
 	// sent to the client.
 	Cause error
@@ -129,6 +133,11 @@ func (e *Error) toErrorResponse() *pgproto3.ErrorResponse {
 		Message:             e.Message,
 		Detail:              e.Detail,
 		Hint:                e.Hint,
+		SchemaName:          e.Schema,
+		TableName:           e.Table,
+		ColumnName:          e.Column,
+		DataTypeName:        e.DataType,
+		ConstraintName:      e.Constraint,
 	}
 	if e.Position > 0 {
 		r.Position = int32(e.Position)

@@ -75,7 +75,8 @@ func asPg(err error) error {
 	}
 	var ue *memcat.UniqueError
 	if errors.As(err, &ue) {
-		return &pgwire.Error{Code: codeUnique, Message: ue.Error(), Detail: ue.Detail(), Cause: err}
+		return &pgwire.Error{Code: codeUnique, Message: ue.Error(), Detail: ue.Detail(), Cause: err,
+			Schema: ue.Schema, Table: ue.Table, Constraint: ue.Constraint}
 	}
 	if errors.Is(err, memcat.ErrSerialization) {
 		return &pgwire.Error{Code: codeSerialization, Message: "could not serialize access due to concurrent update", Cause: err}

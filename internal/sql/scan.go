@@ -56,7 +56,9 @@ func (x *exec) scan(rv *pg.RangeVar) (*rel, error) {
 			if err != nil {
 				return nil, err
 			}
-			return requalify(r, qual), nil
+			r = requalify(r, qual)
+			labelSystem(r, rv.Schemaname, rv.Relname)
+			return r, nil
 		}
 		return nil, errf(codeUndefinedTable, "relation %q does not exist", relName(rv))
 	case "":
@@ -65,7 +67,9 @@ func (x *exec) scan(rv *pg.RangeVar) (*rel, error) {
 				if err != nil {
 					return nil, err
 				}
-				return requalify(r, qual), nil
+				r = requalify(r, qual)
+				labelSystem(r, "pg_catalog", rv.Relname)
+				return r, nil
 			}
 		}
 	}

@@ -45,6 +45,7 @@ var (
 
 // UniqueError is a primary-key violation.
 type UniqueError struct {
+	Schema     string // schema name
 	Table      string // table name
 	Constraint string // "<table>_pkey"
 	Columns    []string
@@ -135,8 +136,9 @@ func (t *Table) Len() int {
 	return len(t.Rows)
 }
 
-// Scan calls fn for every row in ctid order with its values (a fresh slice
-// per row, which fn may keep) until fn returns false.
+// Scan calls fn for every row in ctid order with its values until fn
+// returns false. The slice is only valid during the call (it is reused):
+// fn copies what it keeps.
 func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
 	if t.src == nil {
 		for _, r := range t.Rows {
@@ -148,8 +150,11 @@ func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
 	}
 	types := t.src.Types()
 	var derr error
+	// vals is reused from row to row: fn must copy what it keeps.
+	var vals []datum.Value
 	t.src.Scan(func(c catalog.CTID, r datum.Row) bool {
-		vals, err := r.Decode(types, nil)
+		var err error
+		vals, err = r.Decode(types, vals[:0])
 		if err != nil {
 			derr = fmt.Errorf("memcat: %s row %s: %w", t.Name, c, err)
 			return false
@@ -492,15 +497,18 @@ func (t *Txn) claim(schema, table string, vals []datum.Value, old datum.Row) err
 			pk[j] = vals[i]
 		}
 		if _, _, found := head.LookupKey(pk); found && t.db.cat.Current() != t.tx.Base() {
-			return uniqueError(lakeTable(tb), vals)
+			e := uniqueError(lakeTable(tb), vals)
+			e.Schema = schema
+			return e
 		}
 	}
 	db := t.db
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if other, ok := db.claims[key]; ok && other != t {
-		mt := lakeTable(tb)
-		return uniqueError(mt, vals)
+		e := uniqueError(lakeTable(tb), vals)
+		e.Schema = schema
+		return e
 	}
 	if db.claims == nil {
 		db.claims = map[string]*Txn{}
@@ -553,7 +561,7 @@ func convert(err error) error {
 	if errors.As(err, &ce) {
 		switch {
 		case errors.Is(ce, catalog.ErrDuplicateKey):
-			return &UniqueError{Table: ce.Table, Constraint: ce.Constraint, detail: ce.Detail}
+			return &UniqueError{Schema: ce.Schema, Table: ce.Table, Constraint: ce.Constraint, detail: ce.Detail}
 		case errors.Is(ce, catalog.ErrSerialization):
 			return fmt.Errorf("%w: %s", ErrSerialization, ce.Message)
 		case errors.Is(ce, catalog.ErrNoTable):
