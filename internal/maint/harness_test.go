@@ -347,10 +347,27 @@ func (l *lake) rows(s int64) map[int64]int64 {
 			dels[d.dataFile] = map[int64]bool{}
 		}
 		for _, p := range readDeletes(l.t, l.local(d.path)) {
-			dels[d.dataFile][p] = true
+			// A per-row delete snapshot (flush output) applies from it on.
+			if !p.hasSnap || p.snap <= s {
+				dels[d.dataFile][p.pos] = true
+			}
 		}
 	}
 	out := map[int64]int64{}
+	for _, name := range l.inlinedTables() {
+		for _, r := range l.scan(name, "_ducklake_begin_snapshot", "_ducklake_end_snapshot", "id", "_ducklake_row_id") {
+			begin, _ := i8(r[0])
+			if !visibleAt(s, begin, r[1]) {
+				continue
+			}
+			id, _ := i8(r[2])
+			rid, _ := i8(r[3])
+			if _, dup := out[rid]; dup {
+				l.t.Fatalf("snapshot %d: inlined row id %d appears twice", s, rid)
+			}
+			out[rid] = id
+		}
+	}
 	for _, f := range l.dataFiles() {
 		if !visibleAt(s, f.begin, f.end) {
 			continue
@@ -526,16 +543,75 @@ func readData(t *testing.T, path string) []dataRow {
 	return out
 }
 
-func readDeletes(t *testing.T, path string) []int64 {
+type deletedPos struct {
+	pos, snap int64
+	hasSnap   bool
+}
+
+func readDeletes(t *testing.T, path string) []deletedPos {
 	pf, rows := openParquet(t, path)
 	leaf, _ := pf.Schema().Lookup("pos")
-	var out []int64
+	sc := -1
+	if sl, ok := pf.Schema().Lookup("_ducklake_internal_snapshot_id"); ok {
+		sc = sl.ColumnIndex
+	}
+	var out []deletedPos
 	for _, r := range rows {
+		var d deletedPos
 		for _, v := range r {
-			if v.Column() == leaf.ColumnIndex {
-				out = append(out, v.Int64())
+			switch v.Column() {
+			case leaf.ColumnIndex:
+				d.pos = v.Int64()
+			case sc:
+				d.snap, d.hasSnap = v.Int64(), true
 			}
 		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// writeDeletesAt writes a flush's delete file: (file_path, pos,
+// _ducklake_internal_snapshot_id) with per-row delete snapshots.
+func writeDeletesAt(t *testing.T, path, dataPath string, dels []deletedPos) int64 {
+	t.Helper()
+	schema := parquet.NewSchema("duckdb_schema", parquet.Group{
+		"file_path":                      parquet.String(),
+		"pos":                            parquet.Int(64),
+		"_ducklake_internal_snapshot_id": parquet.FieldID(parquet.Int(64), snapFieldID),
+	})
+	fp, _ := schema.Lookup("file_path")
+	pp, _ := schema.Lookup("pos")
+	sp, _ := schema.Lookup("_ducklake_internal_snapshot_id")
+	var rows []parquet.Row
+	for _, d := range dels {
+		row := make(parquet.Row, 3)
+		row[fp.ColumnIndex] = parquet.ByteArrayValue([]byte(dataPath)).Level(0, 0, fp.ColumnIndex)
+		row[pp.ColumnIndex] = parquet.Int64Value(d.pos).Level(0, 0, pp.ColumnIndex)
+		row[sp.ColumnIndex] = parquet.Int64Value(d.snap).Level(0, 0, sp.ColumnIndex)
+		rows = append(rows, row)
+	}
+	return writeParquet(t, path, schema, rows)
+}
+
+// inlinedTables lists m's registered inlined data tables, oldest schema
+// version first.
+func (l *lake) inlinedTables() []string {
+	type reg struct {
+		name string
+		ver  int64
+	}
+	var regs []reg
+	for _, r := range l.scan("ducklake_inlined_data_tables", "table_id", "table_name", "schema_version") {
+		if t, _ := i8(r[0]); t == l.table {
+			v, _ := i8(r[2])
+			regs = append(regs, reg{string(r[1]), v})
+		}
+	}
+	sort.Slice(regs, func(i, j int) bool { return regs[i].ver < regs[j].ver })
+	out := make([]string, len(regs))
+	for i, r := range regs {
+		out[i] = r.name
 	}
 	return out
 }
