@@ -72,7 +72,11 @@ func (t *textSink) notice(n *pgwire.Error) {
 
 func (t *textSink) parameter(name, value string) { fmt.Fprintf(&t.b, "PARAMETER %s=%s\n", name, value) }
 
-func (t *textSink) copyOut(format int16, cols []colInfo, rows [][]datum.Value) error {
+func (t *textSink) copyOut(format int16, cols []colInfo, src rowSource) error {
+	rows, err := collect(src)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(&t.b, "COPY OUT format=%d\n", format)
 	// Round-trip every value through the wire encoding the client sees.
 	for _, r := range rows {

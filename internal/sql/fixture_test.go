@@ -75,7 +75,11 @@ func (r *recSink) complete(tag string) error {
 func (r *recSink) notice(n *pgwire.Error)       {}
 func (r *recSink) parameter(name, value string) {}
 
-func (r *recSink) copyOut(format int16, cols []colInfo, rows [][]datum.Value) error {
+func (r *recSink) copyOut(format int16, cols []colInfo, src rowSource) error {
+	rows, err := collect(src)
+	if err != nil {
+		return err
+	}
 	r.ev = append(r.ev, fxEvent{"H", strconv.Itoa(len(cols))})
 	var buf bytes.Buffer
 	if format == 1 {

@@ -363,8 +363,35 @@ type sink interface {
 	complete(tag string) error
 	notice(n *pgwire.Error)
 	parameter(name, value string)
-	copyOut(format int16, cols []colInfo, rows [][]datum.Value) error
+	copyOut(format int16, cols []colInfo, src rowSource) error
 	copyIn(format int16, ncols int, null string) (copySource, error)
+}
+
+// rowSource produces a result's rows one at a time: it calls emit for each
+// row (the slice may be reused after emit returns) and stops at the first
+// error emit returns.
+type rowSource func(emit func(row []datum.Value) error) error
+
+// sliceSource is a rowSource over materialized rows.
+func sliceSource(rows [][]datum.Value) rowSource {
+	return func(emit func([]datum.Value) error) error {
+		for _, r := range rows {
+			if err := emit(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// collect materializes a rowSource (for test sinks).
+func collect(src rowSource) ([][]datum.Value, error) {
+	var rows [][]datum.Value
+	err := src(func(r []datum.Value) error {
+		rows = append(rows, append([]datum.Value(nil), r...))
+		return nil
+	})
+	return rows, err
 }
 
 // copySource yields COPY FROM cells, nil = NULL.

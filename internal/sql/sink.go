@@ -82,12 +82,12 @@ func (r *resultSink) notice(n *pgwire.Error) { _ = r.w.Notice(n) }
 
 func (r *resultSink) parameter(name, value string) { _ = r.w.ParameterStatus(name, value) }
 
-func (r *resultSink) copyOut(format int16, cols []colInfo, rows [][]datum.Value) error {
+func (r *resultSink) copyOut(format int16, cols []colInfo, src rowSource) error {
 	co, err := r.w.CopyOut(format, pgColumns(cols))
 	if err != nil {
 		return err
 	}
-	for _, row := range rows {
+	err = src(func(row []datum.Value) error {
 		var encErr error
 		err := co.AppendRow(func(dst []byte) []byte {
 			if format == 1 {
@@ -123,9 +123,11 @@ func (r *resultSink) copyOut(format int16, cols []colInfo, rows [][]datum.Value)
 		if encErr != nil {
 			return encErr
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	})
+	if err != nil {
+		// The COPY is open: pgwire sends the error after what was sent.
+		return err
 	}
 	r.done = true
 	return co.Close()
