@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/server"
+	"github.com/moraine-db/moraine/internal/slate"
+)
+
+func init() {
+	register(command{
+		name:    "backup",
+		summary: "copy a checkpoint of the store to another, empty store (--to URL [--checkpoint ID])",
+		run: func(ctx context.Context, args []string) int {
+			return backupMain(ctx, args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, store := toolFlags("backup", stderr)
+	to := fs.String("to", "", "object store URL of the backup (must hold no database)")
+	id := fs.String("checkpoint", "", "checkpoint `ID` to copy (default: take a new checkpoint)")
+	if code, ok := parseTool(fs, args); !ok {
+		return code
+	}
+	if *to == "" {
+		fmt.Fprintln(stderr, "moraine backup: --to is required")
+		return 2
+	}
+	return withStore(ctx, "backup", *store, stderr, func(src objstore.Store) error {
+		dst, err := server.OpenStore(ctx, *to)
+		if err != nil {
+			return err
+		}
+		defer dst.Close()
+		if *id == "" {
+			cp, err := slate.CreateCheckpoint(ctx, src)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "checkpoint %s\tseq %d\n", cp.ID, cp.Seq)
+			*id = cp.ID
+		}
+		cp, err := slate.CopyCheckpoint(ctx, src, *id, dst)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "backed up checkpoint %s (seq %d, %d objects, %d bytes)\n", cp.ID, cp.Seq, len(cp.Objects), cp.Bytes)
+		return nil
+	})
+}

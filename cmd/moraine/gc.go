@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/server"
+	"github.com/moraine-db/moraine/internal/slate"
+)
+
+func init() {
+	register(command{
+		name:    "gc",
+		summary: "delete store objects no manifest reaches (--dry-run lists them); safe beside a live server",
+		run: func(ctx context.Context, args []string) int {
+			return gcMain(ctx, args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+func gcMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, store := toolFlags("gc", stderr)
+	dry := fs.Bool("dry-run", false, "list what would be deleted; delete nothing")
+	grace := fs.Duration("grace", slate.DefaultGCGrace, "keep objects younger than this (readers and a writer in flight may still need them)")
+	if code, ok := parseTool(fs, args); !ok {
+		return code
+	}
+	return withStore(ctx, "gc", *store, stderr, func(s objstore.Store) error {
+		_, err := server.GC(ctx, s, *grace, *dry, stdout)
+		return err
+	})
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/server"
+	"github.com/moraine-db/moraine/internal/slate"
+)
+
+func init() {
+	register(command{
+		name:    "restore",
+		summary: "copy a backup (or a checkpoint) into an empty store to serve it (--from URL --to URL)",
+		run: func(ctx context.Context, args []string) int {
+			return restoreMain(ctx, args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, _ := toolFlags("restore", stderr)
+	from := fs.String("from", "", "object store URL of the backup (or of a store holding --checkpoint)")
+	to := fs.String("to", "", "object store URL to restore into (must hold no database)")
+	id := fs.String("checkpoint", "", "restore checkpoint `ID` of --from instead of the backup itself")
+	if code, ok := parseTool(fs, args); !ok {
+		return code
+	}
+	if *from == "" || *to == "" {
+		fmt.Fprintln(stderr, "moraine restore: --from and --to are required")
+		return 2
+	}
+	return withStore(ctx, "restore", *from, stderr, func(src objstore.Store) error {
+		dst, err := server.OpenStore(ctx, *to)
+		if err != nil {
+			return err
+		}
+		defer dst.Close()
+		if *id != "" {
+			cp, err := slate.CopyCheckpoint(ctx, src, *id, dst)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "restored checkpoint %s (seq %d)\n", cp.ID, cp.Seq)
+			return nil
+		}
+		n, err := slate.CopyDB(ctx, src, dst)
+		if err != nil {
+			return err
+		}
+		if err := slate.Check(ctx, dst); err != nil {
+			return fmt.Errorf("the restored store fails its check: %w", err)
+		}
+		fmt.Fprintf(stdout, "restored %d objects; serve it with moraine serve --store <the --to URL>\n", n)
+		return nil
+	})
+}

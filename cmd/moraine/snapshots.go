@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/server"
+)
+
+func init() {
+	register(command{
+		name:    "snapshots",
+		summary: "list a store's DuckLake snapshots with their changes [--db D --schema S]",
+		run: func(ctx context.Context, args []string) int {
+			return snapshotsMain(ctx, args, os.Stdout, os.Stderr)
+		},
+	})
+}
+
+func snapshotsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs, store := toolFlags("snapshots", stderr)
+	db := fs.String("db", "", "only this database")
+	schema := fs.String("schema", "", "only this metadata schema")
+	if code, ok := parseTool(fs, args); !ok {
+		return code
+	}
+	return withStore(ctx, "snapshots", *store, stderr, func(s objstore.Store) error {
+		rows, err := server.Snapshots(ctx, s, *db, *schema)
+		if err != nil {
+			return err
+		}
+		return server.WriteSnapshots(stdout, rows)
+	})
+}
