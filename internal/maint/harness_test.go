@@ -51,6 +51,8 @@ type lake struct {
 	conn  *pgconn.PgConn
 	data  string // data path (no trailing slash)
 	table int64  // table id of m
+	// partition is m's partition_id once partitioned by identity(id).
+	partition int64
 }
 
 func newLake(t *testing.T) *lake {
@@ -643,11 +645,16 @@ func (l *lake) fileSQL(id, begin int64, path string, rows []dataRow, size int64,
 	for _, r := range rows {
 		lo, hi = min(lo, r.id), max(hi, r.id)
 	}
-	return []string{
-		fmt.Sprintf("INSERT INTO %s.ducklake_data_file VALUES (%d, %d, %d, NULL, NULL, '%s', true, 'parquet', %d, %d, 200, %s, NULL, NULL, NULL, %s, 1)",
-			q, id, l.table, begin, path, len(rows), size, nullOr(rowIDStart, hasStart), nullOr(partialMax, hasPartial)),
+	out := []string{
+		fmt.Sprintf("INSERT INTO %s.ducklake_data_file VALUES (%d, %d, %d, NULL, NULL, '%s', true, 'parquet', %d, %d, 200, %s, %s, NULL, NULL, %s, 1)",
+			q, id, l.table, begin, path, len(rows), size, nullOr(rowIDStart, hasStart), nullOr(l.partition, l.partition > 0), nullOr(partialMax, hasPartial)),
 		fmt.Sprintf("INSERT INTO %s.ducklake_file_column_stats VALUES (%d, %d, 1, %d, %d, 0, '%d', '%d', NULL, NULL)", q, id, l.table, 8*len(rows), len(rows), lo, hi),
 	}
+	if l.partition > 0 {
+		// Identity partitioning on id: every row of the file has one value.
+		out = append(out, fmt.Sprintf("INSERT INTO %s.ducklake_file_partition_value VALUES (%d, %d, 0, '%d')", q, id, l.table, rows[0].id))
+	}
+	return out
 }
 
 // statsSQL updates (or creates) m's table stats after adding records rows.
