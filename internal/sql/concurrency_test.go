@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
@@ -90,5 +91,39 @@ INSERT INTO "public".ducklake_snapshot VALUES (0, NOW())`, ""); strings.Contains
 			t.Fatalf("snapshot ids not dense: %v", ids)
 		}
 		seen[id] = true
+	}
+}
+
+// TestLatestSnapshotLinear pins that the latest-snapshot template runs its
+// uncorrelated MAX subquery once, not once per row: with 20000 snapshots
+// it must answer quickly (per-row evaluation would take minutes).
+func TestLatestSnapshotLinear(t *testing.T) {
+	ex := testServer()
+	ctx := context.Background()
+	s := ex.Open("lake", "postgres", "", 1)
+	var b strings.Builder
+	b.WriteString(`CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY, "schema_version" BIGINT); INSERT INTO "public".ducklake_snapshot VALUES `)
+	const n = 20000
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, "(%d, %d)", i, i/10)
+	}
+	if out := runSQL(ctx, s, b.String(), ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	start := time.Now()
+	out := runSQL(ctx, s, `SELECT snapshot_id, schema_version FROM "public".ducklake_snapshot WHERE snapshot_id = (SELECT MAX(snapshot_id) FROM "public".ducklake_snapshot)`, "")
+	if !strings.Contains(out, fmt.Sprintf("%d | %d", n-1, (n-1)/10)) {
+		t.Fatalf("latest snapshot: %s", out)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("latest-snapshot read took %v", d)
+	}
+	// A correlated subquery still sees the outer row.
+	out = runSQL(ctx, s, `SELECT snapshot_id FROM "public".ducklake_snapshot o WHERE snapshot_id < 3 AND EXISTS (SELECT 1 FROM "public".ducklake_snapshot i WHERE i.snapshot_id = o.snapshot_id + 1) ORDER BY 1`, "")
+	if !strings.Contains(out, "0\n1\n2\nSELECT 3") {
+		t.Fatalf("correlated EXISTS: %s", out)
 	}
 }

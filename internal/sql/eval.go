@@ -18,6 +18,11 @@ type exec struct {
 	params []tv
 	ctes   map[string]*rel
 	lits   map[*pg.A_Const]tv // literals bound onto a template tree (parse.go)
+	// subqueries memoizes uncorrelated subqueries for the statement: the
+	// latest-snapshot template compares every row with (SELECT MAX(…)),
+	// which must not be re-run per row.
+	subqueries map[*pg.SubLink]*rel
+	correlated map[*pg.SubLink]bool
 }
 
 // constValue reads a literal, through the statement's bindings when its
@@ -443,7 +448,7 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 	if sel == nil {
 		return tv{}, unsupported("subquery that is not a SELECT")
 	}
-	r, err := x.runSelect(sel, e)
+	r, err := x.subquery(sl, sel, e)
 	if err != nil {
 		return tv{}, err
 	}
@@ -485,6 +490,29 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 		return boolTV(false), nil
 	}
 	return tv{}, unsupported("subquery of kind %s", sl.SubLinkType)
+}
+
+// subquery runs a subquery. One that runs without the enclosing row (it
+// names no outer column) is uncorrelated: its result is computed once per
+// statement. A correlated one runs per row.
+func (x *exec) subquery(sl *pg.SubLink, sel *pg.SelectStmt, e *env) (*rel, error) {
+	if r, ok := x.subqueries[sl]; ok {
+		return r, nil
+	}
+	if !x.correlated[sl] {
+		if r, err := x.runSelect(sel, nil); err == nil {
+			if x.subqueries == nil {
+				x.subqueries = map[*pg.SubLink]*rel{}
+			}
+			x.subqueries[sl] = r
+			return r, nil
+		}
+		if x.correlated == nil {
+			x.correlated = map[*pg.SubLink]bool{}
+		}
+		x.correlated[sl] = true
+	}
+	return x.runSelect(sel, e)
 }
 
 // outType is the type a result column reports: unknown becomes text.
