@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/bench"
+	"github.com/moraine-db/moraine/internal/objstore/fault"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
@@ -19,7 +21,8 @@ func init() { registerBench("commits", benchCommits) }
 // workload (internal/workload) against PostgreSQL and, when --moraine names
 // one, a moraine server, each writer count on a fresh catalog. It prints a
 // table and ends with `ratio_vs_postgres=<x>`: moraine's commits/s divided
-// by PostgreSQL's at the highest writer count (`n/a` without --moraine).
+// by PostgreSQL's at the highest writer count. Without --moraine it starts
+// its own moraine in-process on --store (with --put-latency on S3 PUTs).
 func benchCommits(ctx context.Context, args []string) int {
 	return benchCommitsMain(ctx, args, os.Stdout, os.Stderr)
 }
@@ -30,7 +33,9 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	writersFlag := fs.String("writers", "1,4,16", "comma-separated writer counts")
 	commits := fs.Int("commits", 200, "commits per writer")
 	pg := fs.String("postgres", "", "PostgreSQL conninfo (required), e.g. host=127.0.0.1 port=5432 user=postgres dbname=postgres")
-	moraine := fs.String("moraine", "", "moraine conninfo (optional)")
+	moraine := fs.String("moraine", "", "moraine conninfo; empty: start an in-process moraine on --store")
+	store := fs.String("store", "local", "store of the in-process moraine: local (a temp directory) or s3 (in-process S3)")
+	putLatency := fs.String("put-latency", "0", `latency added to every S3 PUT of the in-process moraine (--store s3): a duration or "lo-hi"`)
 	tables := fs.Int("tables", 4, "tables the writers spread over")
 	columns := fs.Int("columns", 8, "columns per table (= stats rows per file)")
 	rows := fs.Int("rows", 100, "mean records per data file")
@@ -63,9 +68,30 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	targets := []workload.Target{{Name: "postgres", ConnInfo: *pg}}
-	if *moraine != "" {
-		targets = append(targets, workload.Target{Name: "moraine", ConnInfo: *moraine})
+	if *moraine == "" {
+		lat, err := fault.ParseLatency(*putLatency)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench commits: --put-latency: %v\n", err)
+			return 2
+		}
+		if *store != "local" && *store != "s3" {
+			fmt.Fprintf(stderr, "bench commits: --store: %q is not local or s3\n", *store)
+			return 2
+		}
+		m, err := bench.StartMoraine(ctx, bench.StoreSpec{Kind: *store, PutLatency: lat})
+		if err != nil {
+			fmt.Fprintf(stderr, "bench commits: %v\n", err)
+			return 1
+		}
+		defer func() {
+			if err := m.Stop(); err != nil {
+				fmt.Fprintf(stderr, "bench commits: stopping moraine: %v\n", err)
+			}
+		}()
+		fmt.Fprintf(stdout, "moraine: in-process, store %s\n", m.StoreDesc)
+		*moraine = m.ConnInfo("postgres")
 	}
+	targets = append(targets, workload.Target{Name: "moraine", ConnInfo: *moraine})
 	mr := *maxRetries
 	if mr == 0 {
 		mr = -1 // workload.Config: 0 means the default, negative means none

@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// benchPostgres is the PostgreSQL the bench smoke tests compare against.
+// Under CI it must be there; elsewhere the tests skip without one.
+func benchPostgres(t *testing.T) string {
+	t.Helper()
+	pg := os.Getenv("MORAINE_TEST_POSTGRES")
+	if pg == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but MORAINE_TEST_POSTGRES is unset")
+		}
+		t.Skip("MORAINE_TEST_POSTGRES unset")
+	}
+	return pg
+}
+
+var ratioLine = regexp.MustCompile(`(?m)^ratio_vs_postgres=([0-9.]+)\n\z`)
+
+// checkRatio asserts that out ends with a parseable, positive ratio line.
+func checkRatio(t *testing.T, out string) float64 {
+	t.Helper()
+	m := ratioLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("output does not end with ratio_vs_postgres=<x>:\n%s", out)
+	}
+	r, err := strconv.ParseFloat(m[1], 64)
+	if err != nil || r <= 0 {
+		t.Fatalf("ratio_vs_postgres=%q: %v", m[1], err)
+	}
+	return r
+}
+
+func TestBenchCommitsSmoke(t *testing.T) {
+	pg := benchPostgres(t)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{
+		{"local", nil},
+		{"s3", []string{"--store=s3", "--put-latency=5ms"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			dir := t.TempDir()
+			jsonPath, pngPath := filepath.Join(dir, "c.json"), filepath.Join(dir, "c.png")
+			args := append([]string{"--writers=1,2", "--commits=3", "--retry-wait=5ms", "--postgres", pg,
+				"--json", jsonPath, "--png", pngPath}, tc.extra...)
+			var out, errb bytes.Buffer
+			if code := benchCommitsMain(ctx, args, &out, &errb); code != 0 {
+				t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
+			}
+			checkRatio(t, out.String())
+			for _, p := range []string{jsonPath, pngPath} {
+				if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+					t.Fatalf("%s not written: %v", p, err)
+				}
+			}
+		})
+	}
+	var out, errb bytes.Buffer
+	if code := benchCommitsMain(context.Background(), []string{"--postgres", pg, "--store=gcs"}, &out, &errb); code != 2 {
+		t.Fatalf("bad --store: exit %d", code)
+	}
+}

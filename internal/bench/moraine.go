@@ -1,0 +1,160 @@
+// Package bench holds what the `moraine bench` subcommands share: starting
+// an in-process moraine (on a local directory or on an in-process S3 whose
+// PUTs are slowed down), naming the PostgreSQL they compare against, and
+// the side-by-side table / ratio line / JSON output.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"time"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+
+	"github.com/moraine-db/moraine/internal/objstore/fault"
+	"github.com/moraine-db/moraine/internal/objstore/s3"
+	"github.com/moraine-db/moraine/internal/pgwire"
+	"github.com/moraine-db/moraine/internal/server"
+	"github.com/moraine-db/moraine/internal/sql"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// Moraine is a moraine server started in-process for one benchmark.
+type Moraine struct {
+	Server *server.Server
+	// StoreDesc says what the store is, for the printed table.
+	StoreDesc string
+	cancel    context.CancelFunc
+	done      chan error
+	cleanup   []func()
+}
+
+// StoreSpec says which store an in-process moraine runs on.
+type StoreSpec struct {
+	Kind       string        // "local" (a fresh temp directory) or "s3" (in-process S3)
+	PutLatency fault.Latency // added to every S3 PUT (s3 only)
+	Dir        string        // parent of the temp directory; "" means os.TempDir
+}
+
+// ErrStoreKind is returned for a StoreSpec.Kind that is not local or s3.
+var ErrStoreKind = errors.New("store kind must be local or s3")
+
+// StartMoraine starts a moraine server on a fresh store and waits until it
+// accepts connections. Stop it with Stop; it also stops when ctx ends.
+func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
+	m := &Moraine{done: make(chan error, 1)}
+	var storeURL string
+	switch spec.Kind {
+	case "local", "":
+		dir, err := os.MkdirTemp(spec.Dir, "moraine-bench-")
+		if err != nil {
+			return nil, fmt.Errorf("start moraine: %w", err)
+		}
+		m.cleanup = append(m.cleanup, func() { os.RemoveAll(dir) })
+		storeURL = "file://" + dir
+		m.StoreDesc = "local directory"
+	case "s3":
+		url, stop, err := StartS3(spec.PutLatency)
+		if err != nil {
+			return nil, err
+		}
+		m.cleanup = append(m.cleanup, stop)
+		storeURL = url
+		m.StoreDesc = fmt.Sprintf("in-process S3 (gofakes3), PUT latency %s", latencyString(spec.PutLatency))
+	default:
+		return nil, fmt.Errorf("start moraine: %q: %w", spec.Kind, ErrStoreKind)
+	}
+	cfg, err := server.ParseConfig([]string{"--store", storeURL, "--listen", "127.0.0.1:0", "--max-connections", "1000"}, nil, io.Discard)
+	if err != nil {
+		m.runCleanup()
+		return nil, fmt.Errorf("start moraine: %w", err)
+	}
+	m.Server = server.New(cfg, slog.New(slog.DiscardHandler), func(st *server.Stack) pgwire.Executor {
+		return sql.New(memcat.On(st.Cat))
+	})
+	rctx, cancel := context.WithCancel(ctx)
+	m.cancel = cancel
+	go func() { m.done <- m.Server.Run(rctx) }()
+	select {
+	case <-m.Server.Ready():
+		return m, nil
+	case err := <-m.done:
+		cancel()
+		m.runCleanup()
+		return nil, fmt.Errorf("start moraine: exited before ready: %v", err)
+	case <-time.After(60 * time.Second):
+		cancel()
+		m.runCleanup()
+		return nil, errors.New("start moraine: not ready after 60s")
+	}
+}
+
+// ConnInfo is a libpq conninfo for database db on this server.
+func (m *Moraine) ConnInfo(db string) string {
+	host, port, _ := net.SplitHostPort(m.Server.Addr().String())
+	return "host=" + host + " port=" + port + " user=moraine dbname=" + db + " sslmode=disable"
+}
+
+// Stop shuts the server down (flushing its store) and removes the store.
+func (m *Moraine) Stop() error {
+	m.cancel()
+	var err error
+	select {
+	case err = <-m.done:
+	case <-time.After(60 * time.Second):
+		err = errors.New("moraine did not stop within 60s")
+	}
+	m.runCleanup()
+	return err
+}
+
+func (m *Moraine) runCleanup() {
+	for i := len(m.cleanup) - 1; i >= 0; i-- {
+		m.cleanup[i]()
+	}
+	m.cleanup = nil
+}
+
+func latencyString(l fault.Latency) string { return l.String() }
+
+// drawLatency picks one delay from l (uniform over [Min, Max]).
+func drawLatency(l fault.Latency) time.Duration {
+	if l.Max <= l.Min {
+		return l.Min
+	}
+	return l.Min + rand.N(l.Max-l.Min+1)
+}
+
+// StartS3 starts an in-process S3 server (gofakes3 over memory) on loopback
+// with one bucket, and returns an s3:// URL for it. Every PUT request
+// (object writes, including conditional If-None-Match ones) is held for the
+// latency before it is served, so the delay is on the S3 protocol path the
+// store really uses. stop shuts the server down.
+func StartS3(putLatency fault.Latency) (url string, stop func(), err error) {
+	backend := s3mem.New()
+	if err := backend.CreateBucket("moraine-bench"); err != nil {
+		return "", nil, fmt.Errorf("start s3: %w", err)
+	}
+	faker := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog()))
+	inner := faker.Server()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			if d := drawLatency(putLatency); d > 0 {
+				time.Sleep(d)
+			}
+		}
+		inner.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(h)
+	c := s3.Config{Bucket: "moraine-bench", Prefix: "catalog/", Endpoint: srv.URL, Region: s3.DefaultRegion, UsePathStyle: true, Anonymous: true}
+	return c.String(), srv.Close, nil
+}
