@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/moraine-db/moraine/internal/workload"
+)
+
+func reopens(r *inproc) float64 {
+	var m dto.Metric
+	if err := r.srv.Metrics().Reopens.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestFailedWALWrite makes the store's WAL writes fail (the wal/ directory
+// of the local store is swapped for a plain file, so creating a WAL object
+// fails with ENOTDIR) while a workload commits through the in-process
+// moraine serve. The commit whose WAL write failed and every commit after
+// it fail; the server reopens the store; afterwards it serves exactly the
+// durable state: everything acknowledged before, nothing of the failed
+// commits; and it takes new commits again.
+func TestFailedWALWrite(t *testing.T) {
+	dir := t.TempDir()
+	// A fixed port: the reopened server listens again on the configured
+	// address.
+	r := startInproc(t, "file://"+dir, "--listen", freeAddr(t))
+	defer r.stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := func(db string, writers, commits int) workload.Config {
+		return workload.Config{ConnString: conninfo(r.addr, db), Writers: writers, CommitsPerWriter: commits, Tables: 2,
+			Compactor: true, RetryWait: 2 * time.Millisecond, Seed: 3}
+	}
+	before := runWorkload(t, ctx, cfg("before", 4, 10))
+	if err := workload.Prepare(ctx, cfg("failing", 4, 10)); err != nil {
+		t.Fatal(err)
+	}
+	if n := reopens(r); n != 0 {
+		t.Fatalf("%v reopens before any failure", n)
+	}
+
+	wal := filepath.Join(dir, "wal")
+	if fi, err := os.Stat(wal); err != nil || !fi.IsDir() {
+		t.Fatalf("store has no wal directory at %s: %v", wal, err)
+	}
+	if err := os.Rename(wal, wal+".away"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(wal, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	failing, err := workload.Run(ctx, cfg("failing", 4, 10))
+	// Put the WAL back at once: the server reopens only after its
+	// reopen backoff, and must find the durable WAL then.
+	if rerr := errors.Join(os.Remove(wal), os.Rename(wal+".away", wal)); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
+		t.Fatal("the workload committed through a failing WAL")
+	}
+	if n := len(failing.Landed()); n != 0 {
+		t.Fatalf("%d commits acknowledged while every WAL write failed", n)
+	}
+	t.Logf("workload over the failing WAL ended with: %v", err)
+
+	deadline := time.Now().Add(20 * time.Second)
+	for reopens(r) < 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the server did not reopen the store after the failed write")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The reopened server serves the durable state: the acknowledged run in
+	// full, and not a trace of the failed commits.
+	waitServing(t, ctx, r.addr)
+	if err := verifyAt(ctx, r.addr, "before", before); err != nil {
+		t.Fatalf("after reopen: %v", err)
+	}
+	present, err := checkAt(ctx, r.addr, "failing", failing, 8)
+	if err != nil {
+		t.Fatalf("after reopen: %v", err)
+	}
+	if present != 0 {
+		t.Fatalf("%d commits whose WAL write failed are present after the reopen", present)
+	}
+	after := runWorkload(t, ctx, cfg("after", 2, 10))
+	if err := verifyAt(ctx, r.addr, "after", after); err != nil {
+		t.Fatalf("commits after the reopen: %v", err)
+	}
+	if n := reopens(r); n != 1 {
+		t.Fatalf("%v reopens, want exactly 1", n)
+	}
+}
+
+// waitServing waits until addr accepts a connection again.
+func waitServing(t *testing.T, ctx context.Context, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn, err := pgconn.Connect(ctx, conninfo(addr, "probe"))
+		if err == nil {
+			conn.Close(context.Background())
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server not serving after reopen: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/workload"
+)
+
+// TestIssueWorkload is issue 6's workload against moraine serve on a local
+// directory store: 16 writers × 200 commits over 4 tables plus a concurrent
+// merge compactor, following DuckLake's commit protocol. Every commit lands
+// exactly once, snapshot ids are dense, row ids are unique (workload
+// Verify), before and after a restart.
+//
+// The default run is 16 writers × 4 commits: on the shared 2-core test
+// machine 16 contending DuckLake writers against moraine manage about one
+// commit per second (see docs/commit.md), so the issue's full 16 × 200 runs
+// only with MORAINE_E2E_LONG=1. MORAINE_E2E_COMMITS overrides the commits
+// per writer.
+func TestIssueWorkload(t *testing.T) {
+	commits := 4
+	if long() {
+		commits = 200
+	}
+	if s := os.Getenv("MORAINE_E2E_COMMITS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("MORAINE_E2E_COMMITS=%q", s)
+		}
+		commits = n
+	}
+	store := "file://" + t.TempDir()
+	r := startInproc(t, store)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	cfg := workload.Config{
+		ConnString: conninfo(r.addr, "lake"), Writers: 16, CommitsPerWriter: commits, Tables: 4,
+		Compactor: true, RetryWait: 5 * time.Millisecond, Seed: 6,
+	}
+	res := runWorkload(t, ctx, cfg)
+	if got, want := res.Commits+res.Failed, 16*commits; got != want {
+		t.Fatalf("%d writer commits ended, want %d", got, want)
+	}
+	if res.Merges == 0 {
+		t.Fatal("the compactor landed no merge")
+	}
+	if err := verifyAt(ctx, r.addr, "lake", res); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	r.stop(t)
+	r2 := startInproc(t, store)
+	defer r2.stop(t)
+	if err := verifyAt(ctx, r2.addr, "lake", res); err != nil {
+		t.Fatalf("verify after restart: %v", err)
+	}
+}
+
+func runWorkload(t *testing.T, ctx context.Context, cfg workload.Config) *workload.Result {
+	t.Helper()
+	if err := workload.Prepare(ctx, cfg); err != nil {
+		t.Fatalf("prepare: %v", err)
+	}
+	res, err := workload.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	t.Logf("%d writers × %d: %d commits in %v (%.0f/s), p50 %v p99 %v, %d retries, %d failed (%d conflicts); %d merges (%d retries, %d failed)",
+		cfg.Writers, cfg.CommitsPerWriter, res.Commits, res.Elapsed.Round(time.Millisecond), res.CommitsPerSec(),
+		res.Percentile(50), res.Percentile(99), res.Retries, res.Failed, res.Conflicts, res.Merges, res.MergeRetries, res.MergeFailed)
+	return res
+}
