@@ -91,21 +91,41 @@ func requalify(r *rel, qual string) *rel {
 
 // tableRel exposes a table's rows with the hidden ctid column last.
 func tableRel(t *memcat.Table, qual string) *rel {
+	r, _ := tableRelFiltered(t, qual, nil)
+	return r
+}
+
+// tableCols are a table's columns with the hidden ctid column last.
+func tableCols(t *memcat.Table, qual string) []colInfo {
 	n := len(t.Def.Columns)
 	cols := make([]colInfo, n+1)
 	for i, c := range t.Def.Columns {
 		cols[i] = colInfo{qual: qual, name: c.Name, typ: c.Type, tableOID: t.OID, attnum: int16(i + 1)}
 	}
 	cols[n] = colInfo{qual: qual, name: "ctid", typ: datum.TID, tableOID: t.OID, attnum: -1, hidden: true}
-	rows := make([][]datum.Value, 0, t.Len())
-	t.Scan(func(ctid int64, vals []datum.Value) bool {
-		row := make([]datum.Value, n+1)
-		copy(row, vals)
-		row[n] = datum.Value{K: datum.KindTID, I: ctid}
-		rows = append(rows, row)
+	return cols
+}
+
+// tableRelFiltered is tableRel keeping only the rows keep accepts (nil
+// keeps all); rejected rows are never copied out of the scan.
+func tableRelFiltered(t *memcat.Table, qual string, keep func(row []datum.Value) bool) (*rel, error) {
+	cols := tableCols(t, qual)
+	n := len(cols) - 1
+	var rows [][]datum.Value
+	if keep == nil {
+		rows = make([][]datum.Value, 0, t.Len())
+	}
+	buf := make([]datum.Value, n+1)
+	err := t.Scan(func(ctid int64, vals []datum.Value) bool {
+		copy(buf, vals)
+		buf[n] = datum.Value{K: datum.KindTID, I: ctid}
+		if keep != nil && !keep(buf) {
+			return true
+		}
+		rows = append(rows, append([]datum.Value(nil), buf...))
 		return true
 	})
-	return &rel{cols: cols, rows: rows}
+	return &rel{cols: cols, rows: rows}, err
 }
 
 // regclass resolves a relation name as to_regclass does.

@@ -714,6 +714,11 @@ func (x *exec) fromItem(n *pg.Node) (*rel, error) { return x.fromItemFiltered(n,
 func (x *exec) fromItemFiltered(n *pg.Node, filters []*pg.Node) (*rel, error) {
 	switch {
 	case n.GetRangeVar() != nil:
+		if len(filters) > 0 {
+			if r, ok, err := x.scanLakeFiltered(n.GetRangeVar(), filters); ok || err != nil {
+				return r, err
+			}
+		}
 		r, err := x.scan(n.GetRangeVar())
 		if err != nil || len(filters) == 0 {
 			return r, err
@@ -970,6 +975,58 @@ func refsResolve(n *pg.Node, e *env) bool {
 		return refsResolve(n.GetCollateClause().Arg, e)
 	}
 	return true
+}
+
+// scanLakeFiltered scans a lake or temp table applying the filters that
+// name only its columns while rows stream out of the catalog. ok is false
+// when rv is not such a table (a CTE, a system relation).
+func (x *exec) scanLakeFiltered(rv *pg.RangeVar, filters []*pg.Node) (*rel, bool, error) {
+	if rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" {
+		return nil, false, nil
+	}
+	if rv.Schemaname == "" {
+		if _, cte := x.ctes[rv.Relname]; cte {
+			return nil, false, nil
+		}
+		if _, temp := x.s.temps[rv.Relname]; !temp {
+			if _, virtual, _ := x.virtual("pg_catalog", rv.Relname); virtual {
+				return nil, false, nil
+			}
+		}
+	}
+	t, _, err := x.lookupTable(rv)
+	if err != nil {
+		return nil, true, err
+	}
+	qual := rv.Relname
+	if rv.Alias != nil && rv.Alias.Aliasname != "" {
+		qual = rv.Alias.Aliasname
+	}
+	e := &env{cols: tableCols(t, qual)}
+	var mine []*pg.Node
+	for _, f := range filters {
+		if refsResolve(f, e) && hasColumnRef(f) {
+			mine = append(mine, f)
+		}
+	}
+	if len(mine) == 0 {
+		r, err := tableRelFiltered(t, qual, nil)
+		return r, true, err
+	}
+	r, err := tableRelFiltered(t, qual, func(row []datum.Value) bool {
+		e.row = row
+		for _, f := range mine {
+			v, err := x.eval(f, e)
+			if err != nil {
+				return true // the WHERE clause decides, and reports
+			}
+			if !truth(v) {
+				return false
+			}
+		}
+		return true
+	})
+	return r, true, err
 }
 
 func (x *exec) prefilter(r *rel, filters []*pg.Node) (*rel, error) {

@@ -306,7 +306,23 @@ func (x *exec) withCTEs(w *pg.WithClause) (func(), error) {
 // over the target table and returns, for each target row that matches,
 // its ctid and the scope of the first matching combination.
 func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *pg.Node, fn func(ctid int64, e *env) error) error {
-	target := tableRel(t, alias)
+	var target *rel
+	var err error
+	if len(from) == 0 && where != nil && simpleExpr(where) {
+		// Rows that fail a simple WHERE are dropped while scanning; the
+		// WHERE below runs again on the rest (and reports any error).
+		e := &env{cols: tableCols(t, alias)}
+		target, err = tableRelFiltered(t, alias, func(row []datum.Value) bool {
+			e.row = row
+			v, err := x.eval(where, e)
+			return err != nil || truth(v)
+		})
+	} else {
+		target, err = tableRelFiltered(t, alias, nil)
+	}
+	if err != nil {
+		return err
+	}
 	var other *rel
 	for _, f := range from {
 		r, err := x.fromItem(f)
