@@ -45,6 +45,9 @@ func AppendBinary(dst []byte, t Type, v Value) ([]byte, error) {
 		return binary.BigEndian.AppendUint32(dst, uint32(int32(v.I))), nil
 	case OIDTime, OIDTimestamp, OIDTimestampTZ:
 		return binary.BigEndian.AppendUint64(dst, uint64(v.I)), nil
+	case OIDTimeTZ:
+		dst = binary.BigEndian.AppendUint64(dst, uint64(v.I))
+		return binary.BigEndian.AppendUint32(dst, uint32(int32(v.J))), nil
 	case OIDInterval:
 		months, days, us := v.Interval()
 		dst = binary.BigEndian.AppendUint64(dst, uint64(us))
@@ -128,6 +131,11 @@ func DecodeBinary(t Type, b []byte) (Value, error) {
 			return Null, err
 		}
 		return Value{K: t.Kind(), I: int64(binary.BigEndian.Uint64(b))}, nil
+	case OIDTimeTZ:
+		if err := need(12); err != nil {
+			return Null, err
+		}
+		return TimeTZValue(int64(binary.BigEndian.Uint64(b)), int32(binary.BigEndian.Uint32(b[8:]))), nil
 	case OIDInterval:
 		if err := need(16); err != nil {
 			return Null, err

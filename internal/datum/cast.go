@@ -161,6 +161,8 @@ func defaultType(k Kind) Type {
 		return Date
 	case KindTime:
 		return Time
+	case KindTimeTZ:
+		return TimeTZ
 	case KindTimestamp:
 		return Timestamp
 	case KindTimestampTZ:

@@ -1,6 +1,7 @@
 package datum
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -43,6 +44,9 @@ func TestTextRoundTrip(t *testing.T) {
 		{"date", "0044-03-15 BC", "0044-03-15 BC"},
 		{"date", "infinity", "infinity"},
 		{"time", "04:05:06.789", "04:05:06.789"},
+		{"time with time zone", "04:05:06.789+02", "04:05:06.789+02"},
+		{"time with time zone", "04:05:06-05:30", "04:05:06-05:30"},
+		{"time with time zone", "23:00:00", "23:00:00+00"},
 		{"timestamp", "2026-01-02 03:04:05.678", "2026-01-02 03:04:05.678"},
 		{"timestamp with time zone", "2026-01-02 03:04:05.678+00", "2026-01-02 03:04:05.678+00"},
 		{"timestamp with time zone", "2026-01-02 05:04:05+02", "2026-01-02 03:04:05+00"},
@@ -138,7 +142,7 @@ func TestBinaryMatchesPgtype(t *testing.T) {
 }
 
 var allTypes = []Type{Bool, Int2, Int4, Int8, Float4, Float8, Numeric, NumericType(18, 3), Text, Varchar,
-	Bytea, UUID, Date, Time, Timestamp, TimestampTZ, Interval, TID, Int8Array, TextArray, OID, Name, Char}
+	Bytea, UUID, Date, Time, TimeTZ, Timestamp, TimestampTZ, Interval, TID, Int8Array, TextArray, OID, Name, Char}
 
 func genValue(t Type) *rapid.Generator[Value] {
 	return rapid.Custom(func(rt *rapid.T) Value {
@@ -189,6 +193,8 @@ func genValue(t Type) *rapid.Generator[Value] {
 			return DateValue(rapid.Int32Range(-700000, 2900000).Draw(rt, "d"))
 		case OIDTime:
 			return TimeValue(rapid.Int64Range(0, usPerDay).Draw(rt, "t"))
+		case OIDTimeTZ:
+			return TimeTZValue(rapid.Int64Range(0, usPerDay).Draw(rt, "t"), int32(rapid.IntRange(-15*3600, 15*3600).Draw(rt, "z")))
 		case OIDTimestamp, OIDTimestampTZ:
 			us := rapid.Int64Range(-60000*365*usPerDay, 200000*365*usPerDay).Draw(rt, "ts")
 			if rapid.IntRange(0, 20).Draw(rt, "inf") == 0 {
@@ -289,6 +295,19 @@ func TestNumericZeroBinary(t *testing.T) {
 	b, _ = AppendBinary(nil, Numeric, NumericValue("0.00"))
 	if string(b) != "\x00\x00\x00\x00\x00\x00\x00\x02" {
 		t.Fatalf("numeric 0.00 = %x", b)
+	}
+}
+
+// pgx has no binary timetz codec: check PostgreSQL's layout directly
+// (int64 microseconds, int32 zone in seconds west of UTC).
+func TestTimeTZBinary(t *testing.T) {
+	v, err := ParseText(TimeTZ, "13:14:15.5+03")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := AppendBinary(nil, TimeTZ, v)
+	if got := fmt.Sprintf("%x", b); got != "0000000b187d38e0ffffd5d0" {
+		t.Fatalf("timetz binary %s", got)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 //	  int, date, time, ts, tid  zig-zag varint
 //	  float                     8 bytes, IEEE-754 bits, little endian
 //	  interval                  zig-zag varint micros, zig-zag varint months<<32|days
+//	  timetz                    zig-zag varint micros, zig-zag varint zone (seconds west)
 //	  uuid                      16 bytes
 //	  text, bytes, numeric, array  uvarint length, then the bytes
 //
@@ -51,7 +52,7 @@ func EncodeRow(dst []byte, types []Type, vals []Value) []byte {
 			dst = append(dst, byte(v.I&1))
 		case KindFloat:
 			dst = binary.LittleEndian.AppendUint64(dst, uint64(v.I))
-		case KindInterval:
+		case KindInterval, KindTimeTZ:
 			dst = binary.AppendVarint(dst, v.I)
 			dst = binary.AppendVarint(dst, v.J)
 		case KindUUID:
@@ -160,7 +161,7 @@ func (r Row) decode(types []Type, fn func(int, Value) bool) error {
 			}
 			v.I = int64(binary.LittleEndian.Uint64(r[p:]))
 			p += 8
-		case KindInterval:
+		case KindInterval, KindTimeTZ:
 			a, k1 := binary.Varint(r[p:])
 			if k1 <= 0 {
 				return ErrBadRow

@@ -49,6 +49,8 @@ func AppendText(dst []byte, t Type, v Value) []byte {
 		return appendDate(dst, int32(v.I))
 	case KindTime:
 		return appendClock(dst, v.I)
+	case KindTimeTZ:
+		return appendZone(appendClock(dst, v.I), -v.J)
 	case KindTimestamp:
 		return appendTimestamp(dst, v.I, false)
 	case KindTimestampTZ:
@@ -202,6 +204,26 @@ func appendTimestamp(dst []byte, us int64, tz bool) []byte {
 	return dst
 }
 
+// appendZone appends a UTC offset east (seconds) as PostgreSQL prints it:
+// +HH, +HH:MM or +HH:MM:SS.
+func appendZone(dst []byte, east int64) []byte {
+	sign := byte('+')
+	if east < 0 {
+		sign, east = '-', -east
+	}
+	dst = append(dst, sign)
+	dst = appendPad(dst, east/3600, 2)
+	if m, sec := east/60%60, east%60; m != 0 || sec != 0 {
+		dst = append(dst, ':')
+		dst = appendPad(dst, m, 2)
+		if sec != 0 {
+			dst = append(dst, ':')
+			dst = appendPad(dst, sec, 2)
+		}
+	}
+	return dst
+}
+
 func floorDiv(a, b int64) int64 {
 	q := a / b
 	if (a%b != 0) && ((a < 0) != (b < 0)) {
@@ -327,6 +349,25 @@ func ParseText(t Type, s string) (Value, error) {
 			return Null, invalid(t, s)
 		}
 		return TimeValue(us), nil
+	case KindTimeTZ:
+		in := strings.TrimSpace(s)
+		clock, zone := in, ""
+		if i := strings.IndexAny(in, "+-Zz"); i >= 0 {
+			clock, zone = in[:i], in[i:]
+		}
+		us, ok := parseClock(strings.TrimSpace(clock))
+		if !ok {
+			return Null, invalid(t, s)
+		}
+		var east int64
+		if zone != "" {
+			off, ok := parseZone(zone)
+			if !ok {
+				return Null, invalid(t, s)
+			}
+			east = off / usPerSecond
+		}
+		return TimeTZValue(us, int32(-east)), nil
 	case KindTimestamp, KindTimestampTZ:
 		us, err := parseTimestamp(strings.TrimSpace(s), t.Kind() == KindTimestampTZ)
 		if err != nil {

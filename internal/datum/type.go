@@ -72,6 +72,7 @@ const (
 	KindInterval                // I: microseconds, J: months<<32 | uint32(days)
 	KindTID                     // I: block<<16 | offset
 	KindArray                   // S: element values, row-encoded (see array.go); Type.Elem gives the element type
+	KindTimeTZ                  // I: microseconds since midnight (local), J: zone in seconds west of UTC (PostgreSQL's sign)
 )
 
 // Type is a PostgreSQL column type: its OID and its type modifier (-1 for
@@ -101,6 +102,7 @@ var (
 	Time        = Type{OIDTime, -1}
 	Timestamp   = Type{OIDTimestamp, -1}
 	TimestampTZ = Type{OIDTimestampTZ, -1}
+	TimeTZ      = Type{OIDTimeTZ, -1}
 	Interval    = Type{OIDInterval, -1}
 	UUID        = Type{OIDUUID, -1}
 	TID         = Type{OIDTID, -1}
@@ -139,6 +141,7 @@ var types = map[uint32]typeInfo{
 	OIDVarchar:     {KindText, "character varying", -1, 0},
 	OIDDate:        {KindDate, "date", 4, 0},
 	OIDTime:        {KindTime, "time without time zone", 8, 0},
+	OIDTimeTZ:      {KindTimeTZ, "time with time zone", 12, 0},
 	OIDTimestamp:   {KindTimestamp, "timestamp without time zone", 8, 0},
 	OIDTimestampTZ: {KindTimestampTZ, "timestamp with time zone", 8, 0},
 	OIDInterval:    {KindInterval, "interval", 16, 0},
@@ -230,6 +233,8 @@ func (t Type) TypeName() string {
 		return "char"
 	case OIDTime:
 		return "time"
+	case OIDTimeTZ:
+		return "timetz"
 	case OIDTimestamp:
 		return "timestamp"
 	case OIDTimestampTZ:
@@ -294,6 +299,8 @@ func ParseTypeName(names []string, mods []int32, arrayBounds int) (Type, error) 
 		t = Date
 	case "time", "time without time zone":
 		t = Time
+	case "timetz", "time with time zone":
+		t = TimeTZ
 	case "timestamp", "timestamp without time zone":
 		t = Timestamp
 	case "timestamptz", "timestamp with time zone":
@@ -328,7 +335,7 @@ func ParseTypeName(names []string, mods []int32, arrayBounds int) (Type, error) 
 			return Type{}, fmt.Errorf("length for type %s must be at least 1", name)
 		}
 		t.Mod = mods[0] + 4
-	case len(mods) > 0 && t.OID != OIDTime && t.OID != OIDTimestamp && t.OID != OIDTimestampTZ && t.OID != OIDInterval:
+	case len(mods) > 0 && t.OID != OIDTime && t.OID != OIDTimeTZ && t.OID != OIDTimestamp && t.OID != OIDTimestampTZ && t.OID != OIDInterval:
 		return Type{}, fmt.Errorf("type modifier is not allowed for type %q", name)
 	}
 	if arrayBounds > 0 {

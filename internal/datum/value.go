@@ -39,6 +39,12 @@ func TimestampValue(micros int64) Value   { return Value{K: KindTimestamp, I: mi
 func TimestampTZValue(micros int64) Value {
 	return Value{K: KindTimestampTZ, I: micros}
 }
+
+// TimeTZValue is a time of day with a zone; zoneWest is PostgreSQL's zone:
+// seconds WEST of UTC (so +02:00 is -7200).
+func TimeTZValue(micros int64, zoneWest int32) Value {
+	return Value{K: KindTimeTZ, I: micros, J: int64(zoneWest)}
+}
 func IntervalValue(months, days int32, micros int64) Value {
 	return Value{K: KindInterval, I: micros, J: int64(months)<<32 | int64(uint32(days))}
 }
@@ -104,6 +110,12 @@ func Compare(a, b Value) int {
 		return CompareNumeric(a.S, b.S)
 	case KindInterval:
 		return cmp.Compare(intervalSpan(a), intervalSpan(b))
+	case KindTimeTZ:
+		// PostgreSQL orders by the UTC instant, then by zone.
+		if c := cmp.Compare(a.I+a.J*usPerSecond, b.I+b.J*usPerSecond); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.J, b.J)
 	case KindText, KindBytes, KindUUID, KindArray:
 		return strings.Compare(a.S, b.S)
 	}
