@@ -2,10 +2,10 @@ package sql
 
 import (
 	"bufio"
-	"encoding/binary"
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
