@@ -59,29 +59,8 @@ func newLake(t *testing.T) *lake {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
-	st, err := server.OpenStack(ctx, "file://"+t.TempDir(), server.StackOptions{
-		Commit: commit.Options{Hold: &rowids.Checker{}},
-	})
-	if err != nil {
-		t.Fatalf("open stack: %v", err)
-	}
-	wire, err := pgwire.New(pgwire.Config{
-		TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		Parameters:  map[string]string{"TimeZone": "Etc/UTC"},
-	}, sql.New(memcat.On(st.Cat)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go wire.Serve(ln)
-	t.Cleanup(func() {
-		wire.Close()
-		st.Close(context.Background())
-	})
-	conn, err := pgconn.Connect(ctx, "postgres://moraine@"+ln.Addr().String()+"/lake?sslmode=disable")
+	st, addr := startStack(t, ctx, commit.Options{Hold: &rowids.Checker{}})
+	conn, err := pgconn.Connect(ctx, "postgres://moraine@"+addr+"/lake?sslmode=disable")
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -959,4 +938,32 @@ func (l *lake) violations() []verify.Violation {
 		l.t.Fatalf("verify: %v", err)
 	}
 	return vs
+}
+
+// startStack opens moraine on a fresh directory store with the given
+// commit options and serves it on a loopback port (trusted, as `moraine
+// serve` trusts loopback without a users file).
+func startStack(t *testing.T, ctx context.Context, opts commit.Options) (*server.Stack, string) {
+	t.Helper()
+	st, err := server.OpenStack(ctx, "file://"+t.TempDir(), server.StackOptions{Commit: opts})
+	if err != nil {
+		t.Fatalf("open stack: %v", err)
+	}
+	wire, err := pgwire.New(pgwire.Config{
+		TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+		Parameters:  map[string]string{"TimeZone": "Etc/UTC"},
+	}, sql.New(memcat.On(st.Cat)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go wire.Serve(ln)
+	t.Cleanup(func() {
+		wire.Close()
+		st.Close(context.Background())
+	})
+	return st, ln.Addr().String()
 }
