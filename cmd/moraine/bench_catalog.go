@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -12,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/bench"
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/catalog/verbs"
 	"github.com/moraine-db/moraine/internal/datum"
@@ -25,18 +27,41 @@ func init() { registerBench("catalog", benchCatalog) }
 // time, the heap the reloaded catalog holds, bytes per data file and the
 // rate of a full decoding read of ducklake_data_file. The last line is
 // bytes_per_file=<n>.
+//
+// With --postgres it instead builds the same catalog in an in-process
+// moraine and in PostgreSQL and times DuckLake's attach and first-query
+// reads on both (runCatalogVsPG); the last line is ratio_vs_postgres=<x>.
 func benchCatalog(ctx context.Context, args []string) int {
+	return benchCatalogMain(ctx, args, os.Stdout, os.Stderr)
+}
+
+func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("bench catalog", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	files := fs.Int("files", 1000000, "data files to register")
 	snaps := fs.Int("snapshots", 10000, "snapshots to spread them over")
 	stats := fs.Int("stats", 8, "column-stats rows per data file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the reload to this file")
+	pg := fs.String("postgres", "", "PostgreSQL conninfo: compare DuckLake's catalog reads against it (else: moraine-only load/heap figures)")
+	tables := fs.Int("tables", 10000, "user tables (with --postgres)")
+	reps := fs.Int("reps", 3, "runs of each read; the fastest counts (with --postgres)")
+	jsonOut := fs.String("json", "", "write the results as JSON to this file (with --postgres)")
+	pngOut := fs.String("png", "", "write a bar chart of the read times to this PNG file (with --postgres)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *files < 1 || *snaps < 1 || *stats < 1 {
-		fmt.Fprintln(os.Stderr, "bench catalog: --files, --snapshots and --stats must be positive")
+	if *files < 1 || *snaps < 1 || *stats < 1 || *tables < 1 || *reps < 1 {
+		fmt.Fprintln(stderr, "bench catalog: --files, --snapshots, --stats, --tables and --reps must be positive")
 		return 2
+	}
+	if *pg != "" {
+		o := catalogVsPG{postgres: *pg, reps: *reps, jsonOut: *jsonOut, pngOut: *pngOut,
+			shape: bench.LakeShape{Tables: *tables, Files: *files, Stats: *stats, FilesPerCommit: max(1, (*files+*snaps-1) / *snaps)}}
+		if err := runCatalogVsPG(ctx, o, stdout, stderr); err != nil {
+			fmt.Fprintln(stderr, "bench catalog:", err)
+			return 1
+		}
+		return 0
 	}
 	if err := runCatalogBench(ctx, *files, *snaps, *stats, *cpuprofile); err != nil {
 		fmt.Fprintln(os.Stderr, "bench catalog:", err)

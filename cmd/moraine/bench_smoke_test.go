@@ -74,3 +74,35 @@ func TestBenchCommitsSmoke(t *testing.T) {
 		t.Fatalf("bad --store: exit %d", code)
 	}
 }
+
+func TestBenchCatalogSmoke(t *testing.T) {
+	pg := benchPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	jsonPath, pngPath := filepath.Join(dir, "c.json"), filepath.Join(dir, "c.png")
+	var out, errb bytes.Buffer
+	args := []string{"--tables=5", "--files=200", "--snapshots=10", "--stats=4", "--reps=1", "--postgres", pg, "--json", jsonPath, "--png", pngPath}
+	if code := benchCatalogMain(ctx, args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
+	}
+	checkRatio(t, out.String())
+	// Both systems answered every read with the same rows: the report
+	// refuses to build otherwise, and the whole-table reads are there.
+	for _, want := range []string{"data_file (whole table)", "file_column_stats (whole table)", "latest snapshot"} {
+		if !bytes.Contains(out.Bytes(), []byte(want)) {
+			t.Fatalf("no %q line:\n%s", want, out.String())
+		}
+	}
+	if !regexp.MustCompile(`(?m)^\s+file_column_stats \(whole table\)\s+first query\s+800\s`).Match(out.Bytes()) {
+		t.Fatalf("file_column_stats should have 200 files x 4 rows:\n%s", out.String())
+	}
+	for _, p := range []string{jsonPath, pngPath} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Fatalf("%s not written: %v", p, err)
+		}
+	}
+	if code := benchCatalogMain(ctx, []string{"--tables=0", "--postgres", pg}, &out, &errb); code != 2 {
+		t.Fatalf("bad --tables: exit %d", code)
+	}
+}
