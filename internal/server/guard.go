@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"regexp"
 	"strings"
 	"sync/atomic"
 
@@ -78,14 +80,95 @@ func (s *guardSession) Query(ctx context.Context, sql string, w *pgwire.ResultWr
 	if err := s.admit(sql); err != nil {
 		return err
 	}
-	return s.Session.Query(ctx, sql, w)
+	err := s.Session.Query(ctx, sql, w)
+	s.g.observe(err)
+	return err
 }
 
 func (s *guardSession) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (pgwire.Statement, error) {
 	if err := s.admit(sql); err != nil {
 		return nil, err
 	}
-	return s.Session.Prepare(ctx, sql, paramOIDs)
+	st, err := s.Session.Prepare(ctx, sql, paramOIDs)
+	if err != nil {
+		return nil, err
+	}
+	return &guardStatement{Statement: st, g: s.g}, nil
+}
+
+type guardStatement struct {
+	pgwire.Statement
+	g *guard
+}
+
+func (s *guardStatement) Bind(ctx context.Context, params []pgwire.Param) (pgwire.Portal, error) {
+	p, err := s.Statement.Bind(ctx, params)
+	if err != nil {
+		return nil, err
+	}
+	return &guardPortal{Portal: p, g: s.g}, nil
+}
+
+type guardPortal struct {
+	pgwire.Portal
+	g *guard
+}
+
+func (p *guardPortal) Execute(ctx context.Context, w *pgwire.ResultWriter, maxRows int) error {
+	if err := p.g.check(); err != nil {
+		return err
+	}
+	err := p.Portal.Execute(ctx, w, maxRows)
+	p.g.observe(err)
+	return err
+}
+
+// observe counts the conflicts clients are told about, by class.
+func (g *guard) observe(err error) {
+	if err == nil {
+		return
+	}
+	if class, ok := conflictClass(err); ok {
+		g.m.Conflicts.WithLabelValues(class).Inc()
+	}
+}
+
+var (
+	quotedRE = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+	numberRE = regexp.MustCompile(`\b[0-9]+\b`)
+)
+
+// conflictClass names the class of a conflict error: "unique" for the
+// primary-key violations DuckLake's optimistic commit retries on (another
+// writer took the snapshot id first), and for a true conflict under
+// DuckLake's matrix the two actions with ids and names elided, e.g.
+// "insert into table ? / deleted from it". The label set is bounded by the
+// matrix's message forms.
+func conflictClass(err error) (string, bool) {
+	var sc interface{ SQLState() string }
+	code := ""
+	if errors.As(err, &sc) {
+		code = sc.SQLState()
+	}
+	var pe *pgwire.Error
+	if errors.As(err, &pe) {
+		code = pe.Code
+	}
+	msg := err.Error()
+	const lead = "Transaction conflict - attempting to "
+	if i := strings.Index(msg, lead); i >= 0 {
+		msg = msg[i+len(lead):]
+		if j := strings.Index(msg, " (SQLSTATE"); j >= 0 {
+			msg = msg[:j]
+		}
+		mine, theirs, _ := strings.Cut(msg, " but another transaction has ")
+		norm := func(s string) string { return numberRE.ReplaceAllString(quotedRE.ReplaceAllString(s, "?"), "?") }
+		return norm(mine) + " / " + norm(theirs), true
+	}
+	if code == "23505" {
+		return "unique", true
+	}
+	return "", false
 }
 
 func (s *guardSession) Close() error {

@@ -34,6 +34,8 @@ type Metrics struct {
 	ConnectionsTotal prometheus.Counter
 	// Statements counts statements by shape (their first keyword).
 	Statements *prometheus.CounterVec
+	// Conflicts counts conflicts reported to clients, by class.
+	Conflicts *prometheus.CounterVec
 	// ReplicaReloads counts catalog reloads of a replica following the
 	// writer; ReplicaSeq is the store sequence its catalog reflects.
 	ReplicaReloads prometheus.Counter
@@ -65,12 +67,15 @@ func NewMetrics() *Metrics {
 		Name: "moraine_connections_total", Help: "Client sessions opened."})
 	m.Statements = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "moraine_statements_total", Help: "Statements received, by shape (first keyword; unknown keywords are \"other\")."}, []string{"shape"})
+	m.Conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "moraine_conflicts_total", Help: "Conflicts reported to clients, by class: \"unique\" (another writer took the snapshot id; DuckLake retries) or the pair of actions of a true conflict."}, []string{"class"})
+	m.Conflicts.WithLabelValues("unique")
 	m.ReplicaReloads = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "moraine_replica_reloads_total", Help: "Catalog reloads of a replica that followed new commits of the writer."})
 	m.ReplicaSeq = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "moraine_replica_catalog_seq", Help: "Store sequence number the replica's served catalog reflects."})
 	m.Registry.MustRegister(m.Commits, m.CommitLatency, m.Reopens, m.StoreOps, m.StoreBytes, m.StoreErrors,
-		m.Connections, m.ConnectionsTotal, m.Statements, m.ReplicaReloads, m.ReplicaSeq)
+		m.Connections, m.ConnectionsTotal, m.Statements, m.Conflicts, m.ReplicaReloads, m.ReplicaSeq)
 	for _, o := range []string{"ok", "conflict", "shape", "head", "hold", "store", "invalid"} {
 		m.Commits.WithLabelValues(o)
 	}

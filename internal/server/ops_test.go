@@ -207,14 +207,27 @@ func TestMetricsSeries(t *testing.T) {
 	defer r.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := workload.Config{ConnString: r.conninfo("lake"), Writers: 2, CommitsPerWriter: 3, Tables: 2, Seed: 3}
+	cfg := workload.Config{ConnString: r.conninfo("lake"), Writers: 3, CommitsPerWriter: 5, Tables: 1, RetryWait: time.Millisecond, Seed: 3}
 	if err := workload.Prepare(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := workload.Run(ctx, cfg); err != nil {
+	res, err := workload.Run(ctx, cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
 	body := httpGet(t, "http://"+maddr+"/metrics")
+	var conflicts float64
+	for _, line := range strings.Split(body, "\n") {
+		if strings.HasPrefix(line, "moraine_conflicts_total{") {
+			f := strings.Fields(line)
+			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
+			conflicts += v
+		}
+	}
+	t.Logf("workload retries %d, conflicts %d; moraine_conflicts_total sums to %v", res.Retries, res.Conflicts, conflicts)
+	if (res.Retries+res.Conflicts > 0) != (conflicts > 0) {
+		t.Errorf("workload saw %d retries and %d conflicts, moraine_conflicts_total sums to %v", res.Retries, res.Conflicts, conflicts)
+	}
 	for _, want := range []string{
 		`moraine_commits_total{outcome="ok"}`,
 		`moraine_commits_total{outcome="conflict"}`,
@@ -227,6 +240,7 @@ func TestMetricsSeries(t *testing.T) {
 		`moraine_resident_rows{table="ducklake_snapshot"}`,
 		`moraine_resident_bytes{table="ducklake_data_file"}`,
 		`moraine_connections `,
+		`moraine_conflicts_total{class="unique"}`,
 		`moraine_connections_total `,
 		`moraine_statements_total{shape="select"}`,
 		`moraine_statements_total{shape="commit"}`,
@@ -352,6 +366,25 @@ func TestGuardFencedMessage(t *testing.T) {
 	}
 	if _, err := g.NewSession(context.Background(), pgwire.StartupInfo{Database: "lake"}); err == nil {
 		t.Fatal("fenced guard opened a session")
+	}
+}
+
+// TestConflictClass: conflict errors become bounded class labels.
+func TestConflictClass(t *testing.T) {
+	for _, c := range []struct {
+		err   error
+		class string
+	}{
+		{pgwire.Errorf("40001", "Transaction conflict - attempting to insert into table 3 but another transaction has dropped it"), "insert into table ? / dropped it"},
+		{pgwire.Errorf("40001", "Transaction conflict - attempting to create table %q in schema %q but another transaction has created a table or view with the same name", "a b\"c", "main"), "create table ? in schema ? / created a table or view with the same name"},
+		{pgwire.Errorf("23505", "duplicate key value violates unique constraint \"ducklake_snapshot_pkey\""), "unique"},
+		{errors.New("ERROR: Transaction conflict - attempting to delete from table 12 but another transaction has compacted it (merge adjacent files) (SQLSTATE 40001)"), "delete from table ? / compacted it (merge adjacent files)"},
+		{pgwire.Errorf("42P01", "relation does not exist"), ""},
+	} {
+		got, ok := conflictClass(c.err)
+		if ok != (c.class != "") || got != c.class {
+			t.Errorf("conflictClass(%v) = %q, %v; want %q", c.err, got, ok, c.class)
+		}
 	}
 }
 
@@ -537,4 +570,23 @@ func head(ctx context.Context, c *pgconn.PgConn) (int64, error) {
 		return 0, errors.New("head: no row")
 	}
 	return strconv.ParseInt(string(rs[0].Rows[0][0]), 10, 64)
+}
+
+// TestIdleWriterNoticesFence: a writer with no traffic notices a newer
+// writer by its fence poll and exits with ErrFenced within seconds.
+func TestIdleWriterNoticesFence(t *testing.T) {
+	store := "file://" + t.TempDir()
+	a := start(t, store)
+	b := start(t, store)
+	defer b.stop(t)
+	opened := time.Now()
+	select {
+	case err := <-a.done:
+		if !errors.Is(err, ErrFenced) {
+			t.Fatalf("idle server A ended with %v, want ErrFenced", err)
+		}
+		t.Logf("idle writer exited %v after the new writer opened", time.Since(opened).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("idle fenced server still running after 10s")
+	}
 }
