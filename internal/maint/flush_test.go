@@ -231,4 +231,22 @@ func TestFlushInlinedDataThenMerge(t *testing.T) {
 	for s := int64(2); s <= last; s++ {
 		sameRows(t, fmt.Sprintf("history at snapshot %d after merge", s), l.rows(s), before[s])
 	}
+
+	// Expire everything but the newest snapshot, then clean up: the
+	// flushed delete file and its data file stay live (nothing ended), the
+	// merge's sources were already scheduled and go with cleanup.
+	cur := l.latest().id
+	var victims []int64
+	for s := int64(0); s < cur; s++ {
+		victims = append(victims, s)
+	}
+	if purged := l.expire(victims...); len(purged) != 0 {
+		t.Fatalf("expire purged %v; nothing has ended", purged)
+	}
+	l.verify("after expire")
+	if removed := l.cleanup(); len(removed) != 2 {
+		t.Fatalf("cleanup removed %v, want the merge's 2 sources", removed)
+	}
+	l.verify("after cleanup")
+	sameRows(t, "after expire and cleanup", l.rows(cur), want)
 }

@@ -100,6 +100,19 @@ func TestMergeAdjacentFiles(t *testing.T) {
 	after[12] = 7
 	sameRows(t, "after update", l.rows(u), after)
 	sameRows(t, "before update", l.rows(u-1), before[snaps[3]])
+
+	// expire_snapshots(older_than => now()) keeps only the newest: nothing
+	// is ended, so nothing is purged; history before it is gone, the
+	// current answer is not.
+	var victims []int64
+	for s := int64(0); s < u; s++ {
+		victims = append(victims, s)
+	}
+	if purged := l.expire(victims...); len(purged) != 0 {
+		t.Fatalf("expire purged %v; no file or delete file has ended", purged)
+	}
+	l.verify("after expire")
+	sameRows(t, "after expire", l.rows(u), after)
 }
 
 // TestHoldRefusesRenumbering: a merge over an update's output and the file
