@@ -305,13 +305,14 @@ func (d *DB) bgLoop() {
 			backoff = 100 * time.Millisecond
 			continue
 		}
-		if errors.Is(err, ErrFenced) || d.ctx.Err() != nil {
+		if d.ctx.Err() != nil {
+			return // closing
+		}
+		if errors.Is(err, ErrFenced) {
 			d.mu.Lock()
 			d.failLocked(err)
 			d.mu.Unlock()
-			if d.ctx.Err() != nil || errors.Is(err, ErrFenced) {
-				return
-			}
+			return
 		}
 		d.opts.Logf("slate: background work failed (retrying in %v): %v", backoff, err)
 		retry = time.After(backoff)
