@@ -106,3 +106,30 @@ func TestBenchCatalogSmoke(t *testing.T) {
 		t.Fatalf("bad --tables: exit %d", code)
 	}
 }
+
+func TestBenchStoreVsPostgresSmoke(t *testing.T) {
+	pg := benchPostgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	jsonPath, pngPath := filepath.Join(dir, "s.json"), filepath.Join(dir, "s.png")
+	var out, errb bytes.Buffer
+	args := []string{"--put-latency=20ms", "--commit-writers=1,2", "--commits=3", "--postgres", pg, "--json", jsonPath, "--png", pngPath}
+	if code := benchStoreMain(ctx, args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
+	}
+	checkRatio(t, out.String())
+	// Every moraine commit waited for at least one PUT of 20ms.
+	m := regexp.MustCompile(`(?m)^\s+moraine\s.*PUT latency 20ms\s+1\s+3\s+\S+\s+(\S+)\s`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no moraine 1-writer row:\n%s", out.String())
+	}
+	if p50, _ := strconv.ParseFloat(m[1], 64); p50 < 20 {
+		t.Fatalf("moraine p50 %.2fms is below the injected 20ms PUT latency", p50)
+	}
+	for _, p := range []string{jsonPath, pngPath} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Fatalf("%s not written: %v", p, err)
+		}
+	}
+}

@@ -22,7 +22,9 @@ func init() { registerBench("store", benchStore) }
 // benchStore is `moraine bench store`: concurrent writers, each writing
 // batches of --batch-keys keys and waiting for durability, against a store
 // whose PUTs take --put-latency. It prints a table and ends with the line
-// "batches/s=<n>".
+// "batches/s=<n>". With --postgres it instead times DuckLake commits on an
+// in-process moraine over S3 with that PUT latency against PostgreSQL
+// (runStoreVsPG) and ends with "ratio_vs_postgres=<x>".
 func benchStore(ctx context.Context, args []string) int {
 	return benchStoreMain(ctx, args, os.Stdout, os.Stderr)
 }
@@ -37,8 +39,31 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 	valueSize := fs.Int("value-size", 64, "bytes per value")
 	duration := fs.Duration("duration", 10*time.Second, "how long to write")
 	storeURL := fs.String("store", "mem://", "object store URL (mem://, file:///dir, s3://…)")
+	pg := fs.String("postgres", "", "PostgreSQL conninfo: compare DuckLake commit latency on moraine over in-process S3 against it")
+	pgWriters := fs.String("commit-writers", "1,16", "with --postgres: DuckLake committer counts")
+	pgCommits := fs.Int("commits", 30, "with --postgres: commits per committer")
+	jsonOut := fs.String("json", "", "with --postgres: write the results as JSON to this file")
+	pngOut := fs.String("png", "", "with --postgres: write a bar chart of p50 latency to this PNG file")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *pg != "" {
+		lat, err := fault.ParseLatency(*putLatency)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench store: --put-latency: %v\n", err)
+			return 2
+		}
+		ws, err := parseWriterList(*pgWriters)
+		if err != nil || *pgCommits < 1 {
+			fmt.Fprintf(stderr, "bench store: --commit-writers/--commits: %v\n", err)
+			return 2
+		}
+		o := storeVsPG{postgres: *pg, putLatency: lat, writers: ws, commits: *pgCommits, jsonOut: *jsonOut, pngOut: *pngOut}
+		if err := runStoreVsPG(ctx, o, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "bench store: %v\n", err)
+			return 1
+		}
+		return 0
 	}
 	if *writers < 1 || *batchKeys < 1 || *valueSize < 0 || *duration <= 0 {
 		fmt.Fprintln(stderr, "bench store: --writers, --batch-keys and --duration must be positive")
