@@ -243,6 +243,9 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 				datum.ArrayValue(datum.Int2, keys))
 		}
 		return r, true, nil
+	case "pg_attrdef":
+		// Lake tables have no column defaults.
+		return mkRel([]vcol{{"oid", tOID}, {"adrelid", tOID}, {"adnum", tInt2}, {"adbin", tText}}), true, nil
 	case "pg_policy":
 		return mkRel([]vcol{{"oid", tOID}, {"polname", tName}, {"polrelid", tOID}, {"polcmd", tChar}, {"polpermissive", tBool},
 			{"polroles", tText}, {"polqual", tText}, {"polwithcheck", tText}}), true, nil
@@ -359,7 +362,12 @@ func (x *exec) indexDef(oid uint32, constraint bool) string {
 			continue
 		}
 		if !constraint {
-			return pkIndexDef(ti)
+			def := pkIndexDef(ti)
+			if ti.schema.Name == x.s.searchSchema() {
+				// pg_get_indexdef names a visible table without its schema.
+				def = strings.Replace(def, " ON "+ti.schema.Name+".", " ON ", 1)
+			}
+			return def
 		}
 		var cols []string
 		for _, i := range ti.t.Def.PK {
