@@ -19,6 +19,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -33,7 +34,8 @@ const (
 	// ducklake_data_file row, or one of another table.
 	KindDanglingDeleteFile Kind = "dangling-delete-file"
 	// KindDeleteFileInvisible: at a retained snapshot a delete file is
-	// visible but the data file it applies to is not.
+	// visible but the data file it applies to is not (or an inlined
+	// deletion begins at a retained snapshot where its file is not visible).
 	KindDeleteFileInvisible Kind = "delete-file-invisible"
 	// KindDanglingStats: a per-file row (column stats, variant stats,
 	// partition value) names a data file that has no ducklake_data_file row.
@@ -222,6 +224,11 @@ func (c *checker) retainedIn(begin int64, end *int64, fn func(s int64) bool) {
 	}
 }
 
+func (c *checker) isRetained(s int64) bool {
+	_, ok := slices.BinarySearch(c.retained, s)
+	return ok
+}
+
 func (c *checker) noteMissing(id int64, by string) {
 	if _, ok := c.missing[id]; !ok {
 		c.missing[id] = by
@@ -259,9 +266,17 @@ func (c *checker) fileRefs() {
 		}
 	}
 	for _, d := range c.s.InlinedDeletes {
-		if c.files[d.FileID] == nil {
+		f := c.files[d.FileID]
+		if f == nil {
 			c.add(KindDanglingInlinedDelete, "%s deletes row %d of data file %d (at snapshot %d), which has no ducklake_data_file row", d.Table, d.RowID, d.FileID, d.Begin)
 			c.noteMissing(d.FileID, d.Table)
+			continue
+		}
+		// An inlined deletion applies from its begin_snapshot on, for as
+		// long as the file lives; at a retained begin the file must be
+		// visible.
+		if c.isRetained(d.Begin) && !visible(f.Begin, f.End, d.Begin) {
+			c.add(KindDeleteFileInvisible, "%s deletes row %d of data file %d at snapshot %d, where the file %s is not visible", d.Table, d.RowID, f.ID, d.Begin, span(f.Begin, f.End))
 		}
 	}
 }

@@ -124,6 +124,15 @@ func TestCheck(t *testing.T) {
 			want: []Kind{KindDanglingInlinedDelete, KindUnscheduled}, text: "data file 32",
 		},
 		{
+			name: "inlined delete where its file is not visible",
+			mut:  func(s *State) { s.InlinedDeletes[0].Begin = 3; s.DataFiles[1].Begin = 4 },
+			want: []Kind{KindDeleteFileInvisible}, text: "at snapshot 3, where the file [4, live)",
+		},
+		{
+			name: "inlined delete at an expired snapshot is not checked",
+			mut:  func(s *State) { s.InlinedDeletes[0].Begin = 2; s.DataFiles[1].Begin = 3 },
+		},
+		{
 			name: "tombstone ended with no successor",
 			mut:  func(s *State) { s.DeleteFiles = s.DeleteFiles[:1] },
 			want: []Kind{KindTombstoneDropped}, text: "ended at snapshot 5",
