@@ -18,14 +18,14 @@ var errPrefix = errors.New("catalog is not an acknowledged prefix")
 
 // catalogView is the part of a workload catalog the prefix check reads.
 type catalogView struct {
-	snapshots []int64           // sorted snapshot ids
-	nextFile  map[int64]int64   // snapshot → next_file_id
-	tagAt     map[int64]string  // snapshot → commit_message
-	changeAt  map[int64]string  // snapshot → changes_made
-	files     map[int64]dfile   // data_file_id → row
+	snapshots []int64            // sorted snapshot ids
+	nextFile  map[int64]int64    // snapshot → next_file_id
+	tagAt     map[int64]string   // snapshot → commit_message
+	changeAt  map[int64]string   // snapshot → changes_made
+	files     map[int64]dfile    // data_file_id → row
 	stats     map[int64][2]int64 // table → (record_count, next_row_id)
-	scheduled map[int64]int     // data_file_id → times scheduled
-	colStats  map[int64]int     // data_file_id → column-stats rows
+	scheduled map[int64]int      // data_file_id → times scheduled
+	colStats  map[int64]int      // data_file_id → column-stats rows
 }
 
 type dfile struct {
