@@ -133,6 +133,9 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 			}
 		}
 	}
+	if err := checkTombstones(c, schema, ops, mine); err != nil {
+		return err
+	}
 	if mine.CompactionOnly() {
 		if len(rowIDMoves) > 0 {
 			return &Error{Kind: ErrHold, Code: "XX001", Message: "a compaction commit must leave next_row_id unchanged (RFC 0008): " + strings.Join(rowIDMoves, "; ")}
@@ -305,4 +308,110 @@ func changesSince(v *catalog.Version, schema string, seen int64) (changes.Set, c
 		})
 	}
 	return theirs, names, nil
+}
+
+// checkTombstones enforces seed 004's rule for delete files: a live delete
+// file (a tombstone) may stop being live only together with its data file,
+// or when the same commit registers its replacement. And, RFC 0008 step 5, a
+// merge never consumes a source that carries live deletes: merging it
+// plainly would bring the deleted rows back.
+func checkTombstones(c *catalog.Commit, schema string, ops []*catalog.Op, mine changes.Set) error {
+	merging := map[int64]bool{}
+	for _, e := range mine {
+		if e.Kind == changes.MergeAdjacent {
+			merging[e.ID] = true
+		}
+	}
+	dt, err := tableOf(c, schema, "ducklake_delete_file")
+	if err != nil {
+		return nil
+	}
+	def, types := dt.Def(), dt.Types()
+	iDel, iTable, iFile, iEnd := def.ColumnIndex("delete_file_id"), def.ColumnIndex("table_id"), def.ColumnIndex("data_file_id"), def.ColumnIndex("end_snapshot")
+	if iDel < 0 || iTable < 0 || iFile < 0 || iEnd < 0 {
+		return nil
+	}
+	type dropped struct{ delID, tableID, fileID int64 }
+	var gone []dropped
+	for _, o := range ops {
+		if o.Table != "ducklake_delete_file" || o.Old == nil {
+			continue
+		}
+		old, err := o.Old.Decode(types, nil)
+		if err != nil || !old[iEnd].IsNull() {
+			continue // history rows may go (expiry); only live tombstones matter
+		}
+		if o.Kind == catalog.OpUpdate {
+			nv, err := o.New.Decode(types, nil)
+			if err != nil || nv[iEnd].IsNull() {
+				continue
+			}
+		}
+		d := dropped{old[iDel].I, old[iTable].I, old[iFile].I}
+		if o.Kind == catalog.OpDelete && merging[d.tableID] {
+			return shapeErr("merge_adjacent of table %d consumes data file %d, which carries the live delete file %d: DuckLake merges only files without deletes (RFC 0008); a plain merge would bring the deleted rows back",
+				d.tableID, d.fileID, d.delID)
+		}
+		gone = append(gone, d)
+	}
+	// Data files that stop being live in this commit (ended or hard-deleted
+	// while current): a live delete file must not outlive them.
+	var endedFiles []int64
+	if ft, err := tableOf(c, schema, "ducklake_data_file"); err == nil {
+		fdef, ftypes := ft.Def(), ft.Types()
+		fID, fEnd := fdef.ColumnIndex("data_file_id"), fdef.ColumnIndex("end_snapshot")
+		for _, o := range ops {
+			if o.Table != "ducklake_data_file" || o.Old == nil {
+				continue
+			}
+			old, err := o.Old.Decode(ftypes, nil)
+			if err != nil || !old[fEnd].IsNull() {
+				continue
+			}
+			if o.Kind == catalog.OpUpdate {
+				if nv, err := o.New.Decode(ftypes, nil); err != nil || nv[fEnd].IsNull() {
+					continue
+				}
+			}
+			endedFiles = append(endedFiles, old[fID].I)
+		}
+	}
+	if len(gone) == 0 && len(endedFiles) == 0 {
+		return nil
+	}
+	// Live data files and live delete files of the next version, by file.
+	liveFile := map[int64]bool{}
+	if ft, err := c.Next.Table(schema, "ducklake_data_file"); err == nil {
+		fdef, ftypes := ft.Def(), ft.Types()
+		fID, fEnd := fdef.ColumnIndex("data_file_id"), fdef.ColumnIndex("end_snapshot")
+		ft.Scan(func(_ catalog.CTID, r datum.Row) bool {
+			v, err := r.Decode(ftypes, nil)
+			if err == nil && v[fEnd].IsNull() {
+				liveFile[v[fID].I] = true
+			}
+			return true
+		})
+	}
+	covered := map[int64]bool{}
+	if nt, err := c.Next.Table(schema, "ducklake_delete_file"); err == nil {
+		nt.Scan(func(_ catalog.CTID, r datum.Row) bool {
+			v, err := r.Decode(types, nil)
+			if err == nil && v[iEnd].IsNull() {
+				covered[v[iFile].I] = true
+			}
+			return true
+		})
+	}
+	for _, f := range endedFiles {
+		if covered[f] && !liveFile[f] {
+			return shapeErr("data file %d stops being live while a live delete file still applies to it: a delete file must never outlive its data file", f)
+		}
+	}
+	for _, d := range gone {
+		if liveFile[d.fileID] && !covered[d.fileID] {
+			return shapeErr("delete file %d of data file %d stops being live while its data file stays live and no replacement delete file is registered: the deleted rows would come back (a tombstone must not be dropped while a snapshot references its data file)",
+				d.delID, d.fileID)
+		}
+	}
+	return nil
 }
