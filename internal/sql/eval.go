@@ -23,6 +23,7 @@ type exec struct {
 	// which must not be re-run per row.
 	subqueries map[*pg.SubLink]*rel
 	correlated map[*pg.SubLink]bool
+	outer      *env // the enclosing row of the SELECT being evaluated (FROM functions read it)
 }
 
 // constValue reads a literal, through the statement's bindings when its
@@ -269,6 +270,9 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 				return tv{datum.IntValue(l.v.I - r.v.I), t}, nil
 			}
 		case "||":
+			if l.t.Kind() == datum.KindArray || r.t.Kind() == datum.KindArray {
+				return arrayConcat(l, r)
+			}
 			if l.v.IsNull() || r.v.IsNull() {
 				return tv{datum.Null, datum.Text}, nil
 			}
@@ -467,6 +471,20 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 		return tv{}, errf(codeCardinality, "more than one row returned by a subquery used as an expression")
 	case pg.SubLinkType_EXISTS_SUBLINK:
 		return boolTV(len(r.rows) > 0), nil
+	case pg.SubLinkType_ARRAY_SUBLINK:
+		if len(r.cols) != 1 {
+			return tv{}, errf(codeSyntax, "subquery must return only one column")
+		}
+		elem := outType(r.cols[0].typ)
+		at, ok := datum.ArrayOf(elem)
+		if !ok {
+			return tv{}, unsupported("ARRAY() of %s", elem)
+		}
+		vals := make([]datum.Value, len(r.rows))
+		for i, row := range r.rows {
+			vals[i] = row[0]
+		}
+		return tv{datum.ArrayValue(elem, vals), at}, nil
 	case pg.SubLinkType_ANY_SUBLINK:
 		l, err := x.eval(sl.Testexpr, e)
 		if err != nil {
@@ -490,6 +508,33 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 		return boolTV(false), nil
 	}
 	return tv{}, unsupported("subquery of kind %s", sl.SubLinkType)
+}
+
+// arrayConcat is array || array (array_cat): a NULL operand counts as
+// empty.
+func arrayConcat(l, r tv) (tv, error) {
+	t := l.t
+	if t.Kind() != datum.KindArray {
+		t = r.t
+	}
+	if l.t.Kind() != datum.KindArray && !l.v.IsNull() || r.t.Kind() != datum.KindArray && !r.v.IsNull() {
+		return tv{}, unsupported("|| between an array and a scalar")
+	}
+	if l.v.IsNull() && r.v.IsNull() {
+		return tv{datum.Null, t}, nil
+	}
+	var out []datum.Value
+	for _, side := range []tv{l, r} {
+		if side.v.IsNull() {
+			continue
+		}
+		el, err := datum.ArrayElems(side.t, side.v)
+		if err != nil {
+			return tv{}, err
+		}
+		out = append(out, el...)
+	}
+	return tv{datum.ArrayValue(t.Elem(), out), t}, nil
 }
 
 // subquery runs a subquery. One that runs without the enclosing row (it

@@ -168,15 +168,6 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 			{"atthasdef", tBool}, {"atthasmissing", tBool}, {"attidentity", tChar}, {"attgenerated", tChar},
 			{"attisdropped", tBool}, {"attislocal", tBool}, {"attcollation", tOID}, {"attstattarget", tInt4}})
 		r.rows = append(r.rows, sysRows("pg_attribute", vcols(r))...)
-		// attstorage and attcompression come last so the dump's layout holds.
-		r.cols = append(r.cols, colInfo{name: "attstorage", typ: tChar}, colInfo{name: "attcompression", typ: tChar})
-		for i, row := range r.rows {
-			storage := "p"
-			if row[3].I == -1 {
-				storage = "x"
-			}
-			r.rows[i] = append(row[:16:16], nameV(storage), nameV(""))
-		}
 		for _, ti := range tablesOf(v) {
 			for i, c := range ti.t.Def.Columns {
 				ndims, coll := 0, uint32(0)
@@ -190,6 +181,15 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 					intV(ndims), intV(int(c.Type.Mod)), boolV(c.NotNull), boolV(false), boolV(false),
 					nameV(""), nameV(""), boolV(false), boolV(true), oidV(coll), intV(-1))
 			}
+		}
+		// attstorage and attcompression come last so the dump's layout holds.
+		r.cols = append(r.cols, colInfo{name: "attstorage", typ: tChar}, colInfo{name: "attcompression", typ: tChar})
+		for i, row := range r.rows {
+			storage := "p"
+			if row[3].I == -1 {
+				storage = "x"
+			}
+			r.rows[i] = append(row[:16:16], nameV(storage), nameV(""))
 		}
 		return r, true, nil
 	case "pg_type":

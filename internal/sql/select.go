@@ -14,6 +14,9 @@ import (
 // of an enclosing query (nil at top level); moraine does not correlate
 // subqueries, so outer is only consulted when a name is not found inside.
 func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
+	savedOuter := x.outer
+	x.outer = outer
+	defer func() { x.outer = savedOuter }()
 	if s.WithClause != nil {
 		saved := x.ctes
 		x.ctes = make(map[string]*rel, len(saved)+len(s.WithClause.Ctes))
@@ -767,7 +770,51 @@ func (x *exec) fromItemFiltered(n *pg.Node, filters []*pg.Node) (*rel, error) {
 		}
 		return &rel{cols: cols, rows: r.rows}, nil
 	}
+	if rf := n.GetRangeFunction(); rf != nil {
+		return x.rangeFunction(rf)
+	}
 	return nil, unsupported("FROM item %s", nodeKind(n))
+}
+
+// rangeFunction is unnest(array) in FROM (psql's \d+ reads reloptions so).
+func (x *exec) rangeFunction(rf *pg.RangeFunction) (*rel, error) {
+	if rf.Lateral || rf.Ordinality || rf.IsRowsfrom || len(rf.Functions) != 1 {
+		return nil, unsupported("FROM function with LATERAL, ORDINALITY or ROWS FROM")
+	}
+	items := rf.Functions[0].GetList().GetItems()
+	if len(items) == 0 || items[0].GetFuncCall() == nil {
+		return nil, unsupported("FROM function")
+	}
+	fc := items[0].GetFuncCall()
+	if name := opName(fc.Funcname); name != "unnest" || len(fc.Args) != 1 {
+		return nil, unsupported("FROM function %s", name)
+	}
+	arg, err := x.eval(fc.Args[0], &env{outer: x.outer})
+	if err != nil {
+		return nil, err
+	}
+	if arg.t.Kind() != datum.KindArray {
+		return nil, errf(codeUndefinedFunc, "function unnest(%s) does not exist", outType(arg.t))
+	}
+	qual, col := "unnest", "unnest"
+	if rf.Alias != nil {
+		qual, col = rf.Alias.Aliasname, rf.Alias.Aliasname
+		if cn := names(rf.Alias.Colnames); len(cn) > 0 {
+			col = cn[0]
+		}
+	}
+	out := &rel{cols: []colInfo{{qual: qual, name: col, typ: arg.t.Elem()}}}
+	if arg.v.IsNull() {
+		return out, nil
+	}
+	elems, err := datum.ArrayElems(arg.t, arg.v)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range elems {
+		out.rows = append(out.rows, []datum.Value{v})
+	}
+	return out, nil
 }
 
 // join combines two relations. An equality between a column of each side
