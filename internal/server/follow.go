@@ -8,10 +8,11 @@ import (
 	"github.com/moraine-db/moraine/internal/catalog"
 )
 
-// follow keeps a replica's catalog up to date with the writer. The slate
-// reader follows the writer's manifests and WAL by itself (every
-// replica-poll); whenever its sequence moves past the one the catalog was
-// built at, follow loads a new catalog from one consistent snapshot and
+// follow keeps a replica's catalog up to date with the writer. Every
+// replica-poll it refreshes the slate reader (which follows the writer's
+// manifests and WAL); whenever the reader's sequence moves past the one the
+// catalog was built at, follow loads a new catalog from one consistent
+// snapshot and
 // publishes each database's new version into the served catalog. Sessions
 // keep their pinned version until their transaction ends and see the new one
 // at their next transaction, exactly as on the writer.
@@ -29,6 +30,10 @@ func (st *Stack) follow(ctx context.Context, every time.Duration, m *Metrics, lo
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if err := st.KV.Refresh(ctx); err != nil && ctx.Err() == nil {
+			logf("replica: following the writer failed; retrying", "err", err)
+			continue
 		}
 		if err := st.catchUp(ctx, m); err != nil && ctx.Err() == nil {
 			logf("replica: reloading the catalog failed; retrying", "err", err)

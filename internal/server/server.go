@@ -107,7 +107,9 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 		Replica: s.cfg.Replica,
 		Log:     s.log,
 		Metrics: s.metrics,
-		Slate:   slate.Options{PollInterval: s.cfg.ReplicaPoll},
+		// A replica's follow loop refreshes the reader itself, right
+		// before it reloads the catalog (one poll, not two in series).
+		Slate: slate.Options{},
 	}
 	opts.Commit.Observe = s.metrics.observeCommit
 	st, err := OpenStack(ctx, s.cfg.Store, opts)
