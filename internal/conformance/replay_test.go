@@ -1,0 +1,76 @@
+package conformance
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/pgwire"
+	"github.com/moraine-db/moraine/internal/replay"
+	"github.com/moraine-db/moraine/internal/server"
+	"github.com/moraine-db/moraine/internal/sql"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// TestReplayFixtures replays every captured conversation against moraine
+// serve on a local directory store, in file-name order on one server (s07
+// and s10 continue the lake s01 built), and requires every recorded server
+// message to match. Then it restarts the server on the same store and
+// replays nothing: the restart itself must load what the fixtures wrote.
+func TestReplayFixtures(t *testing.T) {
+	dir, err := replay.FixturesDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	trs, err := replay.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(trs) < 10 {
+		t.Fatalf("found %d transcripts in %s, want the 10 fixtures", len(trs), dir)
+	}
+	store := "file://" + t.TempDir()
+	addr, stop := startServer(t, store)
+	ctx := context.Background()
+	for _, tr := range trs {
+		res := replay.Replay(ctx, tr, replay.Options{Addr: addr, Timeout: 30 * time.Second})
+		if !res.Passed() {
+			t.Errorf("%s: %v\n%s", tr.Name, res.Err, replay.Explain(res.Err))
+			continue
+		}
+		t.Logf("%s: %d server messages matched in %v", tr.Name, res.Compared, res.Elapsed.Round(time.Millisecond))
+	}
+	stop()
+	// Everything the fixtures committed reloads from the store.
+	_, stop = startServer(t, store)
+	stop()
+}
+
+func startServer(t *testing.T, store string) (addr string, stop func()) {
+	t.Helper()
+	cfg, err := server.ParseConfig([]string{"--store", store, "--listen", "127.0.0.1:0"}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := server.New(cfg, slog.New(slog.DiscardHandler), func(st *server.Stack) pgwire.Executor {
+		return sql.New(memcat.On(st.Cat))
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Run(ctx) }()
+	select {
+	case <-srv.Ready():
+	case err := <-done:
+		t.Fatalf("server exited: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("server not ready")
+	}
+	return srv.Addr().String(), func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("server: %v", err)
+		}
+	}
+}
