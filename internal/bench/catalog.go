@@ -18,7 +18,7 @@ import (
 // LakeShape is the size of the catalog `bench catalog` builds.
 type LakeShape struct {
 	Tables         int // user tables
-	Files          int // data files, spread round-robin over the tables
+	Files          int // data files; each commit registers its files in one table, round-robin over the tables
 	Stats          int // columns per table = ducklake_file_column_stats rows per file
 	FilesPerCommit int // data files registered per snapshot
 }
@@ -47,6 +47,9 @@ func BuildLake(ctx context.Context, db *catalog.Database, shape LakeShape, progr
 	// Tables are created in batches of 1000 per snapshot, as a bulk DDL
 	// script would.
 	for len(tables) < shape.Tables {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		c := lake.Begin()
 		for i := 0; i < 1000 && len(tables) < shape.Tables; i++ {
 			id, colIDs := c.CreateTable(0, "main", fmt.Sprintf("t%06d", len(tables)), cols)
@@ -57,13 +60,15 @@ func BuildLake(ctx context.Context, db *catalog.Database, shape LakeShape, progr
 		}
 	}
 	start := time.Now()
-	for done := 0; done < shape.Files; {
+	// Each commit is one INSERT into one table, as DuckLake commits an
+	// insert: its files all belong to that table.
+	for done, commit := 0, 0; done < shape.Files; commit++ {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		c := lake.Begin()
+		t := tables[commit%len(tables)]
 		for i := 0; i < shape.FilesPerCommit && done < shape.Files; i++ {
-			t := tables[done%len(tables)]
 			st := make([]verbs.ColumnStats, shape.Stats)
 			for j := range st {
 				st[j] = verbs.ColumnStats{ColumnID: t.cols[j], SizeBytes: 4096 + int64(j), ValueCount: 1000,
