@@ -163,10 +163,12 @@ func TestKill9(t *testing.T) {
 		if r.err == nil {
 			t.Fatalf("round %d: the workload finished before the kill; make it longer", i)
 		}
-		if r.res == nil {
-			t.Fatalf("round %d: no result: %v", i, r.err)
+		// A kill before the writers connected leaves no result: nothing
+		// was acknowledged, and the check then allows no commit beyond
+		// one in flight per connection.
+		if r.res != nil {
+			acked += len(r.res.Landed())
 		}
-		acked += len(r.res.Landed())
 		done = append(done, r)
 		c = startChild(t, store, addr)
 		for _, d := range done {
