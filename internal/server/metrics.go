@@ -40,8 +40,8 @@ type Metrics struct {
 	// writer; ReplicaSeq is the store sequence its catalog reflects.
 	ReplicaReloads prometheus.Counter
 	ReplicaSeq     prometheus.Gauge
-	stack         atomic.Pointer[Stack]
-	ready         atomic.Bool
+	stack          atomic.Pointer[Stack]
+	ready          atomic.Bool
 }
 
 // NewMetrics registers every collector.
