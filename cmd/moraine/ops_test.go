@@ -81,7 +81,8 @@ func TestBackupRestore(t *testing.T) {
 	defer cancel()
 
 	ts := serveStore(t, live)
-	cfg := workload.Config{ConnString: ts.conninfo(), Writers: 2, CommitsPerWriter: 8, Tables: 2, Compactor: true, RetryWait: time.Millisecond, Seed: 1}
+	cfg := workload.Config{ConnString: ts.conninfo(), Writers: 2, CommitsPerWriter: 8, Tables: 2, Compactor: true, RetryWait: time.Millisecond, Seed: 1,
+		DataDir: t.TempDir()} // real Parquet files for the server's row-id hold
 	if err := workload.Prepare(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package commit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -154,6 +155,13 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 			continue
 		}
 		if err := p.opts.Hold.Check(ctx, r.c); err != nil {
+			if !errors.Is(err, rowids.ErrCorrupt) {
+				// Not a proven violation: the files could not be read. The
+				// compaction is refused all the same (its sources stay live),
+				// but the message says what went wrong.
+				return &Error{Kind: ErrHold, Code: "58030", Message: fmt.Sprintf(
+					"compaction of table %d refused: cannot read its data files to check their row ids (RFC 0008): %v", tid, err)}
+			}
 			return &Error{Kind: ErrHold, Code: "XX001", Message: fmt.Sprintf(
 				"compaction of table %d refused: its files do not hold their sources' row ids (RFC 0008): %v", tid, err)}
 		}

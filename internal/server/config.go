@@ -31,6 +31,8 @@ type Config struct {
 	LogFormat        string
 	LogLevel         string
 	Replica          bool
+	RowIDHold        bool
+	DataPathOptions  string
 	MaxConnections   int
 	IdleTimeout      time.Duration
 	StatementTimeout time.Duration
@@ -73,6 +75,10 @@ var settings = []setting{
 		str(func(c *Config) *string { return &c.LogLevel })},
 	{"replica", "open the store read-only, follow the writer and serve read-only attaches", "false",
 		func(c *Config, v string) (err error) { c.Replica, err = strconv.ParseBool(v); return }},
+	{"row-id-hold", "before a compaction commit lands, read the row ids of the Parquet files it registers and consumes from the lake's data path and refuse one that renumbers rows (RFC 0008); needs read access to the data path", "true",
+		func(c *Config, v string) (err error) { c.RowIDHold, err = strconv.ParseBool(v); return }},
+	{"data-path-options", "URL query added when the row-id hold opens an object-store data path, e.g. endpoint=http://127.0.0.1:9000&use_path_style=true&region=us-east-1", "",
+		str(func(c *Config) *string { return &c.DataPathOptions })},
 	{"replica-poll", "how often a replica looks for new commits", "200ms",
 		func(c *Config, v string) (err error) { c.ReplicaPoll, err = time.ParseDuration(v); return }},
 	{"max-connections", "maximum concurrent client connections", "200",
@@ -98,7 +104,7 @@ func ParseConfig(args []string, env []string, usage io.Writer) (*Config, error) 
 	flagVals := map[string]*string{}
 	for _, s := range settings {
 		help := s.help + " [env MORAINE_" + envName(s.name) + "]"
-		if s.def == "false" {
+		if s.def == "false" || s.def == "true" {
 			// Boolean settings work as bare flags (--replica) as well as
 			// --replica=true.
 			b := &boolFlag{v: s.def}

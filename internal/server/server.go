@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/commit/rowids"
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/slate"
 )
@@ -112,6 +113,11 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 		Slate: slate.Options{},
 	}
 	opts.Commit.Observe = s.metrics.observeCommit
+	if s.cfg.RowIDHold {
+		opener := &rowids.URLOpener{Query: s.cfg.DataPathOptions}
+		defer opener.Close()
+		opts.Commit.Hold = &rowids.Checker{Open: opener}
+	}
 	st, err := OpenStack(ctx, s.cfg.Store, opts)
 	if err != nil {
 		if errors.Is(err, slate.ErrFenced) {
@@ -239,6 +245,9 @@ func (s *Server) wireConfig() (pgwire.Config, error) {
 		TrustedNets:      []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		// Debian's PostgreSQL reports its zone as Etc/UTC; clients compare.
 		Parameters: map[string]string{"TimeZone": "Etc/UTC"},
+		// The SQL layer serves PostgreSQL 15.18's own pg_catalog rows and
+		// answers version() as 15.18; the startup parameter agrees.
+		ServerVersion: "15.18",
 	}
 	if s.cfg.UsersFile != "" {
 		users, err := ReadUsers(s.cfg.UsersFile)

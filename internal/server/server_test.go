@@ -77,6 +77,9 @@ func TestDuckLakeWorkloadSurvivesRestart(t *testing.T) {
 	cfg := workload.Config{
 		ConnString: r.conninfo("lake"), Writers: 4, CommitsPerWriter: 15, Tables: 3,
 		Compactor: true, RetryWait: 5 * time.Millisecond, Seed: 7,
+		// Real Parquet files, so that the server's row-id hold (on by
+		// default) reads every merge's row ids.
+		DataDir: t.TempDir(),
 	}
 	if err := workload.Prepare(ctx, cfg); err != nil {
 		t.Fatalf("prepare: %v", err)
