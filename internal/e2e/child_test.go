@@ -119,9 +119,11 @@ type round struct {
 
 const childColumns = 4
 
-func childConfig(addr, db string, writers, commits int, seed uint64) workload.Config {
+// childConfig writes real Parquet files under dataDir, which moraine
+// serve's row-id hold reads when it checks a merge.
+func childConfig(addr, db, dataDir string, writers, commits int, seed uint64) workload.Config {
 	return workload.Config{
-		ConnString: conninfo(addr, db), Writers: writers, CommitsPerWriter: commits, Tables: 4,
+		ConnString: conninfo(addr, db), DataDir: dataDir, Writers: writers, CommitsPerWriter: commits, Tables: 4,
 		Columns: childColumns, RowsPerFile: 20, Compactor: true, CompactPause: 2 * time.Millisecond,
 		RetryWait: 2 * time.Millisecond, Seed: seed,
 	}
@@ -147,7 +149,7 @@ func TestKill9(t *testing.T) {
 	var present, acked int
 	for i := 0; i < rounds; i++ {
 		db := fmt.Sprintf("lake%d", i)
-		cfg := childConfig(addr, db, 8, 400, uint64(100+i))
+		cfg := childConfig(addr, db, t.TempDir(), 8, 400, uint64(100+i))
 		if err := workload.Prepare(ctx, cfg); err != nil {
 			t.Fatalf("round %d: prepare: %v\n%s", i, err, c.stderr)
 		}
@@ -199,7 +201,7 @@ func TestGracefulShutdown(t *testing.T) {
 			c := startChild(t, store, addr)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			cfg := childConfig(addr, "lake", 8, 400, 77)
+			cfg := childConfig(addr, "lake", t.TempDir(), 8, 400, 77)
 			if err := workload.Prepare(ctx, cfg); err != nil {
 				t.Fatal(err)
 			}

@@ -37,8 +37,10 @@ func TestFailedWALWrite(t *testing.T) {
 	defer r.stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	dataDir := t.TempDir()
 	cfg := func(db string, writers, commits int) workload.Config {
-		return workload.Config{ConnString: conninfo(r.addr, db), Writers: writers, CommitsPerWriter: commits, Tables: 2,
+		// Real Parquet files: moraine serve's row-id hold reads them.
+		return workload.Config{ConnString: conninfo(r.addr, db), DataDir: filepath.Join(dataDir, db), Writers: writers, CommitsPerWriter: commits, Tables: 2,
 			Compactor: true, RetryWait: 2 * time.Millisecond, Seed: 3}
 	}
 	before := runWorkload(t, ctx, cfg("before", 4, 10))

@@ -15,10 +15,11 @@ import (
 // TestWorkloadWithRowIDHold runs the contended workload with the RFC 0008
 // row-id hold on: the writers write real Parquet files under a local data
 // path and every merge the compactor lands is checked against its sources'
-// row ids (read from the files) before it is written. moraine serve does not
-// wire the hold yet (no --hold setting in internal/server), so this test
-// serves the same stack (server.OpenStackOn with commit.Options.Hold) and
-// SQL executor itself, over a local directory store, and restarts it.
+// row ids (read from the files) before it is written. It serves the stack
+// itself (server.OpenStackOn with commit.Options.Hold = &rowids.Checker{},
+// the local-directory opener) so that the hold is on whatever moraine
+// serve's configuration defaults to, over a local directory store, and
+// restarts it.
 func TestWorkloadWithRowIDHold(t *testing.T) {
 	for _, embed := range []bool{false, true} {
 		name := "adjacent"

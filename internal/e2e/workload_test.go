@@ -14,7 +14,9 @@ import (
 // directory store: 16 writers × 200 commits over 4 tables plus a concurrent
 // merge compactor, following DuckLake's commit protocol. Every commit lands
 // exactly once, snapshot ids are dense, row ids are unique (workload
-// Verify), before and after a restart.
+// Verify), before and after a restart. The writers write real Parquet
+// files (DataDir), so a server that holds compactions to their row ids
+// (RFC 0008; moraine serve's row-id hold) checks every merge.
 //
 // The default run is 16 writers × 10 commits: moraine's latest-snapshot
 // query grows with the square of the snapshot count (docs/commit.md), so
@@ -39,7 +41,7 @@ func TestIssueWorkload(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	cfg := workload.Config{
-		ConnString: conninfo(r.addr, "lake"), Writers: 16, CommitsPerWriter: commits, Tables: 4,
+		ConnString: conninfo(r.addr, "lake"), DataDir: t.TempDir(), Writers: 16, CommitsPerWriter: commits, Tables: 4,
 		Compactor: true, RetryWait: 5 * time.Millisecond, Seed: 6,
 	}
 	res := runWorkload(t, ctx, cfg)
