@@ -6,6 +6,10 @@
 package deps
 
 import (
+	_ "github.com/aws/aws-sdk-go-v2/aws"
+	_ "github.com/aws/aws-sdk-go-v2/config"
+	_ "github.com/aws/aws-sdk-go-v2/credentials"
+	_ "github.com/aws/aws-sdk-go-v2/service/s3"
 	_ "github.com/google/go-cmp/cmp"
 	_ "github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/pgconn"
@@ -26,8 +30,4 @@ import (
 	_ "gocloud.dev/gcerrors"
 	_ "golang.org/x/sys/unix"
 	_ "pgregory.net/rapid"
-	_ "github.com/aws/aws-sdk-go-v2/aws"
-	_ "github.com/aws/aws-sdk-go-v2/config"
-	_ "github.com/aws/aws-sdk-go-v2/credentials"
-	_ "github.com/aws/aws-sdk-go-v2/service/s3"
 )
