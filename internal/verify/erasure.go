@@ -16,6 +16,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -339,6 +340,7 @@ func ParseRetention(s string) (time.Duration, error) {
 	}
 	fields := strings.Fields(s)
 	var total time.Duration
+	var ok bool
 	for i := 0; i < len(fields); i++ {
 		f := fields[i]
 		if strings.Count(f, ":") == 2 {
@@ -351,7 +353,11 @@ func ParseRetention(s string) (time.Duration, error) {
 				}
 				parts[j] = n
 			}
-			total += time.Duration(parts[0])*time.Hour + time.Duration(parts[1])*time.Minute + time.Duration(parts[2])*time.Second
+			for j, u := range []time.Duration{time.Hour, time.Minute, time.Second} {
+				if total, ok = addScaled(total, parts[j], u); !ok {
+					return 0, fmt.Errorf("verify: retention %q out of range", s)
+				}
+			}
 			continue
 		}
 		num, unit := f, ""
@@ -362,13 +368,28 @@ func ParseRetention(s string) (time.Duration, error) {
 			unit = fields[i]
 		}
 		n, err := strconv.ParseInt(num, 10, 64)
-		u, ok := units[strings.ToLower(unit)]
-		if err != nil || !ok || n < 0 {
+		u, known := units[strings.ToLower(unit)]
+		if err != nil || !known || n < 0 {
 			return 0, fmt.Errorf("verify: bad retention %q", s)
 		}
-		total += time.Duration(n) * u
+		if total, ok = addScaled(total, n, u); !ok {
+			return 0, fmt.Errorf("verify: retention %q out of range", s)
+		}
 	}
 	return total, nil
+}
+
+// addScaled returns total + n*u for non-negative n, u and total, or false
+// when it would overflow time.Duration.
+func addScaled(total time.Duration, n int64, u time.Duration) (time.Duration, bool) {
+	if n > int64(math.MaxInt64/u) {
+		return 0, false
+	}
+	d := time.Duration(n) * u
+	if total > math.MaxInt64-d {
+		return 0, false
+	}
+	return total + d, true
 }
 
 // pgEpoch is PostgreSQL's timestamp origin.

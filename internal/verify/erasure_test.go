@@ -224,6 +224,9 @@ func TestParseRetention(t *testing.T) {
 		{"3 fortnights", 0, true},
 		{"x days", 0, true},
 		{"1:2", 0, true},
+		{"9999999999999 years", 0, true},
+		{"106751 days 106751 days", 0, true},
+		{"99999999999:00:00", 0, true},
 	}
 	for _, tc := range tests {
 		got, err := ParseRetention(tc.in)
@@ -231,4 +234,19 @@ func TestParseRetention(t *testing.T) {
 			t.Errorf("ParseRetention(%q) = %v, %v; want %v, err=%v", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
+}
+
+// FuzzParseRetention: expire_older_than comes from the catalog and
+// --object-retention from the command line; no input may panic, and a
+// parsed retention is never negative.
+func FuzzParseRetention(f *testing.F) {
+	for _, s := range []string{"0", "720h", "30d", "1 week", "1 day 02:30:00", "00:05:00", "9999999999999 years", "1:2:3:4", "-1h"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, err := ParseRetention(s)
+		if err == nil && d < 0 {
+			t.Fatalf("ParseRetention(%q) = %v", s, d)
+		}
+	})
 }
