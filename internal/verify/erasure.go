@@ -222,8 +222,9 @@ func window(st *ErasureState, tid int64, snaps []int64, now time.Time, objectRet
 	return w
 }
 
-// snapshotTime is the time of snapshot id, or when it was expired, of the
-// oldest retained snapshot after it (a lower bound on the wait).
+// snapshotTime is the time of snapshot id or, when that snapshot has been
+// expired, the time of the oldest retained snapshot after it (so the lag
+// computed from it is a lower bound on the real wait).
 func snapshotTime(st *ErasureState, snaps []int64, id int64) time.Time {
 	if t, ok := st.SnapshotTimes[id]; ok {
 		return t
