@@ -41,7 +41,7 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	files := fs.Int("files", 1000000, "data files to register")
 	snaps := fs.Int("snapshots", 10000, "snapshots to spread them over")
 	stats := fs.Int("stats", 8, "column-stats rows per data file")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the reload to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the reload (with --postgres: of moraine serving the reads) to this file")
 	pg := fs.String("postgres", "", "PostgreSQL conninfo: compare DuckLake's catalog reads against it (else: moraine-only load/heap figures)")
 	tables := fs.Int("tables", 10000, "user tables (with --postgres)")
 	reps := fs.Int("reps", 3, "runs of each read; the fastest counts (with --postgres)")
@@ -55,7 +55,7 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	if *pg != "" {
-		o := catalogVsPG{postgres: *pg, reps: *reps, jsonOut: *jsonOut, pngOut: *pngOut,
+		o := catalogVsPG{postgres: *pg, reps: *reps, jsonOut: *jsonOut, pngOut: *pngOut, cpuprofile: *cpuprofile,
 			shape: bench.LakeShape{Tables: *tables, Files: *files, Stats: *stats, FilesPerCommit: max(1, (*files+*snaps-1) / *snaps)}}
 		if err := runCatalogVsPG(ctx, o, stdout, stderr); err != nil {
 			fmt.Fprintln(stderr, "bench catalog:", err)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -18,6 +20,7 @@ type catalogVsPG struct {
 	shape           bench.LakeShape
 	reps            int
 	jsonOut, pngOut string
+	cpuprofile      string // CPU profile of the process while moraine serves the reads
 }
 
 // runCatalogVsPG builds the same DuckLake catalog in an in-process moraine
@@ -78,7 +81,20 @@ func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
 	moT, err := bench.TimeReads(ctx, mo, bench.Reads, o.reps)
+	if o.cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return fmt.Errorf("moraine: %w", err)
 	}
