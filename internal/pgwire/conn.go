@@ -458,7 +458,7 @@ func (c *conn) loop() error {
 			return c.fatal
 		}
 		if !c.enterIdle() {
-			c.sendFatal(errShutdown)
+			c.sendFatal(c.srv.shutdownError())
 			return errClosing
 		}
 		msg, err := c.be.Receive()
@@ -520,7 +520,7 @@ func (c *conn) receiveFailed(err error) error {
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		if c.srv.isClosing() {
-			c.sendFatal(errShutdown)
+			c.sendFatal(c.srv.shutdownError())
 		} else {
 			c.sendFatal(&Error{Code: CodeIdleSessionTimeout, Message: "terminating connection due to idle-session timeout"})
 		}

@@ -74,7 +74,10 @@ type Server struct {
 	log   *slog.Logger
 
 	active atomic.Int64 // connections being served (for MaxConnections)
-	panics atomic.Int64 // connection goroutines that panicked (a pgwire bug)
+	// shutdownMsg, when set, replaces the text of the FATAL that a shutdown
+	// sends to the connections it closes.
+	shutdownMsg atomic.Pointer[string]
+	panics      atomic.Int64 // connection goroutines that panicked (a pgwire bug)
 
 	mockOnce sync.Once // mockKey salts the SCRAM exchange of unknown users
 	mockKey  []byte
@@ -194,6 +197,23 @@ func (s *Server) isClosing() bool { return s.closing.Load() }
 // statements are canceled and every connection is closed. It returns when
 // all connection goroutines have exited, or ctx's error if that took
 // longer than ctx allowed.
+// ShutdownWithMessage is Shutdown, except that the FATAL 57P01 sent to
+// connections it closes carries message instead of PostgreSQL's "terminating
+// connection due to administrator command" — so that clients learn why (a
+// fenced writer names the fencing).
+func (s *Server) ShutdownWithMessage(ctx context.Context, message string) error {
+	s.shutdownMsg.Store(&message)
+	return s.Shutdown(ctx)
+}
+
+// shutdownError is the FATAL sent to connections closed by a shutdown.
+func (s *Server) shutdownError() *Error {
+	if m := s.shutdownMsg.Load(); m != nil {
+		return &Error{Severity: SeverityFatal, Code: CodeAdminShutdown, Message: *m}
+	}
+	return errShutdown
+}
+
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.mu.closing = true

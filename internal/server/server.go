@@ -216,7 +216,7 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 		// commit that became durable before the fence is acknowledged);
 		// then everything is closed.
 		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
-		wire.Shutdown(fctx)
+		wire.ShutdownWithMessage(fctx, "terminating connection: this moraine was fenced by a newer writer on the same store and accepts no more writes")
 		fcancel()
 	case errors.Is(result, errReopen):
 		// Nothing more may be acknowledged from this stack: close at once.
