@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/moraine-db/moraine/internal/commit"
-	"github.com/moraine-db/moraine/internal/objstore/objurl"
+	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/slate"
 	"github.com/moraine-db/moraine/internal/verify"
 )
@@ -89,22 +89,11 @@ func erasureMain(ctx context.Context, args []string, now time.Time, stdout, stde
 }
 
 func erasureReports(ctx context.Context, url, table string, now time.Time, objRet time.Duration) ([]*verify.ErasureReport, error) {
-	st, err := objurl.Open(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", url, err)
-	}
-	defer st.Close()
-	db, err := slate.OpenReader(ctx, st, slate.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", url, err)
-	}
-	defer db.Close(context.Background())
-	snap, err := db.Snapshot()
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", url, err)
-	}
-	defer snap.Close()
-	cats, err := commit.ReadStore(ctx, snap)
+	var cats map[uint32]*commit.StoredCatalog
+	err := server.ReadSnapshotURL(ctx, url, func(snap *slate.Snapshot, _ slate.Stats) (err error) {
+		cats, err = commit.ReadStore(ctx, snap)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

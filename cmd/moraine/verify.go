@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"github.com/moraine-db/moraine/internal/objstore/objurl"
+	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/slate"
 	"github.com/moraine-db/moraine/internal/verify"
 )
@@ -63,21 +63,10 @@ func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
-func verifyStore(ctx context.Context, url string) ([]verify.Violation, error) {
-	st, err := objurl.Open(ctx, url)
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", url, err)
-	}
-	defer st.Close()
-	db, err := slate.OpenReader(ctx, st, slate.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", url, err)
-	}
-	defer db.Close(context.Background())
-	snap, err := db.Snapshot()
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", url, err)
-	}
-	defer snap.Close()
-	return verify.CheckStore(ctx, snap)
+func verifyStore(ctx context.Context, url string) (vs []verify.Violation, err error) {
+	err = server.ReadSnapshotURL(ctx, url, func(snap *slate.Snapshot, _ slate.Stats) error {
+		vs, err = verify.CheckStore(ctx, snap)
+		return err
+	})
+	return vs, err
 }

@@ -31,20 +31,45 @@ func OpenStore(ctx context.Context, url string) (objstore.Store, error) {
 	return s, nil
 }
 
-// readCatalogs reads every stored catalog at one consistent point.
-func readCatalogs(ctx context.Context, store objstore.Store) (map[uint32]*commit.StoredCatalog, slate.Stats, error) {
+// ReadSnapshot opens a store as a read-only follower (it never fences a
+// running writer) and calls fn with one consistent snapshot of it and the
+// reader's stats. Every read-only operator command goes through it.
+func ReadSnapshot(ctx context.Context, store objstore.Store, fn func(*slate.Snapshot, slate.Stats) error) error {
 	r, err := slate.OpenReader(ctx, store, slate.Options{})
 	if err != nil {
-		return nil, slate.Stats{}, err
+		return err
 	}
 	defer r.Close(context.Background())
 	snap, err := r.Snapshot()
 	if err != nil {
-		return nil, slate.Stats{}, err
+		return err
 	}
 	defer snap.Close()
-	cats, err := commit.ReadStore(ctx, snap)
-	return cats, r.Stats(), err
+	return fn(snap, r.Stats())
+}
+
+// ReadSnapshotURL is ReadSnapshot over the store at url (errors name the
+// store with its credentials redacted).
+func ReadSnapshotURL(ctx context.Context, url string, fn func(*slate.Snapshot, slate.Stats) error) error {
+	s, err := OpenStore(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if err := ReadSnapshot(ctx, s, fn); err != nil {
+		return fmt.Errorf("read store %s: %w", redactURL(url), err)
+	}
+	return nil
+}
+
+// readCatalogs reads every stored catalog at one consistent point.
+func readCatalogs(ctx context.Context, store objstore.Store) (cats map[uint32]*commit.StoredCatalog, stats slate.Stats, err error) {
+	err = ReadSnapshot(ctx, store, func(snap *slate.Snapshot, st slate.Stats) error {
+		stats = st
+		cats, err = commit.ReadStore(ctx, snap)
+		return err
+	})
+	return cats, stats, err
 }
 
 func sortedCatalogs(cats map[uint32]*commit.StoredCatalog) []*commit.StoredCatalog {
