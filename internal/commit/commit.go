@@ -105,7 +105,10 @@ func (p *Pipeline) Persist(ctx context.Context, c *catalog.Commit) (err error) {
 		}
 	}()
 	if f := p.Failed(); f != nil {
-		return &Error{Kind: ErrStoreFailed, Code: "58030", Message: ErrStoreFailed.Error(), Detail: f.Error()}
+		// The cause goes into the message itself: a client that only sees
+		// the message (most drivers) must learn why, e.g. that a newer
+		// writer fenced this server.
+		return &Error{Kind: ErrStoreFailed, Code: "58030", Message: ErrStoreFailed.Error() + ": " + f.Error()}
 	}
 	if err := p.validate(ctx, c); err != nil {
 		return err
