@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +49,8 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	verify := fs.Bool("verify", true, "read each catalog back and check it after its run")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	pngOut := fs.String("png", "", "write a bar chart of the results to this PNG file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process (driver and in-process moraine) to this file")
+	traceOut := fs.String("trace", "", "write a runtime execution trace of this process to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -67,6 +71,12 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "bench commits: --commits, --tables, --columns and --rows must be positive")
 		return 2
 	}
+	stop, err := startProfiles(*cpuprofile, *traceOut)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench commits: %v\n", err)
+		return 1
+	}
+	defer stop()
 	targets := []workload.Target{{Name: "postgres", ConnInfo: *pg}}
 	if *moraine == "" {
 		lat, err := fault.ParseLatency(*putLatency)
@@ -124,6 +134,42 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 	}
 	return 0
+}
+
+// startProfiles starts a CPU profile and an execution trace when their
+// paths are set; the returned func stops both and closes the files.
+func startProfiles(cpuPath, tracePath string) (stop func(), err error) {
+	var closers []func()
+	stop = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if cpuPath != "" {
+		f, err := os.Create(cpuPath)
+		if err != nil {
+			return stop, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return stop, fmt.Errorf("--cpuprofile: %w", err)
+		}
+		closers = append(closers, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if tracePath != "" {
+		f, err := os.Create(tracePath)
+		if err != nil {
+			stop()
+			return func() {}, fmt.Errorf("--trace: %w", err)
+		}
+		if err := trace.Start(f); err != nil {
+			f.Close()
+			stop()
+			return func() {}, fmt.Errorf("--trace: %w", err)
+		}
+		closers = append(closers, func() { trace.Stop(); f.Close() })
+	}
+	return stop, nil
 }
 
 func benchCommitsWriteFile(path string, write func(io.Writer) error) error {

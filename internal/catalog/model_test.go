@@ -78,7 +78,7 @@ func TestTxnModel(t *testing.T) {
 		note := rapid.StringMatching(`[a-z]{0,3}|x{120,140}`)
 		rt.Repeat(map[string]func(*rapid.T){
 			"insert": func(rt *rapid.T) {
-				id := rapid.Int64Range(0, 30).Draw(rt, "id")
+				id := rapid.Int64Range(-15, 30).Draw(rt, "id")
 				n := note.Draw(rt, "note")
 				_, err := tx.InsertRow("public", "snap", snapRow(id, n))
 				if _, dup := model[id]; dup {
@@ -196,6 +196,29 @@ func TestTxnModel(t *testing.T) {
 			"": func(rt *rapid.T) {
 				if got := contents(tx.View()); !same(got, model) {
 					rt.Fatalf("view %v, model %v", got, model)
+				}
+				// EdgeKey answers MIN/MAX of the key from the index.
+				tb, _ := tx.Table("public", "snap")
+				for _, last := range []bool{false, true} {
+					_, r, ok := tb.EdgeKey(last)
+					ks := keys()
+					if ok != (len(ks) > 0) {
+						rt.Fatalf("EdgeKey(%v) ok=%v with %d rows", last, ok, len(ks))
+					}
+					if !ok {
+						continue
+					}
+					vals, err := r.Decode(tb.Types(), nil)
+					if err != nil {
+						rt.Fatal(err)
+					}
+					want := ks[0]
+					if last {
+						want = ks[len(ks)-1]
+					}
+					if vals[0].Int() != want {
+						rt.Fatalf("EdgeKey(%v) = %d, want %d", last, vals[0].Int(), want)
+					}
 				}
 				if got := contents(db.Current()); !same(got, committed) {
 					rt.Fatalf("current %v, committed %v", got, committed)

@@ -141,7 +141,7 @@ func (t *Table) LookupKey(key []datum.Value) (CTID, datum.Row, bool) {
 	if t.pk == nil || len(key) != len(t.info.pkTypes) {
 		return 0, nil, false
 	}
-	it, ok := t.pk.Get(pkItem{key: string(datum.EncodeRow(nil, t.info.pkTypes, key))})
+	it, ok := t.pk.Get(pkItem{key: string(encodePK(nil, t.info.pkTypes, key))})
 	if !ok {
 		return 0, nil, false
 	}
@@ -149,13 +149,39 @@ func (t *Table) LookupKey(key []datum.Value) (CTID, datum.Row, bool) {
 	return it.ctid, r, ok
 }
 
+// EdgeKey returns the row holding the smallest (last false) or largest (last
+// true) value of the first primary key column in O(log n), when that column
+// sorts in the key index as in SQL (integers, dates, times, timestamps).
+// ok is false when the table has no such key or no rows. It is what answers
+// MIN/MAX of that column, DuckLake's "latest snapshot", without a scan.
+func (t *Table) EdgeKey(last bool) (c CTID, r datum.Row, ok bool) {
+	if t.pk == nil || !orderedKind(t.info.pkTypes[0].Kind()) {
+		return 0, nil, false
+	}
+	var it pkItem
+	if last {
+		it, ok = t.pk.Max()
+	} else {
+		it, ok = t.pk.Min()
+	}
+	if !ok {
+		return 0, nil, false
+	}
+	r, ok = t.Lookup(it.ctid)
+	return it.ctid, r, ok
+}
+
+// PrimaryKey returns the column positions of the primary key, in key order
+// (nil without one). The slice must not be modified.
+func (t *Table) PrimaryKey() []int { return t.info.Def.PrimaryKey }
+
 // pkKeyOf extracts and encodes the primary key of a full row of values.
 func (ti *TableInfo) pkKeyOf(vals []datum.Value) string {
 	kv := make([]datum.Value, len(ti.Def.PrimaryKey))
 	for i, c := range ti.Def.PrimaryKey {
 		kv[i] = vals[c]
 	}
-	return string(datum.EncodeRow(nil, ti.pkTypes, kv))
+	return string(encodePK(nil, ti.pkTypes, kv))
 }
 
 // keyText renders a row's key for the unique-violation DETAIL.

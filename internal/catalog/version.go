@@ -38,6 +38,14 @@ func (s *Schema) Table(name string) (*Table, bool) {
 	return t, ok
 }
 
+// EachTable calls fn for every table of the schema in no particular order:
+// the allocation-free form of Tables for callers that do not need order.
+func (s *Schema) EachTable(fn func(*Table)) {
+	for _, t := range s.tables {
+		fn(t.freeze())
+	}
+}
+
 // Tables returns the schema's tables ordered by name.
 func (s *Schema) Tables() []*Table {
 	out := make([]*Table, 0, len(s.tables))

@@ -45,10 +45,16 @@ type env struct {
 func (e *env) lookup(fields []string) (tv, error) {
 	i, err := e.resolve(fields)
 	if err == nil {
+		if e.row == nil {
+			return tv{}, errRowDependent // evaluated before the scan (index.go)
+		}
 		return tv{e.row[i], e.cols[i].typ}, nil
 	}
 	for o := e.outer; o != nil; o = o.outer {
 		if j, oerr := o.resolve(fields); oerr == nil {
+			if o.row == nil {
+				return tv{}, errRowDependent
+			}
 			return tv{o.row[j], o.cols[j].typ}, nil
 		}
 	}

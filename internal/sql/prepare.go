@@ -38,7 +38,9 @@ func (s *Session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 		}
 		implicit := s.txn == nil
 		if implicit {
-			s.beginTxn()
+			if err := s.beginTxn(ctx); err != nil {
+				return nil, err
+			}
 		}
 		x := &exec{ctx: ctx, s: s, params: params, lits: stmts[0].lits}
 		r, err := x.runSelect(stmts[0].node.GetSelectStmt(), nil)

@@ -45,7 +45,11 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 	}
 	// FROM
 	var in *rel
-	if len(s.FromClause) == 0 {
+	if r, ok, err := x.indexedFrom(s, outer); err != nil {
+		return nil, err
+	} else if ok {
+		in = r
+	} else if len(s.FromClause) == 0 {
 		in = &rel{rows: [][]datum.Value{{}}}
 	} else {
 		pushed := pushable(s.WhereClause)
@@ -368,6 +372,11 @@ func (x *exec) aggregate(fc *pg.FuncCall, in *rel) (tv, error) {
 		}
 	case "bool_and", "bool_or":
 		resT = datum.Bool
+	case "max", "min":
+		// PostgreSQL has no max(varchar): it resolves to max(text).
+		if resT.OID == datum.Varchar.OID {
+			resT = datum.Text
+		}
 	}
 	acc := tv{datum.Null, resT}
 	var sum int64

@@ -182,11 +182,16 @@ func (s *Session) Close() error {
 	return nil
 }
 
-func (s *Session) beginTxn() {
-	s.txn = s.db.Begin(nil)
+func (s *Session) beginTxn(ctx context.Context) error {
+	txn, err := s.db.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	s.txn = txn
 	s.txStart = s.ex.Now()
 	s.readOnly = s.settings["default_transaction_read_only"] == "on"
 	s.repeatable = false
+	return nil
 }
 
 // endTxn forgets the transaction and drops ON COMMIT DROP temp tables.
@@ -278,11 +283,15 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 		return s.runTxn(ctx, ts, out)
 	}
 	if s.txn == nil {
-		s.beginTxn()
+		if err := s.beginTxn(ctx); err != nil {
+			return err
+		}
 	} else if !s.repeatable {
 		// READ COMMITTED: each statement sees the newest commit (while the
 		// transaction has not written; see the package notes).
-		s.txn.Rebase(s.db.Head())
+		if err := s.txn.Rebase(ctx); err != nil {
+			return err
+		}
 	}
 	x := &exec{ctx: ctx, s: s, params: params, lits: st.lits}
 	return asPg(x.statement(n, out))
@@ -296,7 +305,9 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 			return out.complete("BEGIN")
 		}
 		if s.txn == nil {
-			s.beginTxn()
+			if err := s.beginTxn(ctx); err != nil {
+				return err
+			}
 		}
 		s.inBlock = true
 		for _, o := range ts.Options {
@@ -327,7 +338,9 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 		if s.repeatable && !s.txn.HasWrites() {
 			// The snapshot is taken by the first statement; in moraine the
 			// newest version now is as good as any before it.
-			s.txn.Rebase(s.db.Head())
+			if err := s.txn.Rebase(ctx); err != nil {
+				return err
+			}
 		}
 		return out.complete("BEGIN")
 	case pg.TransactionStmtKind_TRANS_STMT_COMMIT:

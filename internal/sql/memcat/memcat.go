@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/datum"
@@ -164,6 +165,46 @@ func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
 	return derr
 }
 
+// Indexed reports whether the table is a lake table with a primary key
+// index (LookupKey and EdgeKey answer from it).
+func (t *Table) Indexed() bool { return t.src != nil && t.src.HasPrimaryKey() }
+
+// LookupKey returns the row whose primary key equals key (one value per key
+// column, each of its column's kind), decoded into buf. ok is false when no
+// row has that key or the table has no index.
+func (t *Table) LookupKey(key []datum.Value, buf []datum.Value) (ctid int64, vals []datum.Value, ok bool, err error) {
+	if !t.Indexed() {
+		return 0, nil, false, nil
+	}
+	c, r, ok := t.src.LookupKey(key)
+	if !ok {
+		return 0, nil, false, nil
+	}
+	return t.decodeAt(c, r, buf)
+}
+
+// EdgeKey returns the row with the smallest (last false) or largest (last
+// true) value of the first primary key column when the index orders that
+// column as SQL does; ok is false otherwise or when the table is empty.
+func (t *Table) EdgeKey(last bool, buf []datum.Value) (ctid int64, vals []datum.Value, ok bool, err error) {
+	if t.src == nil {
+		return 0, nil, false, nil
+	}
+	c, r, ok := t.src.EdgeKey(last)
+	if !ok {
+		return 0, nil, false, nil
+	}
+	return t.decodeAt(c, r, buf)
+}
+
+func (t *Table) decodeAt(c catalog.CTID, r datum.Row, buf []datum.Value) (int64, []datum.Value, bool, error) {
+	vals, err := r.Decode(t.src.Types(), buf[:0])
+	if err != nil {
+		return 0, nil, false, fmt.Errorf("memcat: %s row %s: %w", t.Name, c, err)
+	}
+	return int64(c), vals, true, nil
+}
+
 // NextCTID allocates a fresh temp-table ctid: (0,1), (0,2), … ; a block
 // holds at most 65535 offsets before the next block begins.
 func (t *Table) NextCTID() int64 {
@@ -219,13 +260,27 @@ type Version struct {
 	src     *catalog.Version
 }
 
-func newVersion(v *catalog.Version) *Version {
+// newVersion builds the SQL layer's view of v. Tables whose catalog table is
+// the same immutable object as in prev (nil: none) share prev's view of it,
+// so the per-statement cost inside a writing transaction is one map entry
+// per table, not one table description.
+func newVersion(prev *Version, v *catalog.Version) *Version {
 	out := &Version{Seq: v.Seq(), Schemas: map[string]*Schema{}, src: v}
 	for _, s := range v.Schemas() {
-		ms := &Schema{Name: s.Name, OID: s.OID, Tables: map[string]*Table{}}
-		for _, t := range s.Tables() {
-			ms.Tables[t.Name()] = lakeTable(t)
+		var old map[string]*Table
+		if prev != nil {
+			if ps, ok := prev.Schemas[s.Name]; ok {
+				old = ps.Tables
+			}
 		}
+		ms := &Schema{Name: s.Name, OID: s.OID, Tables: map[string]*Table{}}
+		s.EachTable(func(t *catalog.Table) {
+			if o, ok := old[t.Name()]; ok && o.src == t {
+				ms.Tables[t.Name()] = o
+				return
+			}
+			ms.Tables[t.Name()] = lakeTable(t)
+		})
 		out.Schemas[s.Name] = ms
 	}
 	return out
@@ -296,7 +351,96 @@ type DB struct {
 		v   *Version
 	}
 	claims map[string]*Txn
-	oids   atomic.Uint32
+	// writers holds the transactions that claimed a key or are
+	// committing: what a new snapshot may wait for (see settle).
+	writers map[*Txn]*writer
+	oids    atomic.Uint32
+}
+
+// writer is a transaction's entry in DB.writers. Guarded by DB.mu.
+type writer struct {
+	since      time.Time     // first claim
+	committing bool          // COMMIT is under way
+	done       chan struct{} // closed when the transaction ended
+}
+
+// SettleWait bounds how long a new snapshot waits for a transaction that
+// claimed keys but has not sent COMMIT yet, counted from its first claim.
+// DuckLake sends its write batch and COMMIT back to back, so its claims end
+// within a round trip or two; a session that sits in an open write
+// transaction delays nobody once its claims are older than this.
+const SettleWait = 10 * time.Millisecond
+
+// settle waits until the writes under way when it is called have ended:
+// every commit being made durable, and every transaction whose first claim
+// is younger than SettleWait (for the rest of that bound). A snapshot pinned
+// after settle sees each of them that landed.
+//
+// Why wait: DuckLake numbers a commit's snapshot base+1 from the snapshot
+// its transaction pinned. A transaction that pins while another is writing
+// base+1 pins a base that is about to be stale, so its own commit is certain
+// to fail on the snapshot's primary key and back off (≥ 50 ms by default).
+// Waiting about one store write instead and pinning the newer head lets it
+// commit. Reading a version newer than strictly required is always
+// allowed: the reader is ordered after those commits.
+func (db *DB) settle(ctx context.Context) error {
+	db.mu.Lock()
+	if len(db.writers) == 0 {
+		db.mu.Unlock()
+		return nil
+	}
+	type wait struct {
+		done     chan struct{}
+		deadline time.Time // zero: until done
+	}
+	waits := make([]wait, 0, len(db.writers))
+	for _, w := range db.writers {
+		wt := wait{done: w.done}
+		if !w.committing {
+			wt.deadline = w.since.Add(SettleWait)
+		}
+		waits = append(waits, wt)
+	}
+	db.mu.Unlock()
+	for _, w := range waits {
+		if w.deadline.IsZero() {
+			select {
+			case <-w.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			continue
+		}
+		d := time.Until(w.deadline)
+		if d <= 0 {
+			continue
+		}
+		tm := time.NewTimer(d)
+		select {
+		case <-w.done:
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		}
+		tm.Stop()
+	}
+	return nil
+}
+
+// enlist records t in db.writers (committing: its COMMIT started). Callers
+// hold db.mu.
+func (t *Txn) enlist(committing bool) {
+	db := t.db
+	w := db.writers[t]
+	if w == nil {
+		if db.writers == nil {
+			db.writers = map[*Txn]*writer{}
+		}
+		w = &writer{since: time.Now(), done: make(chan struct{})}
+		db.writers[t] = w
+	}
+	w.committing = w.committing || committing
 }
 
 // NewOID allocates an object id for a session temp table.
@@ -311,19 +455,23 @@ func (db *DB) versionOf(cv *catalog.Version) *Version {
 	if db.head.src == cv {
 		return db.head.v
 	}
-	v := newVersion(cv)
+	v := newVersion(db.head.v, cv)
 	db.head.src, db.head.v = cv, v
 	return v
 }
 
-// Begin starts a transaction reading the newest version (base must be nil
-// or the head: the catalog pins the current version).
-func (db *DB) Begin(base *Version) *Txn {
-	return &Txn{db: db, tx: db.cat.Begin()}
+// Begin starts a transaction reading the newest version, once the commits
+// under way have settled (see settle). It fails only if ctx ends first.
+func (db *DB) Begin(ctx context.Context) (*Txn, error) {
+	if err := db.settle(ctx); err != nil {
+		return nil, err
+	}
+	return &Txn{db: db, tx: db.cat.Begin()}, nil
 }
 
 // Txn is one transaction: a pinned catalog version plus its own writes.
 type Txn struct {
+	view    *Version // the last View built after a write
 	claimed []string
 	db      *DB
 	tx      *catalog.Txn
@@ -335,7 +483,14 @@ func (t *Txn) View() *Version {
 	if !t.wrote {
 		return t.db.versionOf(t.tx.Base())
 	}
-	return newVersion(t.tx.View())
+	// The builder's version changes in place as the transaction writes, so
+	// it cannot be cached by pointer; unchanged tables are reused instead.
+	prev := t.view
+	if prev == nil {
+		prev = t.db.versionOf(t.tx.Base())
+	}
+	t.view = newVersion(prev, t.tx.View())
+	return t.view
 }
 
 // Base is the published version the transaction started from.
@@ -350,11 +505,17 @@ func (t *Txn) HasWrites() bool { return t.tx.Dirty() }
 // Rebase moves a transaction without writes to the newest version (READ
 // COMMITTED statements, and the snapshot a REPEATABLE READ transaction takes
 // at its first statement).
-func (t *Txn) Rebase(_ *Version) {
-	if !t.tx.Dirty() {
-		t.tx.Rollback()
-		t.tx = t.db.cat.Begin()
+func (t *Txn) Rebase(ctx context.Context) error {
+	if t.tx.Dirty() {
+		return nil
 	}
+	if err := t.db.settle(ctx); err != nil {
+		return err
+	}
+	t.tx.Rollback()
+	t.tx = t.db.cat.Begin()
+	t.view = nil
+	return nil
 }
 
 // Insert stages a new row and returns its ctid.
@@ -515,6 +676,7 @@ func (t *Txn) claim(schema, table string, vals []datum.Value, old datum.Row) err
 	}
 	db.claims[key] = t
 	t.claimed = append(t.claimed, key)
+	t.enlist(false)
 	return nil
 }
 
@@ -525,17 +687,20 @@ func (t *Txn) Rollback() {
 }
 
 func (t *Txn) release() {
-	if len(t.claimed) == 0 {
-		return
-	}
-	t.db.mu.Lock()
+	db := t.db
+	db.mu.Lock()
 	for _, k := range t.claimed {
-		if t.db.claims[k] == t {
-			delete(t.db.claims, k)
+		if db.claims[k] == t {
+			delete(db.claims, k)
 		}
 	}
-	t.db.mu.Unlock()
 	t.claimed = nil
+	w := db.writers[t]
+	delete(db.writers, t)
+	db.mu.Unlock()
+	if w != nil {
+		close(w.done)
+	}
 }
 
 // Commit hands the transaction to the catalog, which replays it onto the
@@ -544,6 +709,11 @@ func (t *Txn) release() {
 // trivially.
 func (t *Txn) Commit(ctx context.Context) error {
 	defer t.release()
+	if t.tx.Dirty() {
+		t.db.mu.Lock()
+		t.enlist(true)
+		t.db.mu.Unlock()
+	}
 	if err := t.tx.Commit(ctx); err != nil {
 		return convert(err)
 	}

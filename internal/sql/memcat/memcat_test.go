@@ -10,7 +10,7 @@ import (
 
 func snapshotTable(t *testing.T, db *DB) {
 	t.Helper()
-	tx := db.Begin(nil)
+	tx := begin(t, db)
 	def := TableDef{Columns: []Column{{Name: "snapshot_id", Type: datum.Int8, NotNull: true}, {Name: "schema_version", Type: datum.Int8}}, PK: []int{0}}
 	if _, err := tx.CreateTable("public", "ducklake_snapshot", def); err != nil {
 		t.Fatal(err)
@@ -29,7 +29,7 @@ func TestClaims(t *testing.T) {
 	ctx := context.Background()
 	db := NewServer(nil).Database("lake")
 	snapshotTable(t, db)
-	a, b := db.Begin(nil), db.Begin(nil)
+	a, b := begin(t, db), begin(t, db)
 	if _, err := a.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestClaims(t *testing.T) {
 	if _, err := b.Insert("public", "ducklake_snapshot", row(1, 2)); err != nil {
 		t.Fatalf("after the first rolled back: %v", err)
 	}
-	c := db.Begin(nil) // snapshot before b commits
+	c := begin(t, db) // snapshot before b commits
 	if err := b.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestUpdateMovesRow(t *testing.T) {
 	ctx := context.Background()
 	db := NewServer(nil).Database("lake")
 	snapshotTable(t, db)
-	tx := db.Begin(nil)
+	tx := begin(t, db)
 	c1, err := tx.Insert("public", "ducklake_snapshot", row(1, 1))
 	if err != nil {
 		t.Fatal(err)
@@ -87,4 +87,13 @@ func TestUpdateMovesRow(t *testing.T) {
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func begin(t *testing.T, db *DB) *Txn {
+	t.Helper()
+	tx, err := db.Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }

@@ -1,0 +1,231 @@
+package sql
+
+import (
+	"errors"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// Index access paths: a single-table SELECT whose WHERE pins every primary
+// key column to a value known before the scan (a constant, a parameter, an
+// uncorrelated scalar subquery) reads one row from the table's key index
+// instead of scanning; a SELECT of only MIN/MAX of the first key column
+// reads the index's edges. DuckLake asks both in every transaction
+// ("the latest snapshot": WHERE snapshot_id = (SELECT MAX(snapshot_id) …)),
+// and on a catalog with many snapshots a scan per question is what made
+// attach slow.
+//
+// Both paths only narrow the input rows: WHERE and the target list still
+// run over them unchanged, so the result is the scan's by construction.
+
+// errRowDependent: an expression evaluated before the scan referred to a
+// column of the row being scanned (so it cannot be known before the scan).
+var errRowDependent = errors.New("sql: expression depends on the scanned row")
+
+// lakeRangeVar returns the lake table a FROM item names, or ok false when it
+// is not one (a CTE, a temp table, a system relation, a join).
+func (x *exec) lakeRangeVar(n *pg.Node) (t *memcat.Table, qual string, ok bool) {
+	rv := n.GetRangeVar()
+	if rv == nil || rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" || !rv.Inh {
+		return nil, "", false
+	}
+	if rv.Schemaname == "" {
+		if _, cte := x.ctes[rv.Relname]; cte {
+			return nil, "", false
+		}
+		if _, temp := x.s.temps[rv.Relname]; temp {
+			return nil, "", false
+		}
+		if _, virtual, _ := x.virtual("pg_catalog", rv.Relname); virtual {
+			return nil, "", false
+		}
+	}
+	t, _, err := x.lookupTable(rv)
+	if err != nil || !t.Indexed() {
+		return nil, "", false
+	}
+	qual = rv.Relname
+	if rv.Alias != nil && rv.Alias.Aliasname != "" {
+		qual = rv.Alias.Aliasname
+	}
+	return t, qual, true
+}
+
+// indexedFrom answers the FROM clause of s from an index when one of the
+// access paths applies; ok false means scan as usual.
+func (x *exec) indexedFrom(s *pg.SelectStmt, outer *env) (r *rel, ok bool, err error) {
+	if len(s.FromClause) != 1 {
+		return nil, false, nil
+	}
+	t, qual, ok := x.lakeRangeVar(s.FromClause[0])
+	if !ok {
+		return nil, false, nil
+	}
+	cols := tableCols(t, qual)
+	if s.WhereClause != nil {
+		key, ok, err := x.keyFromWhere(t, cols, s.WhereClause, outer)
+		if err != nil || !ok {
+			return nil, false, err
+		}
+		out := &rel{cols: cols}
+		ctid, vals, found, err := t.LookupKey(key, make([]datum.Value, 0, len(cols)))
+		if err != nil {
+			return nil, true, err
+		}
+		if found {
+			out.rows = append(out.rows, append(vals, datum.Value{K: datum.KindTID, I: ctid}))
+		}
+		return out, true, nil
+	}
+	if !x.onlyMinMaxOfFirstKey(t, cols, s.TargetList) {
+		return nil, false, nil
+	}
+	out := &rel{cols: cols}
+	var first int64 = -1
+	for _, last := range []bool{false, true} {
+		ctid, vals, found, err := t.EdgeKey(last, make([]datum.Value, 0, len(cols)))
+		if err != nil {
+			return nil, true, err
+		}
+		if !found {
+			if last {
+				return nil, false, nil // the index does not order this key
+			}
+			continue
+		}
+		if ctid != first {
+			out.rows = append(out.rows, append(vals, datum.Value{K: datum.KindTID, I: ctid}))
+			first = ctid
+		}
+	}
+	return out, true, nil
+}
+
+// keyFromWhere returns the primary key the AND-ed conjuncts of where pin,
+// one value per key column, when every key column is compared with = to a
+// value computable before the scan and of the column's kind.
+func (x *exec) keyFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node, outer *env) ([]datum.Value, bool, error) {
+	pk := t.Def.PK
+	key := make([]datum.Value, len(pk))
+	have := make([]bool, len(pk))
+	scope := &env{cols: cols} // row nil: a reference to it fails
+	pre := &env{cols: cols, outer: outer}
+	var conj []*pg.Node
+	flattenAnd(where, &conj)
+	for _, c := range conj {
+		a := c.GetAExpr()
+		if a == nil || a.Kind != pg.A_Expr_Kind_AEXPR_OP || opName(a.Name) != "=" {
+			continue
+		}
+		for _, side := range [2][2]*pg.Node{{a.Lexpr, a.Rexpr}, {a.Rexpr, a.Lexpr}} {
+			cr := side[0].GetColumnRef()
+			if cr == nil || !knownBeforeScan(side[1]) {
+				continue
+			}
+			ci, err := scope.resolve(names(cr.Fields))
+			if err != nil {
+				continue
+			}
+			k := -1
+			for j, p := range pk {
+				if p == ci {
+					k = j
+				}
+			}
+			if k < 0 || have[k] {
+				continue
+			}
+			v, err := x.eval(side[1], pre)
+			if err != nil {
+				if errors.Is(err, errRowDependent) {
+					continue
+				}
+				return nil, false, nil // leave the error to the WHERE clause
+			}
+			if !v.v.IsNull() && v.v.K != cols[ci].typ.Kind() {
+				continue // a cross-kind comparison: let the scan decide
+			}
+			key[k], have[k] = v.v, true
+			break
+		}
+	}
+	for _, h := range have {
+		if !h {
+			return nil, false, nil
+		}
+	}
+	for _, v := range key {
+		if v.IsNull() {
+			// = NULL is never true: no row, without a lookup.
+			return nil, false, nil
+		}
+	}
+	return key, true, nil
+}
+
+// knownBeforeScan reports whether n is a shape whose value cannot depend on
+// the scanned row except through a column reference (which evaluation then
+// reports): constants, parameters, casts of those, scalar subqueries.
+func knownBeforeScan(n *pg.Node) bool {
+	switch {
+	case n == nil:
+		return false
+	case n.GetAConst() != nil, n.GetParamRef() != nil:
+		return true
+	case n.GetTypeCast() != nil:
+		return knownBeforeScan(n.GetTypeCast().Arg)
+	case n.GetSubLink() != nil:
+		return n.GetSubLink().SubLinkType == pg.SubLinkType_EXPR_SUBLINK
+	}
+	return false
+}
+
+func flattenAnd(n *pg.Node, out *[]*pg.Node) {
+	if b := n.GetBoolExpr(); b != nil && b.Boolop == pg.BoolExprType_AND_EXPR {
+		for _, a := range b.Args {
+			flattenAnd(a, out)
+		}
+		return
+	}
+	*out = append(*out, n)
+}
+
+// onlyMinMaxOfFirstKey reports whether every target is min(c) or max(c) of
+// the table's first primary key column c: then the rows holding the
+// smallest and largest c give the same answer as the whole table.
+func (x *exec) onlyMinMaxOfFirstKey(t *memcat.Table, cols []colInfo, targets []*pg.Node) bool {
+	if len(targets) == 0 || len(t.Def.PK) == 0 {
+		return false
+	}
+	scope := &env{cols: cols}
+	for _, tn := range targets {
+		rt := tn.GetResTarget()
+		if rt == nil || rt.Val == nil {
+			return false
+		}
+		fc := rt.Val.GetFuncCall()
+		if fc == nil || len(fc.Args) != 1 || fc.AggStar || fc.AggDistinct || fc.AggFilter != nil ||
+			len(fc.AggOrder) > 0 || fc.Over != nil || len(fc.Funcname) > 2 {
+			return false
+		}
+		if len(fc.Funcname) == 2 && nodeName(fc.Funcname[0]) != "pg_catalog" {
+			return false
+		}
+		if name := strings.ToLower(opName(fc.Funcname)); name != "min" && name != "max" {
+			return false
+		}
+		cr := fc.Args[0].GetColumnRef()
+		if cr == nil {
+			return false
+		}
+		ci, err := scope.resolve(names(cr.Fields))
+		if err != nil || ci != t.Def.PK[0] {
+			return false
+		}
+	}
+	return true
+}
