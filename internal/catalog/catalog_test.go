@@ -293,3 +293,45 @@ func TestDDL(t *testing.T) {
 		t.Fatalf("def %s info %+v", tb.Def(), tb.Info())
 	}
 }
+
+// TestKeyOrderComposite: on a two-column key the index orders by the first
+// column, then the second, as SQL does for integers (negatives included),
+// so EdgeKey and AscendKeyFrom see every row with a given first column.
+func TestKeyOrderComposite(t *testing.T) {
+	db := NewServer(Options{}).Database("lake")
+	tx := db.Begin()
+	def := keyspace.TableDef{Schema: "public", Name: "pair", Columns: []keyspace.ColumnDef{
+		{Name: "a", Type: datum.Int8, NotNull: true},
+		{Name: "b", Type: datum.Int4, NotNull: true},
+	}, PrimaryKey: []int{0, 1}}
+	mustNoErr(t, tx.CreateTable(def))
+	for _, p := range [][2]int64{{2, -1}, {-3, 5}, {2, 7}, {0, 0}, {-3, -9}, {1 << 40, 1}, {2, 0}} {
+		_, err := tx.InsertRow("public", "pair", []datum.Value{datum.IntValue(p[0]), datum.IntValue(p[1])})
+		mustNoErr(t, err)
+	}
+	mustNoErr(t, tx.Commit(ctx))
+	tb, err := db.Current().Table("public", "pair")
+	mustNoErr(t, err)
+	row := func(r datum.Row) string {
+		vals, err := r.Decode(tb.Types(), nil)
+		mustNoErr(t, err)
+		return fmt.Sprintf("(%d,%d)", vals[0].I, vals[1].I)
+	}
+	var got []string
+	if !tb.AscendKeyFrom(datum.IntValue(0), func(_ CTID, r datum.Row) bool { got = append(got, row(r)); return true }) {
+		t.Fatal("AscendKeyFrom refused")
+	}
+	if want := "[(0,0) (2,-1) (2,0) (2,7) (1099511627776,1)]"; fmt.Sprint(got) != want {
+		t.Fatalf("AscendKeyFrom(0) = %v, want %s", got, want)
+	}
+	got = nil
+	tb.AscendKeyFrom(datum.IntValue(-3), func(_ CTID, r datum.Row) bool { got = append(got, row(r)); return len(got) < 2 })
+	if want := "[(-3,-9) (-3,5)]"; fmt.Sprint(got) != want {
+		t.Fatalf("AscendKeyFrom(-3) stopped early = %v, want %s", got, want)
+	}
+	_, lo, ok1 := tb.EdgeKey(false)
+	_, hi, ok2 := tb.EdgeKey(true)
+	if !ok1 || !ok2 || row(lo) != "(-3,-9)" || row(hi) != "(1099511627776,1)" {
+		t.Fatalf("EdgeKey = %v %v", ok1, ok2)
+	}
+}

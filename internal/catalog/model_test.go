@@ -197,8 +197,29 @@ func TestTxnModel(t *testing.T) {
 				if got := contents(tx.View()); !same(got, model) {
 					rt.Fatalf("view %v, model %v", got, model)
 				}
-				// EdgeKey answers MIN/MAX of the key from the index.
+				// EdgeKey answers MIN/MAX of the key from the index, and
+				// AscendKeyFrom walks the keys from any point in order.
 				tb, _ := tx.Table("public", "snap")
+				from := rapid.Int64Range(-20, 35).Draw(rt, "from")
+				var want, got []int64
+				for _, k := range keys() {
+					if k >= from {
+						want = append(want, k)
+					}
+				}
+				if !tb.AscendKeyFrom(datum.IntValue(from), func(_ CTID, r datum.Row) bool {
+					v, err := r.Column(tb.Types(), 0)
+					if err != nil {
+						rt.Fatal(err)
+					}
+					got = append(got, v.I)
+					return true
+				}) {
+					rt.Fatal("AscendKeyFrom refused an integer key")
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					rt.Fatalf("AscendKeyFrom(%d) = %v, want %v", from, got, want)
+				}
 				for _, last := range []bool{false, true} {
 					_, r, ok := tb.EdgeKey(last)
 					ks := keys()

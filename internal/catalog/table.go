@@ -171,6 +171,27 @@ func (t *Table) EdgeKey(last bool) (c CTID, r datum.Row, ok bool) {
 	return it.ctid, r, ok
 }
 
+// AscendKeyFrom calls fn, in key order, for every row whose first primary
+// key column is >= first, until fn returns false; O(log n) to start. It
+// returns false without calling fn when the key index does not order that
+// column as SQL does (see EdgeKey); the caller then scans.
+func (t *Table) AscendKeyFrom(first datum.Value, fn func(c CTID, r datum.Row) bool) bool {
+	if t.pk == nil || !orderedKind(t.info.pkTypes[0].Kind()) || first.IsNull() {
+		return false
+	}
+	// The encoding of the first column alone is a prefix of every key that
+	// starts with it, so it sorts at or before all of them.
+	pivot := pkItem{key: string(encodePK(nil, t.info.pkTypes[:1], []datum.Value{first}))}
+	t.pk.Ascend(pivot, func(it pkItem) bool {
+		r, ok := t.Lookup(it.ctid)
+		if !ok {
+			return true
+		}
+		return fn(it.ctid, r)
+	})
+	return true
+}
+
 // PrimaryKey returns the column positions of the primary key, in key order
 // (nil without one). The slice must not be modified.
 func (t *Table) PrimaryKey() []int { return t.info.Def.PrimaryKey }

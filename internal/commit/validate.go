@@ -240,10 +240,14 @@ func maxSnapshot(v *catalog.Version, schema string) (int64, bool, error) {
 	if err != nil {
 		return 0, false, nil
 	}
+	types := t.Types()
+	if _, r, ok := t.EdgeKey(true); ok {
+		id, err := r.Column(types, 0)
+		return id.I, err == nil && !id.IsNull(), err
+	}
 	var max int64
 	has := false
 	var ferr error
-	types := t.Types()
 	t.Scan(func(_ catalog.CTID, r datum.Row) bool {
 		id, err := r.Column(types, 0)
 		if err != nil {
@@ -275,7 +279,7 @@ func changesSince(v *catalog.Version, schema string, seen int64) (changes.Set, c
 	}
 	types := t.Types()
 	var ferr error
-	t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+	visit := func(_ catalog.CTID, r datum.Row) bool {
 		vals, err := r.Decode(types, nil)
 		if err != nil {
 			ferr = err
@@ -291,7 +295,12 @@ func changesSince(v *catalog.Version, schema string, seen int64) (changes.Set, c
 		}
 		theirs = append(theirs, set...)
 		return true
-	})
+	}
+	// Only the snapshots after seen matter: start there in the key index
+	// (snapshot_id is the key) rather than scanning the whole history.
+	if !t.AscendKeyFrom(datum.IntValue(seen+1), visit) {
+		t.Scan(visit)
+	}
 	if ferr != nil {
 		return nil, nil, ferr
 	}

@@ -3,15 +3,16 @@
 //
 // Guarantees:
 //
-//   - Put is atomic and durable: the bytes go to a temporary file in the
-//     object's directory, which is fsynced and renamed over the final name,
-//     and then the directory is fsynced. Readers see the old or the new
-//     object, never a torn one.
+//   - Put is atomic and durable: the bytes go to a temporary file (a
+//     pre-created one from the pool in the root, see pool.go, or a fresh one
+//     in the object's directory), which is fsynced and renamed over the
+//     final name, and then the directory is fsynced. Readers see the old or
+//     the new object, never a torn one.
 //   - PutIfAbsent is atomic across processes, not only within this one: the
-//     temporary file is hard-linked to the final name, and link(2) fails
-//     with EEXIST if any process got there first. File systems without hard
-//     links fall back to renameat2(RENAME_NOREPLACE), which is just as
-//     atomic. (gocloud's fileblob checks then renames under an in-process
+//     temporary file is moved to the final name with
+//     renameat2(RENAME_NOREPLACE), which fails with EEXIST if any process
+//     got there first. File systems without it fall back to link(2), which
+//     is just as atomic. (gocloud's fileblob checks then renames under an in-process
 //     mutex, which two processes can both pass.)
 //   - Directories created for a key are fsynced into their parents, so a
 //     durable object is reachable after a power loss.
@@ -53,6 +54,7 @@ const tmpPrefix = ".objstore-tmp-"
 // Store is a directory-backed objstore.Store.
 type Store struct {
 	root string // absolute and clean
+	pool *pool  // pre-created temporary files (pool.go)
 	mu   struct {
 		sync.RWMutex
 		closed bool
@@ -78,7 +80,7 @@ func Open(dir string) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("localdir: open %q: not a directory", dir)
 	}
-	return &Store{root: abs}, nil
+	return &Store{root: abs, pool: newPool(abs)}, nil
 }
 
 // Root returns the absolute directory the store lives in.
@@ -132,7 +134,7 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 }
 
 // put writes data to a synced temporary file beside path and then moves it
-// into place: rename for a plain Put, link (or rename-noreplace) for
+// into place: rename for a plain Put, rename-noreplace (or link) for
 // create-if-absent. Last, the directory is synced so the new name is
 // durable.
 func (s *Store) put(path string, data []byte, ifAbsent bool) error {
@@ -140,12 +142,27 @@ func (s *Store) put(path string, data []byte, ifAbsent bool) error {
 	if err := mkdirAllSync(dir); err != nil {
 		return conflictOr(err)
 	}
-	tmp, err := writeTemp(dir, data)
+	tmp, pooled, err := s.pool.writePooled(data)
 	if err != nil {
 		return err
 	}
+	if !pooled {
+		if tmp, err = writeTemp(dir, data); err != nil {
+			return err
+		}
+	}
 	if ifAbsent {
 		err = linkNoReplace(tmp, path)
+		if pooled && retryFresh(err) {
+			// The pooled file vanished under us (a stale-temp sweep) or
+			// the object's directory is another file system: start over
+			// on the fresh path.
+			_ = os.Remove(tmp)
+			if tmp, err = writeTemp(dir, data); err != nil {
+				return err
+			}
+			err = linkNoReplace(tmp, path)
+		}
 		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
 			err = fmt.Errorf("remove temporary file: %w", rmErr)
 		}
@@ -157,6 +174,12 @@ func (s *Store) put(path string, data []byte, ifAbsent bool) error {
 		}
 	} else {
 		err = os.Rename(tmp, path)
+		if pooled && retryFresh(err) {
+			_ = os.Remove(tmp)
+			if tmp, err = writeTemp(dir, data); err == nil {
+				err = os.Rename(tmp, path)
+			}
+		}
 		if err != nil {
 			_ = os.Remove(tmp)
 			err = conflictOr(err)
@@ -166,6 +189,12 @@ func (s *Store) put(path string, data []byte, ifAbsent bool) error {
 		return err
 	}
 	return syncDir(dir)
+}
+
+// retryFresh reports a failure to move a pooled file into place that a
+// fresh temporary file beside the object does not have.
+func retryFresh(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.EXDEV)
 }
 
 // writeTemp creates a temporary file in dir holding data, fsynced and
@@ -191,9 +220,25 @@ func writeTemp(dir string, data []byte) (string, error) {
 }
 
 // linkNoReplace gives the file at tmp the name final, failing with an error
-// matching fs.ErrExist if final exists. Both steps are single system calls
-// that the kernel makes atomic with respect to every process.
+// matching fs.ErrExist if final exists. Both ways are single system calls
+// that the kernel makes atomic with respect to every process:
+// renameat2(RENAME_NOREPLACE) moves the name (one directory update, and no
+// unlink of the temporary name after it), and where the file system lacks
+// it, link(2) adds the name. Either way the caller removes tmp afterwards,
+// which is a no-op once it was renamed.
 func linkNoReplace(tmp, final string) error {
+	rerr := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
+	switch {
+	case rerr == nil:
+		return nil
+	case errors.Is(rerr, unix.EEXIST):
+		return fs.ErrExist
+	case errors.Is(rerr, unix.ENOENT):
+		return fs.ErrNotExist
+	case !errors.Is(rerr, unix.EINVAL) && !errors.Is(rerr, unix.ENOSYS) && !errors.Is(rerr, unix.ENOTSUP) && !errors.Is(rerr, unix.EOPNOTSUPP):
+		return conflictOr(rerr)
+	}
+	// No rename-noreplace here (some FUSE and network file systems).
 	err := os.Link(tmp, final)
 	if err == nil || errors.Is(err, fs.ErrExist) {
 		return err
@@ -202,15 +247,7 @@ func linkNoReplace(tmp, final string) error {
 	if !errors.As(err, &errno) || (errno != unix.EPERM && errno != unix.ENOTSUP && errno != unix.EOPNOTSUPP && errno != unix.EMLINK) {
 		return conflictOr(err)
 	}
-	// No hard links here (some FUSE and network file systems).
-	rerr := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
-	switch {
-	case rerr == nil:
-		return nil
-	case errors.Is(rerr, unix.EEXIST):
-		return fs.ErrExist
-	}
-	return fmt.Errorf("file system offers neither link (%v) nor rename-noreplace (%v): create-if-absent is impossible", err, rerr)
+	return fmt.Errorf("file system offers neither rename-noreplace (%v) nor link (%v): create-if-absent is impossible", rerr, err)
 }
 
 // conflictOr maps ENOTDIR and EISDIR (a file where a directory is needed or
@@ -398,6 +435,7 @@ func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.closed = true
+	s.pool.shutdown()
 	return nil
 }
 
