@@ -66,6 +66,9 @@ type Session struct {
 	readOnly   bool
 	repeatable bool // REPEATABLE READ or SERIALIZABLE: one snapshot for the block
 	txStart    time.Time
+	// wrote: a transaction of this session staged writes before. Its next
+	// transactions pin snapshots under the writers' lease (memcat).
+	wrote bool
 
 	temps      map[string]*memcat.Table
 	tempOnDrop map[string]bool
@@ -183,7 +186,7 @@ func (s *Session) Close() error {
 }
 
 func (s *Session) beginTxn(ctx context.Context) error {
-	txn, err := s.db.Begin(ctx)
+	txn, err := s.db.Begin(ctx, s.wrote)
 	if err != nil {
 		return err
 	}
@@ -292,6 +295,9 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 		if err := s.txn.Rebase(ctx); err != nil {
 			return err
 		}
+	}
+	if n.GetInsertStmt() != nil || n.GetUpdateStmt() != nil || n.GetDeleteStmt() != nil {
+		s.wrote = true // even if it fails: DuckLake's retry is a writer
 	}
 	x := &exec{ctx: ctx, s: s, params: params, lits: st.lits}
 	return asPg(x.statement(n, out))

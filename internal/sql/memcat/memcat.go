@@ -354,7 +354,14 @@ type DB struct {
 	// writers holds the transactions that claimed a key or are
 	// committing: what a new snapshot may wait for (see settle).
 	writers map[*Txn]*writer
-	oids    atomic.Uint32
+	// lease admits writing sessions to pin a snapshot one at a time (see
+	// acquireLease).
+	lease struct {
+		holder *Txn
+		until  time.Time
+		free   chan struct{} // closed when the lease is released
+	}
+	oids atomic.Uint32
 }
 
 // writer is a transaction's entry in DB.writers. Guarded by DB.mu.
@@ -428,6 +435,60 @@ func (db *DB) settle(ctx context.Context) error {
 	return nil
 }
 
+// LeaseHold bounds how long one pinned transaction of a writing session
+// holds the pin lease without claiming a key.
+const LeaseHold = 10 * time.Millisecond
+
+// acquireLease makes t the holder of the pin lease, waiting while another
+// transaction holds it (at most until that holder's LeaseHold runs out).
+//
+// Why: DuckLake's commits all take snapshot base+1, so of the writers that
+// pin the same head only one can commit; the others fail on the primary
+// key and back off 50 ms or more. settle already keeps a pin from racing a
+// commit under way, but when that commit lands every waiting writer pins
+// the new head at once and all but one are doomed, and they burn the CPU
+// the winner needs. The lease hands the new head to one writing session at
+// a time: the next pins only once the holder claimed its snapshot (and so
+// is waited for by settle), ended, or used up LeaseHold. Sessions that have
+// not written never take it, so readers are not serialized.
+func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
+	for {
+		db.mu.Lock()
+		l := &db.lease
+		now := time.Now()
+		if l.holder == nil || l.holder == t || now.After(l.until) {
+			if l.holder != nil && l.holder != t {
+				close(l.free) // the old holder's time ran out
+			}
+			if l.holder != t {
+				l.free = make(chan struct{})
+			}
+			l.holder, l.until = t, now.Add(LeaseHold)
+			db.mu.Unlock()
+			return nil
+		}
+		free, wait := l.free, l.until.Sub(now)
+		db.mu.Unlock()
+		tm := time.NewTimer(wait)
+		select {
+		case <-free:
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		}
+		tm.Stop()
+	}
+}
+
+// releaseLeaseLocked gives up the pin lease if t holds it. REQUIRES: db.mu.
+func (db *DB) releaseLeaseLocked(t *Txn) {
+	if l := &db.lease; l.holder == t {
+		l.holder = nil
+		close(l.free)
+	}
+}
+
 // enlist records t in db.writers (committing: its COMMIT started). Callers
 // hold db.mu.
 func (t *Txn) enlist(committing bool) {
@@ -441,6 +502,8 @@ func (t *Txn) enlist(committing bool) {
 		db.writers[t] = w
 	}
 	w.committing = w.committing || committing
+	// A claimer is waited for by settle: the next writer may take the lease.
+	db.releaseLeaseLocked(t)
 }
 
 // NewOID allocates an object id for a session temp table.
@@ -462,15 +525,41 @@ func (db *DB) versionOf(cv *catalog.Version) *Version {
 
 // Begin starts a transaction reading the newest version, once the commits
 // under way have settled (see settle). It fails only if ctx ends first.
-func (db *DB) Begin(ctx context.Context) (*Txn, error) {
-	if err := db.settle(ctx); err != nil {
+//
+// writer marks a transaction of a session that has written before: it pins
+// under the lease (acquireLease).
+func (db *DB) Begin(ctx context.Context, writer bool) (*Txn, error) {
+	t := &Txn{db: db, writer: writer}
+	if err := t.admit(ctx); err != nil {
 		return nil, err
 	}
-	return &Txn{db: db, tx: db.cat.Begin()}, nil
+	t.tx = db.cat.Begin()
+	return t, nil
+}
+
+// admit waits until t may pin a snapshot: the lease for a writing session,
+// then the writes under way.
+func (t *Txn) admit(ctx context.Context) error {
+	if t.writer {
+		if err := t.db.acquireLease(ctx, t); err != nil {
+			return err
+		}
+	}
+	err := t.db.settle(ctx)
+	t.db.mu.Lock()
+	if err != nil {
+		t.db.releaseLeaseLocked(t)
+	} else if l := &t.db.lease; l.holder == t {
+		// LeaseHold counts from the pin, not from the wait in settle.
+		l.until = time.Now().Add(LeaseHold)
+	}
+	t.db.mu.Unlock()
+	return err
 }
 
 // Txn is one transaction: a pinned catalog version plus its own writes.
 type Txn struct {
+	writer  bool     // of a session that wrote before (Begin)
 	view    *Version // the last View built after a write
 	claimed []string
 	db      *DB
@@ -509,7 +598,7 @@ func (t *Txn) Rebase(ctx context.Context) error {
 	if t.tx.Dirty() {
 		return nil
 	}
-	if err := t.db.settle(ctx); err != nil {
+	if err := t.admit(ctx); err != nil {
 		return err
 	}
 	t.tx.Rollback()
@@ -697,6 +786,7 @@ func (t *Txn) release() {
 	t.claimed = nil
 	w := db.writers[t]
 	delete(db.writers, t)
+	db.releaseLeaseLocked(t)
 	db.mu.Unlock()
 	if w != nil {
 		close(w.done)

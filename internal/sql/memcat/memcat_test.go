@@ -91,7 +91,7 @@ func TestUpdateMovesRow(t *testing.T) {
 
 func begin(t *testing.T, db *DB) *Txn {
 	t.Helper()
-	tx, err := db.Begin(context.Background())
+	tx, err := db.Begin(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

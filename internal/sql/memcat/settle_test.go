@@ -1,0 +1,172 @@
+package memcat
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/datum"
+)
+
+// gateCommitter holds every commit until the test releases it: a store
+// write that takes as long as the test wants.
+type gateCommitter struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g *gateCommitter) Persist(ctx context.Context, _ *catalog.Commit) error {
+	g.entered <- struct{}{}
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func headIDs(t *testing.T, v *Version) []int64 {
+	t.Helper()
+	tb, ok := v.Lookup("public", "ducklake_snapshot")
+	if !ok {
+		t.Fatal("table missing")
+	}
+	var ids []int64
+	if err := tb.Scan(func(_ int64, vals []datum.Value) bool { ids = append(ids, vals[0].I); return true }); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// beginAsync starts Begin in a goroutine and returns a channel with its
+// transaction.
+func beginAsync(db *DB, writer bool) <-chan *Txn {
+	ch := make(chan *Txn, 1)
+	go func() {
+		tx, err := db.Begin(context.Background(), writer)
+		if err != nil {
+			panic(err)
+		}
+		ch <- tx
+	}()
+	return ch
+}
+
+func mustWait(t *testing.T, ch <-chan *Txn, what string) *Txn {
+	t.Helper()
+	select {
+	case tx := <-ch:
+		return tx
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s: still waiting after 5s", what)
+	}
+	return nil
+}
+
+func mustNotYet(t *testing.T, ch <-chan *Txn, d time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatalf("%s: returned while it should wait", what)
+	case <-time.After(d):
+	}
+}
+
+// TestSettleWaitsForCommitUnderWay: a snapshot taken while a commit is
+// being made durable waits for it and includes it, however long the write
+// takes; one taken while a transaction merely holds claims waits at most
+// SettleWait.
+func TestSettleWaitsForCommitUnderWay(t *testing.T) {
+	ctx := context.Background()
+	g := &gateCommitter{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	close(g.release) // the setup commit passes
+	db := On(catalog.NewServer(catalog.Options{Committer: g})).Database("lake")
+	snapshotTable(t, db)
+	<-g.entered
+	g.release = make(chan struct{})
+
+	a := begin(t, db)
+	if _, err := a.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Commit(ctx) }()
+	<-g.entered // a is in the store write now
+	reader := beginAsync(db, false)
+	mustNotYet(t, reader, 3*SettleWait, "a snapshot during a commit under way")
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	r := mustWait(t, reader, "snapshot after the commit landed")
+	if ids := headIDs(t, r.View()); len(ids) != 1 || ids[0] != 1 {
+		t.Fatalf("the snapshot after the commit sees %v, want [1]", ids)
+	}
+	r.Rollback()
+
+	// A claimer that never commits delays a new snapshot by SettleWait at
+	// most, and not at all once its claim is older than that.
+	c := begin(t, db)
+	if _, err := c.Insert("public", "ducklake_snapshot", row(2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r2 := mustWait(t, beginAsync(db, false), "snapshot behind an idle claimer")
+	if el := time.Since(start); el > SettleWait+time.Second {
+		t.Fatalf("waited %v behind an idle claimer", el)
+	}
+	r2.Rollback()
+	start = time.Now()
+	r3 := mustWait(t, beginAsync(db, false), "snapshot behind an old claim")
+	if el := time.Since(start); el > SettleWait/2 {
+		t.Fatalf("waited %v behind a claim older than SettleWait", el)
+	}
+	r3.Rollback()
+	c.Rollback()
+}
+
+// TestLeaseOneWriterAtATime: a writing session's transaction pins only once
+// the lease holder claimed its snapshot and that commit landed, so it sees
+// the holder's commit instead of colliding with it; a reader is never held
+// by the lease; a holder that never claims loses the lease after LeaseHold.
+func TestLeaseOneWriterAtATime(t *testing.T) {
+	ctx := context.Background()
+	db := NewServer(nil).Database("lake")
+	snapshotTable(t, db)
+
+	h, err := db.Begin(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := beginAsync(db, true)
+	mustNotYet(t, next, LeaseHold/3, "a second writer while the holder has not claimed")
+	reader := mustWait(t, beginAsync(db, false), "a reader while a writer holds the lease")
+	reader.Rollback()
+	if _, err := h.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := mustWait(t, next, "the next writer after the holder committed")
+	if ids := headIDs(t, n.View()); len(ids) != 1 || ids[0] != 1 {
+		t.Fatalf("the next writer pinned %v, want the holder's commit [1]", ids)
+	}
+	// n now holds the lease and never claims: the next writer gets in
+	// after LeaseHold.
+	start := time.Now()
+	m := mustWait(t, beginAsync(db, true), "a writer behind an idle holder")
+	if el := time.Since(start); el < LeaseHold/2 {
+		t.Fatalf("got the lease after %v, before the holder's LeaseHold ran out", el)
+	}
+	m.Rollback()
+	n.Rollback()
+	// Released leases do not linger: a fresh writer gets in at once.
+	start = time.Now()
+	w := mustWait(t, beginAsync(db, true), "a writer with the lease free")
+	if el := time.Since(start); el > LeaseHold/2 {
+		t.Fatalf("a free lease took %v", el)
+	}
+	w.Rollback()
+}
