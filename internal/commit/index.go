@@ -31,18 +31,37 @@ func (c *childIndex) set(ident string, rows []datum.Row) {
 func (c *childIndex) add(ident string, r datum.Row) { c.m[ident] = append(c.m[ident], r) }
 
 // codecCache keeps one keyspace codec per (catalog, table definition).
+// The catalog's table definitions are immutable (DDL replaces them), so the
+// definition's address identifies it on the hot path; the rendered
+// definition catches equal definitions at other addresses.
 type codecCache struct {
-	mu sync.Mutex
-	m  map[string]*keyspace.Table
+	mu    sync.Mutex
+	m     map[string]*keyspace.Table
+	byPtr map[codecKey]*keyspace.Table
 }
 
-func newCodecCache() *codecCache { return &codecCache{m: map[string]*keyspace.Table{}} }
+type codecKey struct {
+	id  uint32
+	def *keyspace.TableDef
+}
+
+func newCodecCache() *codecCache {
+	return &codecCache{m: map[string]*keyspace.Table{}, byPtr: map[codecKey]*keyspace.Table{}}
+}
 
 func (c *codecCache) get(id uint32, def *keyspace.TableDef) (*keyspace.Table, error) {
+	pk := codecKey{id, def}
+	c.mu.Lock()
+	t, ok := c.byPtr[pk]
+	c.mu.Unlock()
+	if ok {
+		return t, nil
+	}
 	k := fmt.Sprintf("%d/%s", id, def.String())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if t, ok := c.m[k]; ok {
+		c.byPtr[pk] = t
 		return t, nil
 	}
 	t, err := keyspace.NewTable(*def)
@@ -50,5 +69,6 @@ func (c *codecCache) get(id uint32, def *keyspace.TableDef) (*keyspace.Table, er
 		return nil, shapeErr("%v", err)
 	}
 	c.m[k] = t
+	c.byPtr[pk] = t
 	return t, nil
 }
