@@ -87,25 +87,43 @@ func (r *resultSink) copyOut(format int16, cols []colInfo, src rowSource) error 
 	if err != nil {
 		return err
 	}
-	err = src(func(row []datum.Value) error {
+	if err := copyValues(co, format, cols, src); err != nil {
+		// The COPY is open: pgwire sends the error after what was sent.
+		return err
+	}
+	r.done = true
+	return co.Close()
+}
+
+// copyOutEncoded is copyOut in binary format for a plan over a table's
+// stored rows (see copyplan.go): the rows go from their stored encoding to
+// the wire without being decoded into values.
+func (r *resultSink) copyOutEncoded(cols []colInfo, p *copyPlan, scan encodedScan) error {
+	co, err := r.w.CopyOut(1, pgColumns(cols))
+	if err != nil {
+		return err
+	}
+	if err := p.copyRows(co, scan); err != nil {
+		return err
+	}
+	r.done = true
+	return co.Close()
+}
+
+// rowAppender is where COPY rows go: pgwire's CopyOut, or a buffer in
+// tests. AppendRow calls fn once to append one whole row payload.
+type rowAppender interface {
+	AppendRow(fn func(dst []byte) []byte) error
+}
+
+// copyValues writes the rows of src to co as COPY rows in format (0 text,
+// 1 binary).
+func copyValues(co rowAppender, format int16, cols []colInfo, src rowSource) error {
+	return src(func(row []datum.Value) error {
 		var encErr error
 		err := co.AppendRow(func(dst []byte) []byte {
 			if format == 1 {
-				dst = pgvalue.AppendTupleStart(dst, len(row))
-				for j, v := range row {
-					if v.IsNull() {
-						dst = pgvalue.AppendNullField(dst)
-						continue
-					}
-					at := len(dst)
-					dst = append(dst, 0, 0, 0, 0)
-					var e error
-					dst, e = encodeCell(dst, cols[j].typ, v, 1)
-					if e != nil && encErr == nil {
-						encErr = e
-					}
-					binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
-				}
+				dst, encErr = appendBinaryTuple(dst, cols, row)
 				return dst
 			}
 			for j, v := range row {
@@ -125,12 +143,29 @@ func (r *resultSink) copyOut(format int16, cols []colInfo, src rowSource) error 
 		}
 		return err
 	})
-	if err != nil {
-		// The COPY is open: pgwire sends the error after what was sent.
-		return err
+}
+
+// appendBinaryTuple appends row as one binary COPY tuple. On an encoding
+// error the tuple is still complete (the failing cell holds what was
+// encoded) and the first error is returned with it.
+func appendBinaryTuple(dst []byte, cols []colInfo, row []datum.Value) ([]byte, error) {
+	var encErr error
+	dst = pgvalue.AppendTupleStart(dst, len(row))
+	for j, v := range row {
+		if v.IsNull() {
+			dst = pgvalue.AppendNullField(dst)
+			continue
+		}
+		at := len(dst)
+		dst = append(dst, 0, 0, 0, 0)
+		var e error
+		dst, e = encodeCell(dst, cols[j].typ, v, 1)
+		if e != nil && encErr == nil {
+			encErr = e
+		}
+		binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
 	}
-	r.done = true
-	return co.Close()
+	return dst, encErr
 }
 
 func (r *resultSink) copyIn(format int16, ncols int, null string) (copySource, error) {

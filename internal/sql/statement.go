@@ -540,8 +540,13 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 			if sel == nil {
 				return unsupported("COPY (%s) TO", nodeKind(s.Query))
 			}
-			if cols, src, ok := x.streamable(sel); ok {
-				return out.copyOut(format, cols, src)
+			if sr, ok := x.streamable(sel); ok {
+				if ec, ok := out.(encodedCopier); ok && format == 1 {
+					if p, scan, ok := sr.encodedPlan(); ok {
+						return ec.copyOutEncoded(sr.cols, p, scan)
+					}
+				}
+				return out.copyOut(format, sr.cols, sr.source())
 			}
 			if r, err = x.runSelect(sel, nil); err != nil {
 				return err
@@ -655,70 +660,47 @@ func (x *exec) regclassNames(r *rel) {
 // 2205 in the RowDescription and encodes as text.
 var regclassText = datum.Type{OID: datum.OIDRegclass, Mod: -2}
 
-// streamable recognizes DuckLake's whole-table read — a projection of
-// columns (and ctid) of one table, without WHERE, ORDER BY, LIMIT or
-// aggregates — and returns a source that streams the rows from the
-// catalog straight into the COPY, without materializing the table.
-func (x *exec) streamable(s *pg.SelectStmt) ([]colInfo, rowSource, bool) {
-	if s.WithClause != nil || s.Op != pg.SetOperation_SETOP_NONE || len(s.ValuesLists) > 0 ||
-		len(s.FromClause) != 1 || s.WhereClause != nil || len(s.SortClause) > 0 || s.LimitCount != nil ||
-		s.LimitOffset != nil || len(s.DistinctClause) > 0 || len(s.GroupClause) > 0 || s.HavingClause != nil ||
-		s.IntoClause != nil || len(s.LockingClause) > 0 || len(s.WindowClause) > 0 {
+// streamRead is a whole-table read streamable recognized: output columns
+// cols read table columns idx (len(t.Def.Columns) for ctid).
+type streamRead struct {
+	t    *memcat.Table
+	cols []colInfo
+	idx  []int
+}
+
+// encodedCopier is a sink that can send a binary COPY straight from stored
+// rows (resultSink; test sinks take the general path).
+type encodedCopier interface {
+	copyOutEncoded(cols []colInfo, p *copyPlan, scan encodedScan) error
+}
+
+// encodedPlan returns a binary COPY plan over the table's stored rows and
+// the scan to run it on; ok is false when the table does not hold encoded
+// rows or the plan would not reproduce the general path exactly.
+func (sr *streamRead) encodedPlan() (*copyPlan, encodedScan, bool) {
+	et, ok := any(sr.t).(encodedTable)
+	if !ok {
 		return nil, nil, false
 	}
-	rv := s.FromClause[0].GetRangeVar()
-	if rv == nil || rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" {
+	stored, scan, ok := et.EncodedRows()
+	if !ok {
 		return nil, nil, false
 	}
-	if _, cte := x.ctes[rv.Relname]; cte && rv.Schemaname == "" {
+	def := make([]datum.Type, len(sr.t.Def.Columns))
+	for i, c := range sr.t.Def.Columns {
+		def[i] = c.Type
+	}
+	p, ok := newCopyPlan(sr.t.Name, def, stored, sr.cols, sr.idx)
+	if !ok {
 		return nil, nil, false
 	}
-	if rv.Schemaname == "" {
-		if _, temp := x.s.temps[rv.Relname]; !temp {
-			if _, virtual, _ := x.virtual("pg_catalog", rv.Relname); virtual {
-				return nil, nil, false
-			}
-		}
-	}
-	t, _, err := x.lookupTable(rv)
-	if err != nil {
-		return nil, nil, false
-	}
-	qual := rv.Relname
-	if rv.Alias != nil && rv.Alias.Aliasname != "" {
-		qual = rv.Alias.Aliasname
-	}
-	n := len(t.Def.Columns)
-	tcols := make([]colInfo, n+1)
-	for i, c := range t.Def.Columns {
-		tcols[i] = colInfo{qual: qual, name: c.Name, typ: c.Type, tableOID: t.OID, attnum: int16(i + 1)}
-	}
-	tcols[n] = colInfo{qual: qual, name: "ctid", typ: datum.TID, tableOID: t.OID, attnum: -1, hidden: true}
-	e := &env{cols: tcols}
-	var idx []int
-	var cols []colInfo
-	for _, tn := range s.TargetList {
-		rt := tn.GetResTarget()
-		if rt == nil {
-			return nil, nil, false
-		}
-		cr := rt.Val.GetColumnRef()
-		if cr == nil || len(cr.Fields) == 0 || cr.Fields[len(cr.Fields)-1].GetAStar() != nil || len(rt.Indirection) > 0 {
-			return nil, nil, false
-		}
-		i, err := e.resolve(names(cr.Fields))
-		if err != nil {
-			return nil, nil, false
-		}
-		c := tcols[i]
-		c.qual, c.hidden = "", false
-		if rt.Name != "" {
-			c.name = rt.Name
-		}
-		idx = append(idx, i)
-		cols = append(cols, c)
-	}
-	src := func(emit func([]datum.Value) error) error {
+	return p, scan, true
+}
+
+// source streams the rows decoded, one []datum.Value per row.
+func (sr *streamRead) source() rowSource {
+	t, idx, n := sr.t, sr.idx, len(sr.t.Def.Columns)
+	return func(emit func([]datum.Value) error) error {
 		row := make([]datum.Value, len(idx))
 		var emitErr error
 		err := t.Scan(func(ctid int64, vals []datum.Value) bool {
@@ -737,5 +719,70 @@ func (x *exec) streamable(s *pg.SelectStmt) ([]colInfo, rowSource, bool) {
 		}
 		return err
 	}
-	return cols, src, true
+}
+
+// streamable recognizes DuckLake's whole-table read — a projection of
+// columns (and ctid) of one table, without WHERE, ORDER BY, LIMIT or
+// aggregates — and returns a source that streams the rows from the
+// catalog straight into the COPY, without materializing the table.
+func (x *exec) streamable(s *pg.SelectStmt) (*streamRead, bool) {
+	if s.WithClause != nil || s.Op != pg.SetOperation_SETOP_NONE || len(s.ValuesLists) > 0 ||
+		len(s.FromClause) != 1 || s.WhereClause != nil || len(s.SortClause) > 0 || s.LimitCount != nil ||
+		s.LimitOffset != nil || len(s.DistinctClause) > 0 || len(s.GroupClause) > 0 || s.HavingClause != nil ||
+		s.IntoClause != nil || len(s.LockingClause) > 0 || len(s.WindowClause) > 0 {
+		return nil, false
+	}
+	rv := s.FromClause[0].GetRangeVar()
+	if rv == nil || rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" {
+		return nil, false
+	}
+	if _, cte := x.ctes[rv.Relname]; cte && rv.Schemaname == "" {
+		return nil, false
+	}
+	if rv.Schemaname == "" {
+		if _, temp := x.s.temps[rv.Relname]; !temp {
+			if _, virtual, _ := x.virtual("pg_catalog", rv.Relname); virtual {
+				return nil, false
+			}
+		}
+	}
+	t, _, err := x.lookupTable(rv)
+	if err != nil {
+		return nil, false
+	}
+	qual := rv.Relname
+	if rv.Alias != nil && rv.Alias.Aliasname != "" {
+		qual = rv.Alias.Aliasname
+	}
+	n := len(t.Def.Columns)
+	tcols := make([]colInfo, n+1)
+	for i, c := range t.Def.Columns {
+		tcols[i] = colInfo{qual: qual, name: c.Name, typ: c.Type, tableOID: t.OID, attnum: int16(i + 1)}
+	}
+	tcols[n] = colInfo{qual: qual, name: "ctid", typ: datum.TID, tableOID: t.OID, attnum: -1, hidden: true}
+	e := &env{cols: tcols}
+	var idx []int
+	var cols []colInfo
+	for _, tn := range s.TargetList {
+		rt := tn.GetResTarget()
+		if rt == nil {
+			return nil, false
+		}
+		cr := rt.Val.GetColumnRef()
+		if cr == nil || len(cr.Fields) == 0 || cr.Fields[len(cr.Fields)-1].GetAStar() != nil || len(rt.Indirection) > 0 {
+			return nil, false
+		}
+		i, err := e.resolve(names(cr.Fields))
+		if err != nil {
+			return nil, false
+		}
+		c := tcols[i]
+		c.qual, c.hidden = "", false
+		if rt.Name != "" {
+			c.name = rt.Name
+		}
+		idx = append(idx, i)
+		cols = append(cols, c)
+	}
+	return &streamRead{t: t, cols: cols, idx: idx}, true
 }
