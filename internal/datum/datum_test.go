@@ -370,3 +370,18 @@ func FuzzRowDecode(f *testing.F) {
 }
 
 func mustLen(r Row) int { n, _ := r.Len(); return n }
+
+// TestKindTable: the OID-indexed kind table answers exactly as the type map
+// does, for every OID it covers and past it.
+func TestKindTable(t *testing.T) {
+	for oid := uint32(0); oid < 10000; oid++ {
+		if got, want := (Type{OID: oid, Mod: -1}).Kind(), types[oid].kind; got != want {
+			t.Fatalf("oid %d: Kind %d, map says %d", oid, got, want)
+		}
+	}
+	for _, oid := range []uint32{1 << 20, 1<<32 - 1} {
+		if k := (Type{OID: oid}).Kind(); k != KindNull {
+			t.Fatalf("oid %d: Kind %d, want KindNull", oid, k)
+		}
+	}
+}

@@ -159,8 +159,25 @@ var types = map[uint32]typeInfo{
 // Known reports whether moraine can store and serve values of type t.
 func (t Type) Known() bool { _, ok := types[t.OID]; return ok }
 
+// kindByOID is types' kinds indexed by OID for the OIDs below its length
+// (every built-in one): Kind runs once per cell whenever a row decodes, and
+// an array index costs a fraction of a map lookup there.
+var kindByOID = func() (k [4096]Kind) {
+	for oid, ti := range types {
+		if oid < uint32(len(k)) {
+			k[oid] = ti.kind
+		}
+	}
+	return k
+}()
+
 // Kind returns the representation family of t (KindNull for unknown types).
-func (t Type) Kind() Kind { return types[t.OID].kind }
+func (t Type) Kind() Kind {
+	if t.OID < uint32(len(kindByOID)) {
+		return kindByOID[t.OID]
+	}
+	return types[t.OID].kind
+}
 
 // Len is pg_type.typlen: the fixed width, or -1 for variable-length types.
 func (t Type) Len() int16 { return types[t.OID].length }
