@@ -38,6 +38,9 @@ func (s *Schema) Table(name string) (*Table, bool) {
 	return t, ok
 }
 
+// Len is the number of tables in the schema.
+func (s *Schema) Len() int { return len(s.tables) }
+
 // EachTable calls fn for every table of the schema in no particular order:
 // the allocation-free form of Tables for callers that do not need order.
 func (s *Schema) EachTable(fn func(*Table)) {

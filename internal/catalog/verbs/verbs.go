@@ -14,6 +14,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -373,11 +374,8 @@ func (c *Commit) Commit(ctx context.Context) (int64, error) {
 	for _, r := range c.inserts {
 		ins(r.table, r.vals...)
 	}
-	for tid, d := range c.statsDelta {
-		if err != nil {
-			break
-		}
-		err = c.bumpStats(tx, tid, d)
+	if len(c.statsDelta) > 0 && err == nil {
+		err = c.bumpStats(tx)
 	}
 	if len(c.schemaChanged) > 0 {
 		for tid := range c.schemaChanged {
@@ -485,32 +483,59 @@ func (c *Commit) apply(tx *catalog.Txn, u update, del bool) error {
 	return nil
 }
 
-// bumpStats inserts or updates the table's ducklake_table_stats row.
-func (c *Commit) bumpStats(tx *catalog.Txn, tableID int64, d [3]int64) error {
+// bumpStats inserts or updates the ducklake_table_stats row of every table
+// the commit touched, finding the existing rows in one scan (a scan per
+// table made commits O(tables × touched) on catalogs of many tables).
+func (c *Commit) bumpStats(tx *catalog.Txn) error {
 	t, err := tx.Table(c.l.schema, "ducklake_table_stats")
 	if err != nil {
 		return err
 	}
-	var at catalog.CTID
-	var vals []datum.Value
-	found := false
+	type at struct {
+		c    catalog.CTID
+		vals []datum.Value
+	}
+	found := make(map[int64]at, len(c.statsDelta))
 	t.Scan(func(ct catalog.CTID, r datum.Row) bool {
 		v, e := r.Column(t.Types(), 0)
-		if e == nil && v.Int() == tableID {
-			at, found = ct, true
-			vals, err = r.Decode(t.Types(), nil)
+		if e != nil {
+			err = e
 			return false
 		}
-		return true
+		if _, ok := c.statsDelta[v.Int()]; ok {
+			vals, e := r.Decode(t.Types(), nil)
+			if e != nil {
+				err = e
+				return false
+			}
+			found[v.Int()] = at{ct, vals}
+		}
+		return len(found) < len(c.statsDelta)
 	})
 	if err != nil {
 		return err
 	}
-	if !found {
-		_, err = tx.InsertRow(c.l.schema, "ducklake_table_stats", []datum.Value{I(tableID), I(d[0]), I(c.l.nextRowID[tableID] + d[1]), I(d[2])})
-		return err
+	// Map order would make the heap layout (and so the ctids) differ from
+	// run to run: go by table id.
+	ids := make([]int64, 0, len(c.statsDelta))
+	for tid := range c.statsDelta {
+		ids = append(ids, tid)
 	}
-	vals[1], vals[2], vals[3] = I(vals[1].Int()+d[0]), I(vals[2].Int()+d[1]), I(vals[3].Int()+d[2])
-	_, err = tx.UpdateRow(c.l.schema, "ducklake_table_stats", at, vals)
-	return err
+	slices.Sort(ids)
+	for _, tid := range ids {
+		d := c.statsDelta[tid]
+		f, ok := found[tid]
+		if !ok {
+			if _, err := tx.InsertRow(c.l.schema, "ducklake_table_stats", []datum.Value{I(tid), I(d[0]), I(c.l.nextRowID[tid] + d[1]), I(d[2])}); err != nil {
+				return err
+			}
+			continue
+		}
+		vals := f.vals
+		vals[1], vals[2], vals[3] = I(vals[1].Int()+d[0]), I(vals[2].Int()+d[1]), I(vals[3].Int()+d[2])
+		if _, err := tx.UpdateRow(c.l.schema, "ducklake_table_stats", f.c, vals); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -267,21 +268,32 @@ type Version struct {
 func newVersion(prev *Version, v *catalog.Version) *Version {
 	out := &Version{Seq: v.Seq(), Schemas: map[string]*Schema{}, src: v}
 	for _, s := range v.Schemas() {
-		var old map[string]*Table
+		var tables map[string]*Table
 		if prev != nil {
-			if ps, ok := prev.Schemas[s.Name]; ok {
-				old = ps.Tables
+			if ps, ok := prev.Schemas[s.Name]; ok && len(ps.Tables) == s.Len() {
+				// Cloning the previous map and replacing what changed is
+				// far cheaper than filling a new map entry by entry.
+				tables = maps.Clone(ps.Tables)
 			}
 		}
-		ms := &Schema{Name: s.Name, OID: s.OID, Tables: map[string]*Table{}}
+		if tables == nil {
+			tables = make(map[string]*Table, s.Len())
+		}
 		s.EachTable(func(t *catalog.Table) {
-			if o, ok := old[t.Name()]; ok && o.src == t {
-				ms.Tables[t.Name()] = o
-				return
+			if o, ok := tables[t.Name()]; !ok || o.src != t {
+				tables[t.Name()] = lakeTable(t)
 			}
-			ms.Tables[t.Name()] = lakeTable(t)
 		})
-		out.Schemas[s.Name] = ms
+		if len(tables) != s.Len() {
+			// A table was renamed or replaced by another of a new name:
+			// drop what the schema no longer has.
+			for name := range tables {
+				if _, ok := s.Table(name); !ok {
+					delete(tables, name)
+				}
+			}
+		}
+		out.Schemas[s.Name] = &Schema{Name: s.Name, OID: s.OID, Tables: tables}
 	}
 	return out
 }
@@ -561,6 +573,7 @@ func (t *Txn) admit(ctx context.Context) error {
 type Txn struct {
 	writer  bool     // of a session that wrote before (Begin)
 	view    *Version // the last View built after a write
+	viewOps int      // len(tx.Ops()) when view was built
 	claimed []string
 	db      *DB
 	tx      *catalog.Txn
@@ -573,12 +586,17 @@ func (t *Txn) View() *Version {
 		return t.db.versionOf(t.tx.Base())
 	}
 	// The builder's version changes in place as the transaction writes, so
-	// it cannot be cached by pointer; unchanged tables are reused instead.
+	// it cannot be cached by pointer. Every write appends an op (a failed
+	// write changes nothing), so the op count says whether the last view is
+	// still current; otherwise unchanged tables are reused.
+	if n := len(t.tx.Ops()); t.view != nil && t.viewOps == n {
+		return t.view
+	}
 	prev := t.view
 	if prev == nil {
 		prev = t.db.versionOf(t.tx.Base())
 	}
-	t.view = newVersion(prev, t.tx.View())
+	t.view, t.viewOps = newVersion(prev, t.tx.View()), len(t.tx.Ops())
 	return t.view
 }
 
