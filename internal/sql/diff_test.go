@@ -1,10 +1,13 @@
 package sql
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
+	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -29,6 +32,10 @@ import (
 type diffStep struct {
 	sql  string
 	copy string // text-format COPY data
+	// copyTo runs sql, a COPY ... TO STDOUT, through pgwire (moraine's
+	// wire path, which the COPY fast path lives on) and compares the bytes
+	// of the COPY stream, not their decoded text.
+	copyTo bool
 }
 
 var diffScript = []diffStep{
@@ -188,6 +195,25 @@ INSERT INTO "public".ducklake_file_column_stats VALUES (1, 1, 1, 20053, 5000, 0,
 	{sql: `SELECT note FROM ducklake_ix WHERE id = (SELECT max(id) FROM ducklake_ix)`},
 	{sql: `ROLLBACK`},
 	{sql: `SELECT max(id) FROM ducklake_ix`},
+	// Whole-table binary COPY, compared byte for byte: every column type
+	// the catalog uses, NULLs in each, edge values, ctid, rows stored
+	// before an ADD COLUMN (their new columns read as NULL).
+	{sql: `CREATE TABLE ducklake_types (i8 BIGINT, i4 INTEGER, i2 SMALLINT, v VARCHAR, t TEXT, b BOOLEAN, u UUID, tz TIMESTAMP WITH TIME ZONE, ts TIMESTAMP, d DATE, f8 DOUBLE PRECISION, f4 REAL, n DECIMAL(18,3), nu NUMERIC, by BYTEA, tm TIME)`},
+	{sql: `INSERT INTO ducklake_types VALUES
+(1, 2, 3, 'one', 'uno', true, 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '2026-01-01 10:00:00.123456+00', '2026-01-01 10:00:00', '2026-01-02', 2.5, 0.25, 1.50, 12345678901234567890.0001, '\x6f6e65', '23:59:59.999999'),
+(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+(-9223372036854775808, -2147483648, -32768, '', 'tab\there', false, '00000000-0000-0000-0000-000000000000', 'infinity', '-infinity', '-infinity', -0.0, -1e30, -0.001, 0, '\x', '00:00:00'),
+(9223372036854775807, 2147483647, 32767, 'ünïcode ✓', NULL, NULL, 'ffffffff-ffff-ffff-ffff-ffffffffffff', '1970-01-01 00:00:00+00', '0044-03-15 12:00:00', '1999-12-31', 'Infinity', '-Infinity', 999999999999999.999, -3.14159, NULL, NULL),
+(7, NULL, 1, NULL, 'x', true, NULL, '2000-01-01 00:00:00+00', NULL, '2000-01-01', 1e-300, 'NaN', NULL, NULL, '\xdeadbeef', '12:00:00')`},
+	{sql: `COPY (SELECT "i8", "i4", "i2", "v", "t", "b", "u", "tz", "ts", "d", "f8", "f4", "n", "nu", "by", "tm", ctid FROM "public"."ducklake_types") TO STDOUT (FORMAT "binary")`, copyTo: true},
+	{sql: `ALTER TABLE ducklake_types ADD COLUMN late BIGINT`},
+	{sql: `ALTER TABLE ducklake_types ADD COLUMN late_v VARCHAR`},
+	{sql: `INSERT INTO ducklake_types (i8, late, late_v) VALUES (8, 80, 'eighty')`},
+	{sql: `COPY (SELECT "late_v", "late", "i8", ctid, "i8", "b" FROM "public"."ducklake_types") TO STDOUT (FORMAT "binary")`, copyTo: true},
+	{sql: `COPY (SELECT * FROM "public"."ducklake_types") TO STDOUT (FORMAT "binary")`, copyTo: true},
+	{sql: `COPY (SELECT "i8", "v", "tz", "late" FROM "public"."ducklake_types") TO STDOUT`, copyTo: true},
+	{sql: `COPY (SELECT "data_file_id", "table_id", "begin_snapshot", "end_snapshot", "file_order", "path", "path_is_relative", "file_format", "record_count", "file_size_bytes", "footer_size", "row_id_start", "partition_id", "encryption_key", "mapping_id", "row_group_count" FROM "public"."ducklake_data_file") TO STDOUT (FORMAT "binary")`, copyTo: true},
+	{sql: `COPY (SELECT "data_file_id", "table_id", "column_id", "column_size_bytes", "value_count", "null_count", "min_value", "max_value", "contains_nan", "extra_stats" FROM "public"."ducklake_file_column_stats") TO STDOUT (FORMAT "binary")`, copyTo: true},
 }
 
 var (
@@ -241,6 +267,17 @@ func pgEvents(ctx context.Context, c *pgconn.PgConn, st diffStep) []string {
 		ev = append(ev, pgErrEvent(err))
 	}
 	return ev
+}
+
+// copyToEvents runs a COPY ... TO STDOUT on c and renders the stream's
+// bytes and the tag.
+func copyToEvents(ctx context.Context, c *pgconn.PgConn, sql string) []string {
+	var buf bytes.Buffer
+	tag, err := c.CopyTo(ctx, &buf, sql)
+	if err != nil {
+		return []string{fmt.Sprintf("B %x", buf.Bytes()), pgErrEvent(err)}
+	}
+	return []string{fmt.Sprintf("B %x", buf.Bytes()), "C " + tag.String()}
 }
 
 func pgErrEvent(err error) string {
@@ -324,9 +361,29 @@ func TestDifferential(t *testing.T) {
 
 	ex := New(memcat.NewServer(nil))
 	s := ex.Open(db, "postgres", "", 1)
+	// copyTo steps go through pgwire to the same executor and database.
+	srv, err := pgwire.New(pgwire.Config{TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, ex)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	wc, err := pgconn.Connect(ctx, fmt.Sprintf("host=127.0.0.1 port=%d user=postgres sslmode=disable dbname=%s", l.Addr().(*net.TCPAddr).Port, db))
+	if err != nil {
+		t.Fatalf("connect to moraine: %v", err)
+	}
+	defer wc.Close(ctx)
 	for i, st := range diffScript {
-		want := pgEvents(ctx, pc, st)
-		got := moraineEvents(ctx, s, st)
+		var want, got []string
+		if st.copyTo {
+			want, got = copyToEvents(ctx, pc, st.sql), copyToEvents(ctx, wc, st.sql)
+		} else {
+			want, got = pgEvents(ctx, pc, st), moraineEvents(ctx, s, st)
+		}
 		if os.Getenv("DIFF_DEBUG") != "" {
 			t.Logf("step %d: %q", i, want)
 		}
