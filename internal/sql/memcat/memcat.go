@@ -343,7 +343,7 @@ func (s *Server) Database(name string) *DB {
 	if db, ok := s.dbs[name]; ok {
 		return db
 	}
-	db := &DB{Name: name, cat: s.cat.Database(name)}
+	db := &DB{Name: name, cat: s.cat.Database(name), settleWait: SettleWait, leaseHold: LeaseHold}
 	db.oids.Store(firstTempOID)
 	s.dbs[name] = db
 	return db
@@ -363,6 +363,9 @@ type DB struct {
 		v   *Version
 	}
 	claims map[string]*Txn
+	// settleWait and leaseHold are SettleWait and LeaseHold (tests widen
+	// them to tell waiting from scheduling noise).
+	settleWait, leaseHold time.Duration
 	// writers holds the transactions that claimed a key or are
 	// committing: what a new snapshot may wait for (see settle).
 	writers map[*Txn]*writer
@@ -416,7 +419,7 @@ func (db *DB) settle(ctx context.Context) error {
 	for _, w := range db.writers {
 		wt := wait{done: w.done}
 		if !w.committing {
-			wt.deadline = w.since.Add(SettleWait)
+			wt.deadline = w.since.Add(db.settleWait)
 		}
 		waits = append(waits, wt)
 	}
@@ -475,7 +478,7 @@ func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
 			if l.holder != t {
 				l.free = make(chan struct{})
 			}
-			l.holder, l.until = t, now.Add(LeaseHold)
+			l.holder, l.until = t, now.Add(db.leaseHold)
 			db.mu.Unlock()
 			return nil
 		}
@@ -563,7 +566,7 @@ func (t *Txn) admit(ctx context.Context) error {
 		t.db.releaseLeaseLocked(t)
 	} else if l := &t.db.lease; l.holder == t {
 		// LeaseHold counts from the pin, not from the wait in settle.
-		l.until = time.Now().Add(LeaseHold)
+		l.until = time.Now().Add(t.db.leaseHold)
 	}
 	t.db.mu.Unlock()
 	return err

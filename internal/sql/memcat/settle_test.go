@@ -82,6 +82,7 @@ func TestSettleWaitsForCommitUnderWay(t *testing.T) {
 	g := &gateCommitter{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	close(g.release) // the setup commit passes
 	db := On(catalog.NewServer(catalog.Options{Committer: g})).Database("lake")
+	db.settleWait = wideWait
 	snapshotTable(t, db)
 	<-g.entered
 	g.release = make(chan struct{})
@@ -94,7 +95,7 @@ func TestSettleWaitsForCommitUnderWay(t *testing.T) {
 	go func() { done <- a.Commit(ctx) }()
 	<-g.entered // a is in the store write now
 	reader := beginAsync(db, false)
-	mustNotYet(t, reader, 3*SettleWait, "a snapshot during a commit under way")
+	mustNotYet(t, reader, 2*wideWait, "a snapshot during a commit under way")
 	close(g.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -105,26 +106,30 @@ func TestSettleWaitsForCommitUnderWay(t *testing.T) {
 	}
 	r.Rollback()
 
-	// A claimer that never commits delays a new snapshot by SettleWait at
-	// most, and not at all once its claim is older than that.
+	// A claimer that never commits delays a new snapshot until its claim
+	// is settleWait old, and not at all after that.
 	c := begin(t, db)
 	if _, err := c.Insert("public", "ducklake_snapshot", row(2, 2)); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
+	claimed := time.Now()
 	r2 := mustWait(t, beginAsync(db, false), "snapshot behind an idle claimer")
-	if el := time.Since(start); el > SettleWait+time.Second {
-		t.Fatalf("waited %v behind an idle claimer", el)
+	if el := time.Since(claimed); el < wideWait {
+		t.Fatalf("a snapshot behind a fresh claim waited only %v, want %v", el, wideWait)
 	}
 	r2.Rollback()
-	start = time.Now()
+	start := time.Now()
 	r3 := mustWait(t, beginAsync(db, false), "snapshot behind an old claim")
-	if el := time.Since(start); el > SettleWait/2 {
-		t.Fatalf("waited %v behind a claim older than SettleWait", el)
+	if el := time.Since(start); el > wideWait/2 {
+		t.Fatalf("waited %v behind a claim older than settleWait", el)
 	}
 	r3.Rollback()
 	c.Rollback()
 }
+
+// wideWait replaces SettleWait and LeaseHold in these tests: long enough
+// that waiting cannot be mistaken for scheduling delay on a loaded machine.
+const wideWait = 400 * time.Millisecond
 
 // TestLeaseOneWriterAtATime: a writing session's transaction pins only once
 // the lease holder claimed its snapshot and that commit landed, so it sees
@@ -133,6 +138,7 @@ func TestSettleWaitsForCommitUnderWay(t *testing.T) {
 func TestLeaseOneWriterAtATime(t *testing.T) {
 	ctx := context.Background()
 	db := NewServer(nil).Database("lake")
+	db.leaseHold = wideWait
 	snapshotTable(t, db)
 
 	h, err := db.Begin(ctx, true)
@@ -140,7 +146,7 @@ func TestLeaseOneWriterAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := beginAsync(db, true)
-	mustNotYet(t, next, LeaseHold/3, "a second writer while the holder has not claimed")
+	mustNotYet(t, next, wideWait/2, "a second writer while the holder has not claimed")
 	reader := mustWait(t, beginAsync(db, false), "a reader while a writer holds the lease")
 	reader.Rollback()
 	if _, err := h.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
@@ -154,18 +160,18 @@ func TestLeaseOneWriterAtATime(t *testing.T) {
 		t.Fatalf("the next writer pinned %v, want the holder's commit [1]", ids)
 	}
 	// n now holds the lease and never claims: the next writer gets in
-	// after LeaseHold.
+	// after leaseHold.
 	start := time.Now()
 	m := mustWait(t, beginAsync(db, true), "a writer behind an idle holder")
-	if el := time.Since(start); el < LeaseHold/2 {
-		t.Fatalf("got the lease after %v, before the holder's LeaseHold ran out", el)
+	if el := time.Since(start); el < wideWait/2 {
+		t.Fatalf("got the lease after %v, before the holder's leaseHold ran out", el)
 	}
 	m.Rollback()
 	n.Rollback()
 	// Released leases do not linger: a fresh writer gets in at once.
 	start = time.Now()
 	w := mustWait(t, beginAsync(db, true), "a writer with the lease free")
-	if el := time.Since(start); el > LeaseHold/2 {
+	if el := time.Since(start); el > wideWait/2 {
 		t.Fatalf("a free lease took %v", el)
 	}
 	w.Rollback()
