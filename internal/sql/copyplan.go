@@ -352,23 +352,38 @@ func (p *copyPlan) appendTuple(dst []byte, r datum.Row, ctid int64) ([]byte, err
 // does not decode ends the COPY with an error before any of its bytes are
 // written, as in the general path.
 func (p *copyPlan) copyRows(co rowAppender, scan encodedScan) error {
+	// One tupleWriter and one method value for the whole COPY: a closure
+	// per row would escape through the rowAppender interface and cost an
+	// allocation per row.
+	w := &tupleWriter{p: p}
+	appendFn := w.append
 	var err error
 	scan(func(ctid int64, r datum.Row) bool {
 		if werr := p.walk(r); werr != nil {
 			err = fmt.Errorf("%s row (%d,%d): %w", p.name, uint64(ctid)>>16, uint16(ctid), werr)
 			return false
 		}
-		var encErr error
-		aerr := co.AppendRow(func(dst []byte) []byte {
-			dst, encErr = p.appendTuple(dst, r, ctid)
-			return dst
-		})
-		if encErr != nil {
-			err = encErr
+		w.r, w.ctid, w.err = r, ctid, nil
+		aerr := co.AppendRow(appendFn)
+		if w.err != nil {
+			err = w.err
 		} else {
 			err = aerr
 		}
 		return err == nil
 	})
 	return err
+}
+
+// tupleWriter appends the tuple of the row last walked.
+type tupleWriter struct {
+	p    *copyPlan
+	r    datum.Row
+	ctid int64
+	err  error // the tuple's encoding error, if any
+}
+
+func (w *tupleWriter) append(dst []byte) []byte {
+	dst, w.err = w.p.appendTuple(dst, w.r, w.ctid)
+	return dst
 }
