@@ -119,30 +119,47 @@ type rowAppender interface {
 // copyValues writes the rows of src to co as COPY rows in format (0 text,
 // 1 binary).
 func copyValues(co rowAppender, format int16, cols []colInfo, src rowSource) error {
+	// One valueWriter and one method value for the whole COPY: a closure
+	// per row would escape through the rowAppender interface and cost an
+	// allocation per row.
+	w := &valueWriter{format: format, cols: cols}
+	appendFn := w.append
 	return src(func(row []datum.Value) error {
-		var encErr error
-		err := co.AppendRow(func(dst []byte) []byte {
-			if format == 1 {
-				dst, encErr = appendBinaryTuple(dst, cols, row)
-				return dst
-			}
-			for j, v := range row {
-				if j > 0 {
-					dst = append(dst, '\t')
-				}
-				if v.IsNull() {
-					dst = append(dst, `\N`...)
-					continue
-				}
-				dst = pgvalue.AppendCopyTextValue(dst, datum.AppendText(nil, outType(cols[j].typ), v))
-			}
-			return append(dst, '\n')
-		})
-		if encErr != nil {
-			return encErr
+		w.row, w.err = row, nil
+		err := co.AppendRow(appendFn)
+		if w.err != nil {
+			return w.err
 		}
 		return err
 	})
+}
+
+// valueWriter appends one row of values as a COPY row.
+type valueWriter struct {
+	format int16
+	cols   []colInfo
+	row    []datum.Value
+	err    error  // the row's encoding error, if any
+	text   []byte // a text cell before escaping, reused
+}
+
+func (w *valueWriter) append(dst []byte) []byte {
+	if w.format == 1 {
+		dst, w.err = appendBinaryTuple(dst, w.cols, w.row)
+		return dst
+	}
+	for j, v := range w.row {
+		if j > 0 {
+			dst = append(dst, '\t')
+		}
+		if v.IsNull() {
+			dst = append(dst, `\N`...)
+			continue
+		}
+		w.text = datum.AppendText(w.text[:0], outType(w.cols[j].typ), v)
+		dst = pgvalue.AppendCopyTextValue(dst, w.text)
+	}
+	return append(dst, '\n')
 }
 
 // appendBinaryTuple appends row as one binary COPY tuple. On an encoding
