@@ -372,9 +372,10 @@ type DB struct {
 	// lease admits writing sessions to pin a snapshot one at a time (see
 	// acquireLease).
 	lease struct {
-		holder *Txn
-		until  time.Time
-		free   chan struct{} // closed when the lease is released
+		holder   *Txn
+		settling bool          // holder is still waiting in settle: no expiry
+		until    time.Time     // holder pinned: it loses the lease after this
+		free     chan struct{} // closed when the lease is released or its holder pins
 	}
 	oids atomic.Uint32
 }
@@ -411,43 +412,52 @@ func (db *DB) settle(ctx context.Context) error {
 		db.mu.Unlock()
 		return nil
 	}
-	type wait struct {
-		done     chan struct{}
-		deadline time.Time // zero: until done
-	}
-	waits := make([]wait, 0, len(db.writers))
+	pending := make([]*writer, 0, len(db.writers))
 	for _, w := range db.writers {
-		wt := wait{done: w.done}
-		if !w.committing {
-			wt.deadline = w.since.Add(db.settleWait)
-		}
-		waits = append(waits, wt)
+		pending = append(pending, w)
 	}
 	db.mu.Unlock()
-	for _, w := range waits {
-		if w.deadline.IsZero() {
+	for _, w := range pending {
+		if err := db.settleOne(ctx, w); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settleOne waits for one writer: until it ended if it is committing, else
+// until its claim is settleWait old — re-checking when that time is up,
+// since a claimer that sent COMMIT meanwhile is now making its commit
+// durable, and that is worth waiting for whatever it takes (on an object
+// store, tens of milliseconds).
+func (db *DB) settleOne(ctx context.Context, w *writer) error {
+	for {
+		db.mu.Lock()
+		committing, deadline := w.committing, w.since.Add(db.settleWait)
+		db.mu.Unlock()
+		if committing {
 			select {
 			case <-w.done:
+				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
-			continue
 		}
-		d := time.Until(w.deadline)
+		d := time.Until(deadline)
 		if d <= 0 {
-			continue
+			return nil
 		}
 		tm := time.NewTimer(d)
 		select {
 		case <-w.done:
+			tm.Stop()
+			return nil
 		case <-tm.C:
 		case <-ctx.Done():
 			tm.Stop()
 			return ctx.Err()
 		}
-		tm.Stop()
 	}
-	return nil
 }
 
 // LeaseHold bounds how long one pinned transaction of a writing session
@@ -471,18 +481,23 @@ func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
 		db.mu.Lock()
 		l := &db.lease
 		now := time.Now()
-		if l.holder == nil || l.holder == t || now.After(l.until) {
+		if l.holder == nil || l.holder == t || (!l.settling && now.After(l.until)) {
 			if l.holder != nil && l.holder != t {
 				close(l.free) // the old holder's time ran out
 			}
 			if l.holder != t {
 				l.free = make(chan struct{})
 			}
-			l.holder, l.until = t, now.Add(db.leaseHold)
+			// The holder first waits in settle for the writes under way;
+			// its LeaseHold starts when it pins (admit).
+			l.holder, l.settling = t, true
 			db.mu.Unlock()
 			return nil
 		}
 		free, wait := l.free, l.until.Sub(now)
+		if l.settling {
+			wait = time.Hour // until the holder pins or lets go
+		}
 		db.mu.Unlock()
 		tm := time.NewTimer(wait)
 		select {
@@ -565,8 +580,13 @@ func (t *Txn) admit(ctx context.Context) error {
 	if err != nil {
 		t.db.releaseLeaseLocked(t)
 	} else if l := &t.db.lease; l.holder == t {
-		// LeaseHold counts from the pin, not from the wait in settle.
-		l.until = time.Now().Add(t.db.leaseHold)
+		// LeaseHold counts from the pin, not from the wait in settle: a
+		// holder waiting behind a slow store write is not idle.
+		l.settling, l.until = false, time.Now().Add(t.db.leaseHold)
+		// Wake the waiters: they waited without a deadline while the
+		// holder settled and must now time its LeaseHold.
+		close(l.free)
+		l.free = make(chan struct{})
 	}
 	t.db.mu.Unlock()
 	return err

@@ -176,3 +176,48 @@ func TestLeaseOneWriterAtATime(t *testing.T) {
 	}
 	w.Rollback()
 }
+
+// TestLeaseHeldWhileSettling: a lease holder waiting in settle behind a
+// slow store write keeps the lease however long that takes (on an object
+// store, a PUT is tens of milliseconds): otherwise every writer queued
+// behind it would pin the same head when the write lands, and all but one
+// would fail.
+func TestLeaseHeldWhileSettling(t *testing.T) {
+	ctx := context.Background()
+	g := &gateCommitter{entered: make(chan struct{}, 1), release: make(chan struct{})}
+	close(g.release)
+	db := On(catalog.NewServer(catalog.Options{Committer: g})).Database("lake")
+	db.leaseHold = wideWait / 4
+	snapshotTable(t, db)
+	<-g.entered
+	g.release = make(chan struct{})
+
+	a, err := db.Begin(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Commit(ctx) }()
+	<-g.entered // a's store write is under way, and stays so
+
+	second := beginAsync(db, true) // takes the lease, settles behind a
+	time.Sleep(wideWait / 8)
+	third := beginAsync(db, true)
+	mustNotYet(t, second, wideWait, "a writer behind a commit under way")
+	mustNotYet(t, third, 10*time.Millisecond, "a writer behind a settling lease holder, after 4× leaseHold")
+	close(g.release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	s := mustWait(t, second, "the lease holder after the write landed")
+	if ids := headIDs(t, s.View()); len(ids) != 1 {
+		t.Fatalf("the holder pinned %v, want a's commit", ids)
+	}
+	mustNotYet(t, third, wideWait/8, "the next writer while the holder has just pinned")
+	th := mustWait(t, third, "the next writer after the holder's leaseHold")
+	th.Rollback()
+	s.Rollback()
+}
