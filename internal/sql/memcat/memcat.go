@@ -406,15 +406,17 @@ const SettleWait = 10 * time.Millisecond
 // Waiting about one store write instead and pinning the newer head lets it
 // commit. Reading a version newer than strictly required is always
 // allowed: the reader is ordered after those commits.
-func (db *DB) settle(ctx context.Context) error {
+func (db *DB) settle(ctx context.Context, self *Txn) error {
 	db.mu.Lock()
 	if len(db.writers) == 0 {
 		db.mu.Unlock()
 		return nil
 	}
 	pending := make([]*writer, 0, len(db.writers))
-	for _, w := range db.writers {
-		pending = append(pending, w)
+	for t, w := range db.writers {
+		if t != self { // a transaction never waits for its own claims
+			pending = append(pending, w)
+		}
 	}
 	db.mu.Unlock()
 	for _, w := range pending {
@@ -575,7 +577,7 @@ func (t *Txn) admit(ctx context.Context) error {
 			return err
 		}
 	}
-	err := t.db.settle(ctx)
+	err := t.db.settle(ctx, t)
 	t.db.mu.Lock()
 	if err != nil {
 		t.db.releaseLeaseLocked(t)
