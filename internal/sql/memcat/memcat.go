@@ -569,13 +569,17 @@ func (db *DB) Begin(ctx context.Context, writer bool) (*Txn, error) {
 	return t, nil
 }
 
-// admit waits until t may pin a snapshot: the lease for a writing session,
-// then the writes under way.
+// admit waits until t may pin a snapshot. Only transactions of writing
+// sessions wait (for the lease, then for the writes under way): a reader
+// gains nothing from a fresher head and must not pay a store write (on an
+// object store, tens of milliseconds) for one, exactly as PostgreSQL's
+// readers never wait for writers.
 func (t *Txn) admit(ctx context.Context) error {
-	if t.writer {
-		if err := t.db.acquireLease(ctx, t); err != nil {
-			return err
-		}
+	if !t.writer {
+		return nil
+	}
+	if err := t.db.acquireLease(ctx, t); err != nil {
+		return err
 	}
 	err := t.db.settle(ctx, t)
 	t.db.mu.Lock()
