@@ -9,21 +9,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
-)
 
-// benchPostgres is the PostgreSQL the bench smoke tests compare against.
-// Under CI it must be there; elsewhere the tests skip without one.
-func benchPostgres(t *testing.T) string {
-	t.Helper()
-	pg := os.Getenv("MORAINE_TEST_POSTGRES")
-	if pg == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CI=true but MORAINE_TEST_POSTGRES is unset")
-		}
-		t.Skip("MORAINE_TEST_POSTGRES unset")
-	}
-	return pg
-}
+	"github.com/moraine-db/moraine/internal/testenv"
+)
 
 var ratioLine = regexp.MustCompile(`(?m)^ratio_vs_postgres=([0-9.]+)\n\z`)
 
@@ -42,7 +30,7 @@ func checkRatio(t *testing.T, out string) float64 {
 }
 
 func TestBenchCommitsSmoke(t *testing.T) {
-	pg := benchPostgres(t)
+	pg := testenv.Postgres(t)
 	for _, tc := range []struct {
 		name  string
 		extra []string
@@ -76,7 +64,7 @@ func TestBenchCommitsSmoke(t *testing.T) {
 }
 
 func TestBenchCatalogSmoke(t *testing.T) {
-	pg := benchPostgres(t)
+	pg := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
@@ -108,7 +96,7 @@ func TestBenchCatalogSmoke(t *testing.T) {
 }
 
 func TestBenchStoreVsPostgresSmoke(t *testing.T) {
-	pg := benchPostgres(t)
+	pg := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // TestDefsMatchPostgres is a differential test against a real PostgreSQL
@@ -20,13 +21,7 @@ import (
 // the parsed definition for the inlined tables). The SQL layer serves
 // pg_catalog from these definitions, so they must be what PostgreSQL says.
 func TestDefsMatchPostgres(t *testing.T) {
-	dsn := os.Getenv("MORAINE_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MORAINE_TEST_POSTGRES is not set under CI")
-		}
-		t.Skip("MORAINE_TEST_POSTGRES not set")
-	}
+	dsn := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)

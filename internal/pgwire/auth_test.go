@@ -2,12 +2,12 @@ package pgwire
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 func TestVerifiers(t *testing.T) {
@@ -81,13 +81,7 @@ func TestValidateUser(t *testing.T) {
 // Verifiers copied out of a real PostgreSQL's pg_authid work here, so an
 // operator can migrate logins without knowing the passwords.
 func TestPostgresVerifiers(t *testing.T) {
-	dsn := os.Getenv("MORAINE_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MORAINE_TEST_POSTGRES is not set under CI")
-		}
-		t.Skip("MORAINE_TEST_POSTGRES not set")
-	}
+	dsn := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := pgconn.Connect(ctx, dsn)

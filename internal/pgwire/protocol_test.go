@@ -3,7 +3,6 @@ package pgwire
 import (
 	"context"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // Exact message sequences for the protocol paths, checked with a raw
@@ -155,13 +155,7 @@ func runExchange(t *testing.T, rc *rawClient, tc exchangeCase) {
 // message sequence: the expectations above are PostgreSQL's behaviour, not
 // just pgwire's.
 func TestProtocolAgainstPostgres(t *testing.T) {
-	dsn := os.Getenv("MORAINE_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MORAINE_TEST_POSTGRES is not set under CI")
-		}
-		t.Skip("MORAINE_TEST_POSTGRES not set")
-	}
+	dsn := testenv.Postgres(t)
 	cfg, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)

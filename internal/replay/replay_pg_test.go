@@ -2,25 +2,12 @@ package replay
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
 	"time"
-)
 
-// postgresConninfo returns the conninfo of the real PostgreSQL the replayer
-// is validated against; under CI its absence is a failure.
-func postgresConninfo(t *testing.T) string {
-	t.Helper()
-	ci := os.Getenv("MORAINE_TEST_POSTGRES")
-	if ci == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MORAINE_TEST_POSTGRES is not set under CI")
-		}
-		t.Skip("MORAINE_TEST_POSTGRES not set")
-	}
-	return ci
-}
+	"github.com/moraine-db/moraine/internal/testenv"
+)
 
 // chains: transcripts that continue a lake other transcripts built
 // (fixtures/README.md) are replayed after them, in order, on the same
@@ -45,7 +32,7 @@ func backendCount(tr *Transcript) int {
 // every recorded server message compared: this is what proves the replayer
 // and its normalizer before moraine is measured with it.
 func TestReplayPostgres(t *testing.T) {
-	conninfo := postgresConninfo(t)
+	conninfo := testenv.Postgres(t)
 	trs := loadFixtures(t)
 	byName := map[string]*Transcript{}
 	for _, tr := range trs {

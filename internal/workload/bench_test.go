@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
@@ -99,7 +100,7 @@ func TestWritePNG(t *testing.T) {
 // twice over (two targets naming the same server), so that the ratio path
 // is exercised; it is not a meaningful comparison.
 func TestRunBench(t *testing.T) {
-	pg := postgres(t)
+	pg := testenv.Postgres(t)
 	var progress bytes.Buffer
 	rep, err := workload.RunBench(context.Background(), workload.BenchConfig{
 		Targets: []workload.Target{{Name: "postgres", ConnInfo: pg}, {Name: "again", ConnInfo: pg}},

@@ -11,27 +11,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/workload"
 )
-
-// postgres returns the conninfo of the test PostgreSQL. In CI a missing
-// server is a failure, not a skip.
-func postgres(t *testing.T) string {
-	t.Helper()
-	ci := os.Getenv("MORAINE_TEST_POSTGRES")
-	if ci == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MORAINE_TEST_POSTGRES is unset while CI=true")
-		}
-		t.Skip("MORAINE_TEST_POSTGRES is unset")
-	}
-	return ci
-}
 
 func freshDB(t *testing.T) func(context.Context) (*pgconn.PgConn, error) {
 	t.Helper()
 	ctx := context.Background()
-	dial, drop, err := workload.FreshDatabase(ctx, postgres(t), "moraine_wl")
+	dial, drop, err := workload.FreshDatabase(ctx, testenv.Postgres(t), "moraine_wl")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"math"
-	"os"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // TestAgainstPostgres compares the codec's text and binary output with a
@@ -17,13 +17,7 @@ import (
 // provides one). The server's session is set to the settings pgwire
 // reports, so the text forms must be byte-identical.
 func TestAgainstPostgres(t *testing.T) {
-	dsn := os.Getenv("MORAINE_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MORAINE_TEST_POSTGRES is not set under CI")
-		}
-		t.Skip("MORAINE_TEST_POSTGRES not set")
-	}
+	dsn := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := pgconn.Connect(ctx, dsn)

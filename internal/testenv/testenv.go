@@ -1,0 +1,53 @@
+// Package testenv holds the helpers that tests across moraine share: the
+// test PostgreSQL's conninfo, the lifecycle of a server run in-process, and
+// a buffer that a server's goroutines may write while the test reads it.
+//
+// It imports the standard library only, so that the internal tests of any
+// package (keyspace, pgwire, server, …) can use it without an import cycle.
+// Helpers that need moraine's own packages live in subpackages.
+package testenv
+
+import (
+	"bytes"
+	"os"
+	"sync"
+	"testing"
+)
+
+// PostgresEnv names the environment variable holding the conninfo of the
+// PostgreSQL that differential tests compare against (.ci/run starts one).
+const PostgresEnv = "MORAINE_TEST_POSTGRES"
+
+// Postgres returns the conninfo of the test PostgreSQL. Without one, the
+// test fails when CI=true (CI must run every differential test) and is
+// skipped otherwise.
+func Postgres(t testing.TB) string {
+	t.Helper()
+	conninfo := os.Getenv(PostgresEnv)
+	if conninfo == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(PostgresEnv + " is not set under CI")
+		}
+		t.Skip(PostgresEnv + " not set")
+	}
+	return conninfo
+}
+
+// SyncBuffer is a bytes.Buffer safe for concurrent Write and String: a
+// server's log or a child process's stderr goes to it while the test reads.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
