@@ -21,50 +21,18 @@ import (
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-// startLogged is start with the server's log captured in buf.
-func startLogged(t *testing.T, buf *syncBuffer, format string, args ...string) *running {
+// startLogged is start with the server's log, text or JSON, captured in buf.
+func startLogged(t *testing.T, buf *testenv.SyncBuffer, format string, args ...string) *testenv.Running {
 	t.Helper()
-	cfg, err := ParseConfig(args, nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var h slog.Handler = slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})
 	if format == "json" {
 		h = slog.NewJSONHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug})
 	}
-	srv := New(cfg, slog.New(h), func(st *Stack) pgwire.Executor { return sql.New(memcat.On(st.Cat)) })
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{srv: srv, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- srv.Run(ctx) }()
-	select {
-	case <-srv.Ready():
-	case err := <-r.done:
-		t.Fatalf("server exited before ready: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("server not ready after 30s")
-	}
-	r.addr = srv.Addr().String()
-	return r
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	return startWith(t, slog.New(h), args...)
 }
 
 func pgCode(err error) string {
@@ -110,7 +78,7 @@ func TestUsersFileSCRAM(t *testing.T) {
 
 	for _, format := range []string{"text", "json"} {
 		t.Run(format, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testenv.SyncBuffer
 			dir := t.TempDir()
 			store := "file://" + dir + "?secret_access_key=" + s3secret
 			// file:// ignores unknown query parameters? If not, use the
@@ -119,8 +87,8 @@ func TestUsersFileSCRAM(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := startLogged(t, &logs, format, "--store", "file://"+dir, "--listen", "127.0.0.1:0", "--users-file", users, "--log-format", format)
-			defer r.stop(t)
-			host, port, _ := net.SplitHostPort(r.addr)
+			defer r.Stop(t)
+			host, port, _ := net.SplitHostPort(r.Addr)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			dial := func(user, pw string) error {
@@ -204,10 +172,10 @@ func TestMetricsSeries(t *testing.T) {
 	maddr := ml.Addr().String()
 	ml.Close()
 	r := start(t, "file://"+t.TempDir(), "--metrics-listen", maddr)
-	defer r.stop(t)
+	defer r.Stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg := workload.Config{ConnString: r.conninfo("lake"), Writers: 3, CommitsPerWriter: 5, Tables: 1, RetryWait: time.Millisecond, Seed: 3}
+	cfg := workload.Config{ConnString: r.Conninfo("lake"), Writers: 3, CommitsPerWriter: 5, Tables: 1, RetryWait: time.Millisecond, Seed: 3}
 	if err := workload.Prepare(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -284,12 +252,12 @@ func TestFailover(t *testing.T) {
 	a := start(t, store)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := workload.Config{ConnString: a.conninfo("lake"), Writers: 3, CommitsPerWriter: 100000, Tables: 2, RetryWait: time.Millisecond, Seed: 11}
+	cfg := workload.Config{ConnString: a.Conninfo("lake"), Writers: 3, CommitsPerWriter: 100000, Tables: 2, RetryWait: time.Millisecond, Seed: 11}
 	if err := workload.Prepare(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	// An idle client of A, to see what it is told after the fence.
-	idle, err := pgconn.Connect(ctx, a.conninfo("lake"))
+	idle, err := pgconn.Connect(ctx, a.Conninfo("lake"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,11 +274,11 @@ func TestFailover(t *testing.T) {
 	}()
 	time.Sleep(700 * time.Millisecond)
 	b := start(t, store)
-	defer b.stop(t)
+	defer b.Stop(t)
 	fencedAt := time.Now()
 
 	select {
-	case err := <-a.done:
+	case err := <-a.Done():
 		if !errors.Is(err, ErrFenced) {
 			t.Fatalf("server A ended with %v, want ErrFenced", err)
 		}
@@ -337,7 +305,7 @@ func TestFailover(t *testing.T) {
 	if _, err := idle.Exec(ctx, "SELECT 1").ReadAll(); err == nil {
 		t.Fatal("a client of the fenced server can still run statements")
 	}
-	conn, err := pgconn.Connect(ctx, b.conninfo("lake"))
+	conn, err := pgconn.Connect(ctx, b.Conninfo("lake"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +314,6 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("after failover (%d acknowledged commits): %v", len(r.res.Landed()), err)
 	}
 	t.Logf("%d commits acknowledged by A, all on B", len(r.res.Landed()))
-	a.done <- nil // stop(t) is not called on a: it already ended
 }
 
 // TestGuardFencedMessage: once fenced, every statement is refused with an
@@ -435,22 +402,22 @@ func TestWriteVerb(t *testing.T) {
 func TestReplicaFollowsWriter(t *testing.T) {
 	store := "file://" + t.TempDir()
 	w := start(t, store)
-	defer w.stop(t)
+	defer w.Stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cfg := workload.Config{ConnString: w.conninfo("lake"), Writers: 2, CommitsPerWriter: 25, Tables: 2, RetryWait: time.Millisecond, Seed: 5}
+	cfg := workload.Config{ConnString: w.Conninfo("lake"), Writers: 2, CommitsPerWriter: 25, Tables: 2, RetryWait: time.Millisecond, Seed: 5}
 	if err := workload.Prepare(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	rep := start(t, store, "--replica", "--replica-poll", "20ms")
-	defer rep.stop(t)
+	defer rep.Stop(t)
 
-	wconn, err := pgconn.Connect(ctx, w.conninfo("lake"))
+	wconn, err := pgconn.Connect(ctx, w.Conninfo("lake"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wconn.Close(context.Background())
-	rconn, err := pgconn.Connect(ctx, rep.conninfo("lake"))
+	rconn, err := pgconn.Connect(ctx, rep.Conninfo("lake"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +458,7 @@ func TestReplicaFollowsWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The watchers own wconn and rconn until stop; ask on a fresh one.
-	fconn, err := pgconn.Connect(ctx, w.conninfo("lake"))
+	fconn, err := pgconn.Connect(ctx, w.Conninfo("lake"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -578,10 +545,10 @@ func TestIdleWriterNoticesFence(t *testing.T) {
 	store := "file://" + t.TempDir()
 	a := start(t, store)
 	b := start(t, store)
-	defer b.stop(t)
+	defer b.Stop(t)
 	opened := time.Now()
 	select {
-	case err := <-a.done:
+	case err := <-a.Done():
 		if !errors.Is(err, ErrFenced) {
 			t.Fatalf("idle server A ended with %v, want ErrFenced", err)
 		}

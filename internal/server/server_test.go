@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -13,56 +12,28 @@ import (
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-// running is a moraine started in-process on a store URL.
-type running struct {
-	srv    *Server
-	cancel context.CancelFunc
-	done   chan error
-	addr   string
-}
-
-func start(t *testing.T, store string, extra ...string) *running {
+// start runs moraine serve in-process on store (plus extra flags) on a free
+// loopback port, with its log discarded.
+func start(t *testing.T, store string, extra ...string) *testenv.Running {
 	t.Helper()
 	args := append([]string{"--store", store, "--listen", "127.0.0.1:0"}, extra...)
+	return startWith(t, slog.New(slog.DiscardHandler), args...)
+}
+
+// startWith runs the server with args as its command line and log as its
+// logger. (The server's own tests cannot use testenv/testserver: it imports
+// this package.)
+func startWith(t *testing.T, log *slog.Logger, args ...string) *testenv.Running {
+	t.Helper()
 	cfg, err := ParseConfig(args, nil, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	srv := New(cfg, log, func(st *Stack) pgwire.Executor { return sql.New(memcat.On(st.Cat)) })
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{srv: srv, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- srv.Run(ctx) }()
-	select {
-	case <-srv.Ready():
-	case err := <-r.done:
-		t.Fatalf("server exited before ready: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("server not ready after 30s")
-	}
-	r.addr = srv.Addr().String()
-	return r
-}
-
-func (r *running) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatalf("server run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not stop")
-	}
-}
-
-func (r *running) conninfo(db string) string {
-	host, port, _ := net.SplitHostPort(r.addr)
-	return "host=" + host + " port=" + port + " user=moraine dbname=" + db + " sslmode=disable"
+	return testenv.Start(t, New(cfg, log, func(st *Stack) pgwire.Executor { return sql.New(memcat.On(st.Cat)) }))
 }
 
 // TestDuckLakeWorkloadSurvivesRestart drives DuckLake's commit protocol (4
@@ -75,7 +46,7 @@ func TestDuckLakeWorkloadSurvivesRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cfg := workload.Config{
-		ConnString: r.conninfo("lake"), Writers: 4, CommitsPerWriter: 15, Tables: 3,
+		ConnString: r.Conninfo("lake"), Writers: 4, CommitsPerWriter: 15, Tables: 3,
 		Compactor: true, RetryWait: 5 * time.Millisecond, Seed: 7,
 		// Real Parquet files, so that the server's row-id hold (on by
 		// default) reads every merge's row ids.
@@ -106,10 +77,10 @@ func TestDuckLakeWorkloadSurvivesRestart(t *testing.T) {
 			t.Fatalf("verify: %v", err)
 		}
 	}
-	verify(r.conninfo("lake"))
-	r.stop(t)
+	verify(r.Conninfo("lake"))
+	r.Stop(t)
 
 	r2 := start(t, store)
-	defer r2.stop(t)
-	verify(r2.conninfo("lake"))
+	defer r2.Stop(t)
+	verify(r2.Conninfo("lake"))
 }
