@@ -4,19 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/moraine-db/moraine/internal/pgwire"
-	"github.com/moraine-db/moraine/internal/server"
-	"github.com/moraine-db/moraine/internal/sql"
-	"github.com/moraine-db/moraine/internal/sql/memcat"
-	"github.com/moraine-db/moraine/internal/workload"
 )
 
 // TestErasureCommand: on a live server's store (read as a reader), a table
@@ -26,30 +16,7 @@ import (
 func TestErasureCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := "file://" + t.TempDir()
-	st, err := server.OpenStack(ctx, url, server.StackOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(context.Background())
-	wire, err := pgwire.New(pgwire.Config{TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, sql.New(memcat.On(st.Cat)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go wire.Serve(ln)
-	defer wire.Close()
-	conn, err := pgconn.Connect(ctx, "postgres://moraine@"+ln.Addr().String()+"/lake?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if err := workload.Init(ctx, conn, "public", "/lake/"); err != nil {
-		t.Fatal(err)
-	}
+	url, conn := serveLake(ctx, t)
 	// Snapshot 1 creates main.t with file 10; snapshot 2 deletes from it
 	// (delete file 11) and schedules an older file 9 of the table.
 	for _, q := range []string{

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,52 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/moraine-db/moraine/internal/catalog"
-	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/slate"
-	"github.com/moraine-db/moraine/internal/sql"
-	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/testenv/testserver"
 	"github.com/moraine-db/moraine/internal/workload"
 )
-
-type testServer struct {
-	srv    *server.Server
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func serveStore(t *testing.T, store string) *testServer {
-	t.Helper()
-	cfg, err := server.ParseConfig([]string{"--store", store, "--listen", "127.0.0.1:0"}, nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server.New(cfg, slog.New(slog.DiscardHandler), func(st *server.Stack) pgwire.Executor { return sql.New(memcat.On(st.Cat)) })
-	ctx, cancel := context.WithCancel(context.Background())
-	ts := &testServer{srv: srv, cancel: cancel, done: make(chan error, 1)}
-	go func() { ts.done <- srv.Run(ctx) }()
-	select {
-	case <-srv.Ready():
-	case err := <-ts.done:
-		t.Fatalf("server: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("server not ready")
-	}
-	return ts
-}
-
-func (ts *testServer) conninfo() string {
-	host, port, _ := net.SplitHostPort(ts.srv.Addr().String())
-	return "host=" + host + " port=" + port + " user=moraine dbname=lake sslmode=disable"
-}
-
-func (ts *testServer) stop(t *testing.T) {
-	t.Helper()
-	ts.cancel()
-	if err := <-ts.done; err != nil {
-		t.Fatal(err)
-	}
-}
 
 func run(t *testing.T, main func(context.Context, []string, io.Writer, io.Writer) int, args ...string) string {
 	t.Helper()
@@ -80,8 +37,8 @@ func TestBackupRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	ts := serveStore(t, live)
-	cfg := workload.Config{ConnString: ts.conninfo(), Writers: 2, CommitsPerWriter: 8, Tables: 2, Compactor: true, RetryWait: time.Millisecond, Seed: 1,
+	ts := testserver.Start(t, live)
+	cfg := workload.Config{ConnString: ts.Conninfo("lake"), Writers: 2, CommitsPerWriter: 8, Tables: 2, Compactor: true, RetryWait: time.Millisecond, Seed: 1,
 		DataDir: t.TempDir()} // real Parquet files for the server's row-id hold
 	if err := workload.Prepare(ctx, cfg); err != nil {
 		t.Fatal(err)
@@ -90,7 +47,7 @@ func TestBackupRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat := ts.srv.Stack().Cat
+	cat := ts.Srv.Stack().Cat
 	atCheckpoint := map[string]*catalog.Version{}
 	for _, name := range cat.Databases() {
 		db, _ := cat.Lookup(name)
@@ -139,7 +96,7 @@ func TestBackupRestore(t *testing.T) {
 		db, _ := cat.Lookup(name)
 		final[name] = db.Current()
 	}
-	ts.stop(t)
+	ts.Stop(t)
 	// A real GC of the stopped store leaves a store that checks and opens.
 	run(t, gcMain, "--store", live, "--grace", "0s")
 	ls, err := server.OpenStore(ctx, live)
@@ -155,9 +112,9 @@ func TestBackupRestore(t *testing.T) {
 	}
 
 	// The restored store holds the checkpoint's catalog, not the final one.
-	rs := serveStore(t, rest)
-	defer rs.stop(t)
-	rcat := rs.srv.Stack().Cat
+	rs := testserver.Start(t, rest)
+	defer rs.Stop(t)
+	rcat := rs.Srv.Stack().Cat
 	for name, want := range atCheckpoint {
 		db, ok := rcat.Lookup(name)
 		if !ok {
@@ -170,7 +127,7 @@ func TestBackupRestore(t *testing.T) {
 			t.Fatalf("restored %s equals the final state: the checkpoint pinned nothing", name)
 		}
 	}
-	conn, err := pgconn.Connect(ctx, rs.conninfo())
+	conn, err := pgconn.Connect(ctx, rs.Conninfo("lake"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,19 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/moraine-db/moraine/internal/pgwire"
-	"github.com/moraine-db/moraine/internal/server"
-	"github.com/moraine-db/moraine/internal/sql"
-	"github.com/moraine-db/moraine/internal/sql/memcat"
-	"github.com/moraine-db/moraine/internal/workload"
 )
 
 // TestVerifyCommand: moraine verify on a live server's store (as a
@@ -26,30 +16,7 @@ import (
 func TestVerifyCommand(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := "file://" + t.TempDir()
-	st, err := server.OpenStack(ctx, url, server.StackOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(context.Background())
-	wire, err := pgwire.New(pgwire.Config{TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, sql.New(memcat.On(st.Cat)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go wire.Serve(ln)
-	defer wire.Close()
-	conn, err := pgconn.Connect(ctx, "postgres://moraine@"+ln.Addr().String()+"/lake?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if err := workload.Init(ctx, conn, "public", "/lake/"); err != nil {
-		t.Fatal(err)
-	}
+	url, conn := serveLake(ctx, t)
 	run := func(args ...string) (int, string) {
 		var out, errb bytes.Buffer
 		code := verifyMain(ctx, args, &out, &errb)

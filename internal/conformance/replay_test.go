@@ -2,16 +2,11 @@ package conformance
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/replay"
-	"github.com/moraine-db/moraine/internal/server"
-	"github.com/moraine-db/moraine/internal/sql"
-	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/testenv/testserver"
 )
 
 // TestReplayFixtures replays every captured conversation against moraine
@@ -48,31 +43,10 @@ func TestReplayFixtures(t *testing.T) {
 	stop()
 }
 
+// startServer runs moraine serve on store. The fixtures' Parquet files were
+// not captured, so the row-id hold (which reads them) is off for the replay.
 func startServer(t *testing.T, store string) (addr string, stop func()) {
 	t.Helper()
-	// The fixtures' Parquet files were not captured, so the row-id hold
-	// (which reads them) is off for the replay.
-	cfg, err := server.ParseConfig([]string{"--store", store, "--listen", "127.0.0.1:0", "--row-id-hold=false"}, nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server.New(cfg, slog.New(slog.DiscardHandler), func(st *server.Stack) pgwire.Executor {
-		return sql.New(memcat.On(st.Cat))
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	select {
-	case <-srv.Ready():
-	case err := <-done:
-		t.Fatalf("server exited: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("server not ready")
-	}
-	return srv.Addr().String(), func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("server: %v", err)
-		}
-	}
+	r := testserver.Start(t, store, "--row-id-hold=false")
+	return r.Addr, func() { r.Stop(t) }
 }

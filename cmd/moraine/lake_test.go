@@ -1,0 +1,49 @@
+package main
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/pgwire"
+	"github.com/moraine-db/moraine/internal/server"
+	"github.com/moraine-db/moraine/internal/testenv/testserver"
+	"github.com/moraine-db/moraine/internal/workload"
+)
+
+// serveLake opens a stack on a fresh local-directory store at url, serves
+// it on a loopback port and returns a connection to its database "lake",
+// with DuckLake's catalog tables created in schema public. The read-only
+// commands (verify, erasure) then read url beside this live writer.
+// Everything is closed when the test ends.
+func serveLake(ctx context.Context, t *testing.T) (url string, conn *pgconn.PgConn) {
+	t.Helper()
+	url = "file://" + t.TempDir()
+	st, err := server.OpenStack(ctx, url, server.StackOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	wire, err := pgwire.New(pgwire.Config{TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, testserver.NewExecutor(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go wire.Serve(ln)
+	t.Cleanup(func() { wire.Close() })
+	conn, err = pgconn.Connect(ctx, "postgres://moraine@"+ln.Addr().String()+"/lake?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if err := workload.Init(ctx, conn, "public", "/lake/"); err != nil {
+		t.Fatal(err)
+	}
+	return url, conn
+}
