@@ -4,21 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/moraine-db/moraine/internal/objstore"
-	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/slate"
 )
 
 func init() {
-	register(command{
-		name:    "backup",
-		summary: "copy a checkpoint of the store to another, empty store (--to URL [--checkpoint ID])",
-		run: func(ctx context.Context, args []string) int {
-			return backupMain(ctx, args, os.Stdout, os.Stderr)
-		},
-	})
+	registerMain("backup", "copy a checkpoint of the store to another, empty store (--to URL [--checkpoint ID])", backupMain)
 }
 
 func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -32,12 +24,7 @@ func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(stderr, "moraine backup: --to is required")
 		return 2
 	}
-	return withStore(ctx, "backup", *store, stderr, func(src objstore.Store) error {
-		dst, err := server.OpenStore(ctx, *to)
-		if err != nil {
-			return err
-		}
-		defer dst.Close()
+	return withStores(ctx, "backup", *store, *to, stderr, func(src, dst objstore.Store) error {
 		if *id == "" {
 			cp, err := slate.CreateCheckpoint(ctx, src)
 			if err != nil {

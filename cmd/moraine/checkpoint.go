@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/moraine-db/moraine/internal/objstore"
@@ -12,13 +11,7 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "checkpoint",
-		summary: "pin a consistent point of the store for backup (--list, --delete ID)",
-		run: func(ctx context.Context, args []string) int {
-			return checkpointMain(ctx, args, os.Stdout, os.Stderr)
-		},
-	})
+	registerMain("checkpoint", "pin a consistent point of the store for backup (--list, --delete ID)", checkpointMain)
 }
 
 func checkpointMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {

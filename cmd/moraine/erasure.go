@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,21 +35,13 @@ func runErasure(ctx context.Context, args []string) int {
 // prints it. Exit 0: report printed; 2: bad usage, unreadable store, or no
 // catalog has the table.
 func erasureMain(ctx context.Context, args []string, now time.Time, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("erasure", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	store := fs.String("store", "file://./moraine-data", "object store URL holding the catalog (as for serve)")
+	fs := usageFlags("erasure", "erasure --table T [--store URL] [--object-retention D] [--json]", stderr)
+	store := catalogStoreFlag(fs)
 	table := fs.String("table", "", "table as schema.table, a bare name unique across schemas, or a numeric table id")
 	objRet := fs.String("object-retention", "0", "how long the data bucket keeps old object versions (e.g. 30d, 720h, \"1 week\")")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: moraine erasure --table T [--store URL] [--object-retention D] [--json]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 0 || *table == "" {
 		fs.Usage()

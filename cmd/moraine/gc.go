@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"io"
-	"os"
 
 	"github.com/moraine-db/moraine/internal/objstore"
 	"github.com/moraine-db/moraine/internal/server"
@@ -11,13 +10,7 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "gc",
-		summary: "delete store objects no manifest reaches (--dry-run lists them); safe beside a live server",
-		run: func(ctx context.Context, args []string) int {
-			return gcMain(ctx, args, os.Stdout, os.Stderr)
-		},
-	})
+	registerMain("gc", "delete store objects no manifest reaches (--dry-run lists them); safe beside a live server", gcMain)
 }
 
 func gcMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -4,21 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/moraine-db/moraine/internal/objstore"
-	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/slate"
 )
 
 func init() {
-	register(command{
-		name:    "restore",
-		summary: "copy a backup (or a checkpoint) into an empty store to serve it (--from URL --to URL)",
-		run: func(ctx context.Context, args []string) int {
-			return restoreMain(ctx, args, os.Stdout, os.Stderr)
-		},
-	})
+	registerMain("restore", "copy a backup (or a checkpoint) into an empty store to serve it (--from URL --to URL)", restoreMain)
 }
 
 func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -33,12 +25,7 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, "moraine restore: --from and --to are required")
 		return 2
 	}
-	return withStore(ctx, "restore", *from, stderr, func(src objstore.Store) error {
-		dst, err := server.OpenStore(ctx, *to)
-		if err != nil {
-			return err
-		}
-		defer dst.Close()
+	return withStores(ctx, "restore", *from, *to, stderr, func(src, dst objstore.Store) error {
 		if *id != "" {
 			cp, err := slate.CopyCheckpoint(ctx, src, *id, dst)
 			if err != nil {

@@ -3,20 +3,13 @@ package main
 import (
 	"context"
 	"io"
-	"os"
 
 	"github.com/moraine-db/moraine/internal/objstore"
 	"github.com/moraine-db/moraine/internal/server"
 )
 
 func init() {
-	register(command{
-		name:    "snapshots",
-		summary: "list a store's DuckLake snapshots with their changes [--db D --schema S]",
-		run: func(ctx context.Context, args []string) int {
-			return snapshotsMain(ctx, args, os.Stdout, os.Stderr)
-		},
-	})
+	registerMain("snapshots", "list a store's DuckLake snapshots with their changes [--db D --schema S]", snapshotsMain)
 }
 
 func snapshotsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/slate"
@@ -14,15 +11,7 @@ import (
 )
 
 func init() {
-	register(command{
-		name:    "verify",
-		summary: "check every persisted DuckLake catalog for dangling files, dropped tombstones, unscheduled removals, snapshot gaps and row-id overlap",
-		run:     runVerify,
-	})
-}
-
-func runVerify(ctx context.Context, args []string) int {
-	return verifyMain(ctx, args, os.Stdout, os.Stderr)
+	registerMain("verify", "check every persisted DuckLake catalog for dangling files, dropped tombstones, unscheduled removals, snapshot gaps and row-id overlap", verifyMain)
 }
 
 // verifyMain is `moraine verify [--store URL]`. It opens the store as a
@@ -30,18 +19,10 @@ func runVerify(ctx context.Context, args []string) int {
 // it and prints each violation. Exit 0: consistent; 1: violations; 2: usage
 // or the store could not be read.
 func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	store := fs.String("store", "file://./moraine-data", "object store URL holding the catalog (as for serve)")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: moraine verify [--store URL]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	fs := usageFlags("verify", "verify [--store URL]", stderr)
+	store := catalogStoreFlag(fs)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
 	}
 	if fs.NArg() != 0 {
 		fs.Usage()
