@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/moraine-db/moraine/internal/server"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // TestMain lets the test binary run as the moraine command itself (the
@@ -44,16 +45,6 @@ func exitCode(err error) int {
 		return -1
 	}
 	return 0
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 func waitServing(t *testing.T, ctx context.Context, addr string, out *bytes.Buffer) {
@@ -104,7 +95,7 @@ func TestServeProcess(t *testing.T) {
 	}
 
 	store := "file://" + t.TempDir()
-	addrA, addrB := freeAddr(t), freeAddr(t)
+	addrA, addrB := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	a, outA := moraineCmd(ctx, "serve", "--store", store, "--listen", addrA)
 	if err := a.Start(); err != nil {
 		t.Fatal(err)

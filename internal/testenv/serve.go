@@ -81,3 +81,16 @@ func Conninfo(addr, db string) string {
 
 // Conninfo is Conninfo(r.Addr, db).
 func (r *Running) Conninfo(db string) string { return Conninfo(r.Addr, db) }
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago, for a server that must be told its address before it starts (a
+// child process, a restart on the same address).
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}

@@ -154,3 +154,15 @@ func TestSyncBuffer(t *testing.T) {
 		t.Fatalf("%d lines, want 800", n)
 	}
 }
+
+func TestFreeAddr(t *testing.T) {
+	addr := FreeAddr(t)
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("FreeAddr %s is not free: %v", addr, err)
+	}
+	l.Close()
+	if host, _, _ := net.SplitHostPort(addr); host != "127.0.0.1" {
+		t.Fatalf("FreeAddr %s is not loopback", addr)
+	}
+}
