@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,29 @@ func checkRatio(t *testing.T, out string) float64 {
 	return r
 }
 
+// benchSmoke runs a bench subcommand's main with args plus --json and
+// --png paths in a fresh directory, within two minutes, and requires exit 0,
+// a final ratio line and both report files written. It returns the output.
+func benchSmoke(t *testing.T, main mainFunc, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	jsonPath, pngPath := filepath.Join(dir, "report.json"), filepath.Join(dir, "report.png")
+	args = append(args, "--json", jsonPath, "--png", pngPath)
+	var out, errb bytes.Buffer
+	if code := main(ctx, args, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
+	}
+	checkRatio(t, out.String())
+	for _, p := range []string{jsonPath, pngPath} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Fatalf("%s not written: %v", p, err)
+		}
+	}
+	return out.String()
+}
+
 func TestBenchCommitsSmoke(t *testing.T) {
 	pg := testenv.Postgres(t)
 	for _, tc := range []struct {
@@ -39,22 +63,7 @@ func TestBenchCommitsSmoke(t *testing.T) {
 		{"s3", []string{"--store=s3", "--put-latency=5ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			dir := t.TempDir()
-			jsonPath, pngPath := filepath.Join(dir, "c.json"), filepath.Join(dir, "c.png")
-			args := append([]string{"--writers=1,2", "--commits=3", "--retry-wait=5ms", "--postgres", pg,
-				"--json", jsonPath, "--png", pngPath}, tc.extra...)
-			var out, errb bytes.Buffer
-			if code := benchCommitsMain(ctx, args, &out, &errb); code != 0 {
-				t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
-			}
-			checkRatio(t, out.String())
-			for _, p := range []string{jsonPath, pngPath} {
-				if st, err := os.Stat(p); err != nil || st.Size() == 0 {
-					t.Fatalf("%s not written: %v", p, err)
-				}
-			}
+			benchSmoke(t, benchCommitsMain, append([]string{"--writers=1,2", "--commits=3", "--retry-wait=5ms", "--postgres", pg}, tc.extra...)...)
 		})
 	}
 	var out, errb bytes.Buffer
@@ -65,59 +74,32 @@ func TestBenchCommitsSmoke(t *testing.T) {
 
 func TestBenchCatalogSmoke(t *testing.T) {
 	pg := testenv.Postgres(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	jsonPath, pngPath := filepath.Join(dir, "c.json"), filepath.Join(dir, "c.png")
-	var out, errb bytes.Buffer
-	args := []string{"--tables=5", "--files=200", "--snapshots=10", "--stats=4", "--reps=1", "--postgres", pg, "--json", jsonPath, "--png", pngPath}
-	if code := benchCatalogMain(ctx, args, &out, &errb); code != 0 {
-		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
-	}
-	checkRatio(t, out.String())
+	out := benchSmoke(t, benchCatalogMain, "--tables=5", "--files=200", "--snapshots=10", "--stats=4", "--reps=1", "--postgres", pg)
 	// Both systems answered every read with the same rows: the report
 	// refuses to build otherwise, and the whole-table reads are there.
 	for _, want := range []string{"data_file (whole table)", "file_column_stats (whole table)", "latest snapshot"} {
-		if !bytes.Contains(out.Bytes(), []byte(want)) {
-			t.Fatalf("no %q line:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Fatalf("no %q line:\n%s", want, out)
 		}
 	}
-	if !regexp.MustCompile(`(?m)^\s+file_column_stats \(whole table\)\s+first query\s+800\s`).Match(out.Bytes()) {
-		t.Fatalf("file_column_stats should have 200 files x 4 rows:\n%s", out.String())
+	if !regexp.MustCompile(`(?m)^\s+file_column_stats \(whole table\)\s+first query\s+800\s`).MatchString(out) {
+		t.Fatalf("file_column_stats should have 200 files x 4 rows:\n%s", out)
 	}
-	for _, p := range []string{jsonPath, pngPath} {
-		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
-			t.Fatalf("%s not written: %v", p, err)
-		}
-	}
-	if code := benchCatalogMain(ctx, []string{"--tables=0", "--postgres", pg}, &out, &errb); code != 2 {
+	var bad, errb bytes.Buffer
+	if code := benchCatalogMain(context.Background(), []string{"--tables=0", "--postgres", pg}, &bad, &errb); code != 2 {
 		t.Fatalf("bad --tables: exit %d", code)
 	}
 }
 
 func TestBenchStoreVsPostgresSmoke(t *testing.T) {
 	pg := testenv.Postgres(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dir := t.TempDir()
-	jsonPath, pngPath := filepath.Join(dir, "s.json"), filepath.Join(dir, "s.png")
-	var out, errb bytes.Buffer
-	args := []string{"--put-latency=20ms", "--commit-writers=1,2", "--commits=3", "--postgres", pg, "--json", jsonPath, "--png", pngPath}
-	if code := benchStoreMain(ctx, args, &out, &errb); code != 0 {
-		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
-	}
-	checkRatio(t, out.String())
+	out := benchSmoke(t, benchStoreMain, "--put-latency=20ms", "--commit-writers=1,2", "--commits=3", "--postgres", pg)
 	// Every moraine commit waited for at least one PUT of 20ms.
-	m := regexp.MustCompile(`(?m)^\s+moraine\s.*PUT latency 20ms\s+1\s+3\s+\S+\s+(\S+)\s`).FindStringSubmatch(out.String())
+	m := regexp.MustCompile(`(?m)^\s+moraine\s.*PUT latency 20ms\s+1\s+3\s+\S+\s+(\S+)\s`).FindStringSubmatch(out)
 	if m == nil {
-		t.Fatalf("no moraine 1-writer row:\n%s", out.String())
+		t.Fatalf("no moraine 1-writer row:\n%s", out)
 	}
 	if p50, _ := strconv.ParseFloat(m[1], 64); p50 < 20 {
 		t.Fatalf("moraine p50 %.2fms is below the injected 20ms PUT latency", p50)
-	}
-	for _, p := range []string{jsonPath, pngPath} {
-		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
-			t.Fatalf("%s not written: %v", p, err)
-		}
 	}
 }

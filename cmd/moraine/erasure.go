@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,14 +89,9 @@ func erasureReports(ctx context.Context, url, table string, now time.Time, objRe
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]uint32, 0, len(cats))
-	for id := range cats {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	var out []*verify.ErasureReport
 	var misses []string
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(cats)) {
 		c := cats[id]
 		if !verify.IsDuckLake(c) {
 			continue
