@@ -50,21 +50,14 @@ var fuzzServer *Server
 // (once the client hangs up), without a panic, and the session must be
 // closed.
 func FuzzConnection(f *testing.F) {
-	enc := func(msgs ...pgproto3.FrontendMessage) []byte {
-		var b []byte
-		for _, m := range msgs {
-			b, _ = m.Encode(b)
-		}
-		return b
-	}
-	f.Add(enc(&pgproto3.Query{String: "SELECT 1; SELECT * FROM t"}))
-	f.Add(enc(&pgproto3.Parse{Query: "SELECT $1::int8"}, &pgproto3.Bind{Parameters: [][]byte{[]byte("1")}, ResultFormatCodes: []int16{1}},
+	f.Add(encode(&pgproto3.Query{String: "SELECT 1; SELECT * FROM t"}))
+	f.Add(encode(&pgproto3.Parse{Query: "SELECT $1::int8"}, &pgproto3.Bind{Parameters: [][]byte{[]byte("1")}, ResultFormatCodes: []int16{1}},
 		&pgproto3.Describe{ObjectType: 'P'}, &pgproto3.Execute{MaxRows: 1}, &pgproto3.Sync{}))
-	f.Add(enc(&pgproto3.Query{String: "COPY t FROM STDIN (FORMAT binary)"}, &pgproto3.CopyData{Data: []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x05\xff\xff")}, &pgproto3.CopyDone{}))
-	f.Add(enc(&pgproto3.Query{String: "COPY t TO STDOUT (FORMAT binary)"}, &pgproto3.Terminate{}))
+	f.Add(encode(&pgproto3.Query{String: "COPY t FROM STDIN (FORMAT binary)"}, &pgproto3.CopyData{Data: []byte("PGCOPY\n\xff\r\n\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x08\x00\x00\x00\x00\x00\x00\x00\x05\xff\xff")}, &pgproto3.CopyDone{}))
+	f.Add(encode(&pgproto3.Query{String: "COPY t TO STDOUT (FORMAT binary)"}, &pgproto3.Terminate{}))
 	f.Add([]byte{'B', 0, 0, 0, 12, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0})
 	f.Add([]byte{'Q', 0x7f, 0xff, 0xff, 0xff})
-	f.Add(enc(&pgproto3.Query{String: "BEGIN"}, &pgproto3.Query{String: "bogus"}, &pgproto3.Query{String: "ROLLBACK"}))
+	f.Add(encode(&pgproto3.Query{String: "BEGIN"}, &pgproto3.Query{String: "bogus"}, &pgproto3.Query{String: "ROLLBACK"}))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		if fuzzServer == nil {
 			exec := &toyExec{}
@@ -116,7 +109,7 @@ func TestHostileStreams(t *testing.T) {
 			}
 			// Either a FATAL error and a close or, for the harmless ones,
 			// an answer to the query that follows.
-			_, _ = rc.conn.Write(enc1(&pgproto3.Query{String: "SELECT 1"}))
+			_, _ = rc.conn.Write(encode(&pgproto3.Query{String: "SELECT 1"}))
 			_ = rc.conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 			var got []byte
 			buf := make([]byte, 4096)
@@ -141,8 +134,12 @@ func TestHostileStreams(t *testing.T) {
 	}
 }
 
-func enc1(m pgproto3.FrontendMessage) []byte {
-	b, _ := m.Encode(nil)
+// encode is the wire form of msgs, one after another (a fuzz seed).
+func encode(msgs ...pgproto3.FrontendMessage) []byte {
+	var b []byte
+	for _, m := range msgs {
+		b, _ = m.Encode(b)
+	}
 	return b
 }
 
@@ -154,17 +151,10 @@ var fuzzAuthServer *Server
 // connection ends once the client hangs up, and a login never succeeds
 // without the password.
 func FuzzAuth(f *testing.F) {
-	enc := func(msgs ...pgproto3.FrontendMessage) []byte {
-		var b []byte
-		for _, m := range msgs {
-			b, _ = m.Encode(b)
-		}
-		return b
-	}
-	f.Add(uint8(0), enc(&pgproto3.PasswordMessage{Password: "guess"}))
-	f.Add(uint8(1), enc(&pgproto3.PasswordMessage{Password: "md5abcdef"}))
-	f.Add(uint8(2), enc(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=abcdefghijklmnop")}))
-	f.Add(uint8(2), enc(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=abc")},
+	f.Add(uint8(0), encode(&pgproto3.PasswordMessage{Password: "guess"}))
+	f.Add(uint8(1), encode(&pgproto3.PasswordMessage{Password: "md5abcdef"}))
+	f.Add(uint8(2), encode(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=abcdefghijklmnop")}))
+	f.Add(uint8(2), encode(&pgproto3.SASLInitialResponse{AuthMechanism: "SCRAM-SHA-256", Data: []byte("n,,n=,r=abc")},
 		&pgproto3.SASLResponse{Data: []byte("c=biws,r=abc,p=AAAA")}))
 	f.Add(uint8(2), []byte{'p', 0, 0, 0, 4})
 	users := []string{"bob", "carol", "dave", "nobody"}
