@@ -422,7 +422,9 @@ func parseFloat(t Type, s string) (Value, error) {
 	trim := strings.TrimSpace(s)
 	switch strings.ToLower(trim) {
 	case "nan":
-		return FloatValue(math.NaN()), nil
+		// PostgreSQL's NaN is the canonical quiet NaN (0x7ff8000000000000);
+		// Go's math.NaN() sets a low bit, and binary COPY sends the bits.
+		return FloatValue(math.Float64frombits(0x7ff8000000000000)), nil
 	case "infinity", "+infinity", "inf", "+inf":
 		return FloatValue(math.Inf(1)), nil
 	case "-infinity", "-inf":

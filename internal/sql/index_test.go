@@ -70,3 +70,26 @@ INSERT INTO ducklake_named VALUES ('x'), ('y')`, ""); strings.Contains(out, "ERR
 		}
 	}
 }
+
+// TestLakeTablesEncoded: lake tables expose their stored rows, so the
+// binary COPY fast path (copyplan.go) is taken for DuckLake's whole-table
+// reads rather than silently falling back to decoding every cell.
+func TestLakeTablesEncoded(t *testing.T) {
+	ex := testServer()
+	ctx := context.Background()
+	s := ex.Open("lake", "postgres", "", 1)
+	defer s.Close()
+	if out := runSQL(ctx, s, `CREATE TABLE ducklake_data_file (data_file_id BIGINT PRIMARY KEY, path VARCHAR)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	tb, ok := s.view().Lookup("public", "ducklake_data_file")
+	if !ok {
+		t.Fatal("table missing")
+	}
+	if _, ok := any(tb).(encodedTable); !ok {
+		t.Fatal("*memcat.Table does not implement encodedTable: the binary COPY fast path is off")
+	}
+	if _, _, ok := tb.EncodedRows(); !ok {
+		t.Fatal("a lake table reports no encoded rows")
+	}
+}

@@ -166,6 +166,20 @@ func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
 	return derr
 }
 
+// EncodedRows returns, for a lake table, the types its rows are encoded
+// with and a scan over the stored rows in ctid order (a row's bytes are
+// valid during fn only); ok is false for a temp table. The binary COPY fast
+// path (internal/sql/copyplan.go) encodes straight from these bytes.
+func (t *Table) EncodedRows() (types []datum.Type, scan func(fn func(ctid int64, r datum.Row) bool), ok bool) {
+	if t.src == nil {
+		return nil, nil, false
+	}
+	src := t.src
+	return src.Types(), func(fn func(ctid int64, r datum.Row) bool) {
+		src.Scan(func(c catalog.CTID, r datum.Row) bool { return fn(int64(c), r) })
+	}, true
+}
+
 // Indexed reports whether the table is a lake table with a primary key
 // index (LookupKey and EdgeKey answer from it).
 func (t *Table) Indexed() bool { return t.src != nil && t.src.HasPrimaryKey() }
