@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
@@ -21,45 +20,16 @@ import (
 type child struct {
 	cmd    *exec.Cmd
 	addr   string
-	stderr *syncBuffer
+	stderr *testenv.SyncBuffer
 	exited chan struct{}
 	err    error // Wait's result, valid once exited is closed
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// freeAddr returns a loopback address with a port that was free a moment
-// ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // startChild starts moraine serve on store at addr and waits until it
 // accepts a catalog connection.
 func startChild(t *testing.T, store, addr string) *child {
 	t.Helper()
-	c := &child{addr: addr, stderr: &syncBuffer{}, exited: make(chan struct{})}
+	c := &child{addr: addr, stderr: &testenv.SyncBuffer{}, exited: make(chan struct{})}
 	c.cmd = exec.Command(moraineBin, "serve", "--store", store, "--listen", addr, "--log-level", "warn")
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
@@ -140,7 +110,7 @@ func TestKill9(t *testing.T) {
 		rounds = 40
 	}
 	store := "file://" + t.TempDir()
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	c := startChild(t, store, addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -197,7 +167,7 @@ func TestGracefulShutdown(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			store := "file://" + t.TempDir()
-			addr := freeAddr(t)
+			addr := testenv.FreeAddr(t)
 			c := startChild(t, store, addr)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()

@@ -11,12 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/moraine-db/moraine/internal/testenv"
+	"github.com/moraine-db/moraine/internal/testenv/testserver"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-func reopens(r *inproc) float64 {
+func reopens(r *testserver.Running) float64 {
 	var m dto.Metric
-	if err := r.srv.Metrics().Reopens.Write(&m); err != nil {
+	if err := r.Srv.Metrics().Reopens.Write(&m); err != nil {
 		return -1
 	}
 	return m.GetCounter().GetValue()
@@ -33,14 +35,14 @@ func TestFailedWALWrite(t *testing.T) {
 	dir := t.TempDir()
 	// A fixed port: the reopened server listens again on the configured
 	// address.
-	r := startInproc(t, "file://"+dir, "--listen", freeAddr(t))
-	defer r.stop(t)
+	r := testserver.Start(t, "file://"+dir, "--listen", testenv.FreeAddr(t))
+	defer r.Stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dataDir := t.TempDir()
 	cfg := func(db string, writers, commits int) workload.Config {
 		// Real Parquet files: moraine serve's row-id hold reads them.
-		return workload.Config{ConnString: conninfo(r.addr, db), DataDir: filepath.Join(dataDir, db), Writers: writers, CommitsPerWriter: commits, Tables: 2,
+		return workload.Config{ConnString: conninfo(r.Addr, db), DataDir: filepath.Join(dataDir, db), Writers: writers, CommitsPerWriter: commits, Tables: 2,
 			Compactor: true, RetryWait: 2 * time.Millisecond, Seed: 3}
 	}
 	before := runWorkload(t, ctx, cfg("before", 4, 10))
@@ -84,11 +86,11 @@ func TestFailedWALWrite(t *testing.T) {
 	}
 	// The reopened server serves the durable state: the acknowledged run in
 	// full, and not a trace of the failed commits.
-	waitServing(t, ctx, r.addr)
-	if err := verifyAt(ctx, r.addr, "before", before); err != nil {
+	waitServing(t, ctx, r.Addr)
+	if err := verifyAt(ctx, r.Addr, "before", before); err != nil {
 		t.Fatalf("after reopen: %v", err)
 	}
-	present, err := checkAt(ctx, r.addr, "failing", failing, 8)
+	present, err := checkAt(ctx, r.Addr, "failing", failing, 8)
 	if err != nil {
 		t.Fatalf("after reopen: %v", err)
 	}
@@ -96,7 +98,7 @@ func TestFailedWALWrite(t *testing.T) {
 		t.Fatalf("%d commits whose WAL write failed are present after the reopen", present)
 	}
 	after := runWorkload(t, ctx, cfg("after", 2, 10))
-	if err := verifyAt(ctx, r.addr, "after", after); err != nil {
+	if err := verifyAt(ctx, r.Addr, "after", after); err != nil {
 		t.Fatalf("commits after the reopen: %v", err)
 	}
 	if n := reopens(r); n != 1 {

@@ -9,8 +9,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -25,8 +23,8 @@ import (
 	"github.com/moraine-db/moraine/internal/objstore"
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/server"
-	"github.com/moraine-db/moraine/internal/sql"
-	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/testenv"
+	"github.com/moraine-db/moraine/internal/testenv/testserver"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
@@ -89,51 +87,7 @@ func moduleRoot() (string, error) {
 func long() bool { return os.Getenv("MORAINE_E2E_LONG") == "1" }
 
 func conninfo(addr, db string) string {
-	host, port, _ := net.SplitHostPort(addr)
-	return "host=" + host + " port=" + port + " user=moraine dbname=" + db + " sslmode=disable connect_timeout=5"
-}
-
-// inproc is `moraine serve` (internal/server) run in this process.
-type inproc struct {
-	srv    *server.Server
-	cancel context.CancelFunc
-	done   chan error
-	addr   string
-}
-
-func startInproc(t *testing.T, store string, extra ...string) *inproc {
-	t.Helper()
-	args := append([]string{"--store", store, "--listen", "127.0.0.1:0"}, extra...)
-	cfg, err := server.ParseConfig(args, nil, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := server.New(cfg, slog.New(slog.DiscardHandler), func(st *server.Stack) pgwire.Executor { return sql.New(memcat.On(st.Cat)) })
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &inproc{srv: srv, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- srv.Run(ctx) }()
-	select {
-	case <-srv.Ready():
-	case err := <-r.done:
-		t.Fatalf("server exited before ready: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("server not ready after 30s")
-	}
-	r.addr = srv.Addr().String()
-	return r
-}
-
-func (r *inproc) stop(t *testing.T) {
-	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatalf("server run: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("server did not stop")
-	}
+	return testenv.Conninfo(addr, db) + " connect_timeout=5"
 }
 
 // stackServer serves a stack opened over an explicit object store (the
@@ -152,7 +106,7 @@ func serveStack(ctx context.Context, store objstore.Store, opts server.StackOpti
 	wire, err := pgwire.New(pgwire.Config{
 		TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Parameters:  map[string]string{"TimeZone": "Etc/UTC"},
-	}, sql.New(memcat.On(st.Cat)))
+	}, testserver.NewExecutor(st))
 	if err != nil {
 		st.Close(ctx)
 		return nil, err

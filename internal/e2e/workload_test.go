@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/testenv/testserver"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
@@ -37,11 +38,11 @@ func TestIssueWorkload(t *testing.T) {
 		commits = n
 	}
 	store := "file://" + t.TempDir()
-	r := startInproc(t, store)
+	r := testserver.Start(t, store)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
 	cfg := workload.Config{
-		ConnString: conninfo(r.addr, "lake"), DataDir: t.TempDir(), Writers: 16, CommitsPerWriter: commits, Tables: 4,
+		ConnString: conninfo(r.Addr, "lake"), DataDir: t.TempDir(), Writers: 16, CommitsPerWriter: commits, Tables: 4,
 		Compactor: true, RetryWait: 5 * time.Millisecond, Seed: 6,
 	}
 	res := runWorkload(t, ctx, cfg)
@@ -51,13 +52,13 @@ func TestIssueWorkload(t *testing.T) {
 	if res.Merges == 0 {
 		t.Fatal("the compactor landed no merge")
 	}
-	if err := verifyAt(ctx, r.addr, "lake", res); err != nil {
+	if err := verifyAt(ctx, r.Addr, "lake", res); err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	r.stop(t)
-	r2 := startInproc(t, store)
-	defer r2.stop(t)
-	if err := verifyAt(ctx, r2.addr, "lake", res); err != nil {
+	r.Stop(t)
+	r2 := testserver.Start(t, store)
+	defer r2.Stop(t)
+	if err := verifyAt(ctx, r2.Addr, "lake", res); err != nil {
 		t.Fatalf("verify after restart: %v", err)
 	}
 }
