@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 const psqlPath = "/usr/bin/psql"
@@ -24,10 +25,7 @@ const psqlPath = "/usr/bin/psql"
 func needPsql(t *testing.T) string {
 	t.Helper()
 	if _, err := os.Stat(psqlPath); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("psql missing under CI: %v", err)
-		}
-		t.Skipf("psql not installed: %v", err)
+		testenv.Unavailable(t, "psql not installed: %v", err)
 	}
 	return psqlPath
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/shapes from the fixtures")
@@ -17,10 +19,7 @@ func fixturesDir(t *testing.T) string {
 	t.Helper()
 	dir, err := FixturesDir()
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+		testenv.Unavailable(t, "%v", err)
 	}
 	return dir
 }

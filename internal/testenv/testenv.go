@@ -18,19 +18,27 @@ import (
 // PostgreSQL that differential tests compare against (.ci/run starts one).
 const PostgresEnv = "MORAINE_TEST_POSTGRES"
 
-// Postgres returns the conninfo of the test PostgreSQL. Without one, the
-// test fails when CI=true (CI must run every differential test) and is
-// skipped otherwise.
+// Postgres returns the conninfo of the test PostgreSQL, or reports it
+// Unavailable.
 func Postgres(t testing.TB) string {
 	t.Helper()
 	conninfo := os.Getenv(PostgresEnv)
 	if conninfo == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(PostgresEnv + " is not set under CI")
-		}
-		t.Skip(PostgresEnv + " not set")
+		Unavailable(t, "%s not set", PostgresEnv)
 	}
 	return conninfo
+}
+
+// Unavailable ends a test whose prerequisite (the test PostgreSQL, a
+// client tool, the captured fixtures) is missing: it fails when CI=true,
+// where everything is installed and every test must run, and is skipped
+// elsewhere. The message says what is missing.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format+" (required under CI=true)", args...)
+	}
+	t.Skipf(format, args...)
 }
 
 // SyncBuffer is a bytes.Buffer safe for concurrent Write and String: a

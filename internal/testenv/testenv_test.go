@@ -34,7 +34,7 @@ func (r *recorder) end(dst *string, msg string) {
 
 func (r *recorder) Fatal(args ...any)                 { r.end(&r.fatal, fmt.Sprint(args...)) }
 func (r *recorder) Fatalf(format string, args ...any) { r.end(&r.fatal, fmt.Sprintf(format, args...)) }
-func (r *recorder) Skip(args ...any)                  { r.end(&r.skip, fmt.Sprint(args...)) }
+func (r *recorder) Skipf(format string, args ...any)  { r.end(&r.skip, fmt.Sprintf(format, args...)) }
 
 // run calls f with a fresh recorder on its own goroutine (Goexit must not
 // end the test's) and returns the recorder once f has returned or ended.
@@ -56,7 +56,7 @@ func TestPostgres(t *testing.T) {
 	}{
 		{name: "set", conninfo: "host=h", ci: "true", want: "host=h"},
 		{name: "set outside CI", conninfo: "host=h", want: "host=h"},
-		{name: "unset under CI fails", ci: "true", fatal: "MORAINE_TEST_POSTGRES is not set under CI"},
+		{name: "unset under CI fails", ci: "true", fatal: "MORAINE_TEST_POSTGRES not set (required under CI=true)"},
 		{name: "unset elsewhere skips", skip: "MORAINE_TEST_POSTGRES not set"},
 		{name: "CI other than true skips", ci: "1", skip: "MORAINE_TEST_POSTGRES not set"},
 	} {
