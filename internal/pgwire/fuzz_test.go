@@ -59,33 +59,49 @@ func FuzzConnection(f *testing.F) {
 	f.Add([]byte{'Q', 0x7f, 0xff, 0xff, 0xff})
 	f.Add(encode(&pgproto3.Query{String: "BEGIN"}, &pgproto3.Query{String: "bogus"}, &pgproto3.Query{String: "ROLLBACK"}))
 	f.Fuzz(func(t *testing.T, stream []byte) {
-		if fuzzServer == nil {
-			exec := &toyExec{}
-			srv, err := New(Config{StatementTimeout: 200 * time.Millisecond, MaxMessageSize: 1 << 16, AuthTimeout: 2 * time.Second}, exec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fuzzServer = srv
-		}
-		srv := fuzzServer
-		client, server := net.Pipe()
-		srv.wg.Add(1)
-		done := make(chan struct{})
-		go func() { srv.serveConn(server); close(done) }()
-		go func() { _, _ = io.Copy(io.Discard, client) }()
-		login := startupBytes(protocol30, "user", "alice", "database", "lake")
-		_ = client.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		_, _ = client.Write(append(login, stream...))
-		client.Close()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("connection goroutine did not exit")
-		}
-		if n := srv.panics.Load(); n != 0 {
-			t.Fatalf("%d panics", n)
-		}
+		srv := fuzzSrv(t, &fuzzServer, Config{StatementTimeout: 200 * time.Millisecond, MaxMessageSize: 1 << 16, AuthTimeout: 2 * time.Second})
+		fuzzConn(t, srv, io.Discard, startupBytes(protocol30, "user", "alice", "database", "lake"), stream)
 	})
+}
+
+// fuzzSrv returns *p, first creating it with cfg over a toyExec: one
+// server serves every iteration of a fuzz target.
+func fuzzSrv(t *testing.T, p **Server, cfg Config) *Server {
+	t.Helper()
+	if *p == nil {
+		srv, err := New(cfg, &toyExec{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		*p = srv
+	}
+	return *p
+}
+
+// fuzzConn serves one connection of srv over an in-memory pipe: the client
+// writes login and then stream and hangs up. The connection goroutine must
+// end within 5s and nothing may have panicked. What the server sent is
+// copied to out.
+func fuzzConn(t *testing.T, srv *Server, out io.Writer, login, stream []byte) {
+	t.Helper()
+	client, server := net.Pipe()
+	srv.wg.Add(1)
+	done := make(chan struct{})
+	go func() { srv.serveConn(server); close(done) }()
+	read := make(chan struct{})
+	go func() { _, _ = io.Copy(out, client); close(read) }()
+	_ = client.SetWriteDeadline(time.Now().Add(2 * time.Second))
+	_, _ = client.Write(append(login, stream...))
+	client.Close()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection goroutine did not exit")
+	}
+	<-read
+	if n := srv.panics.Load(); n != 0 {
+		t.Fatalf("%d panics", n)
+	}
 }
 
 // TestHostileStreams runs a few adversarial streams that the fuzzer
@@ -159,34 +175,9 @@ func FuzzAuth(f *testing.F) {
 	f.Add(uint8(2), []byte{'p', 0, 0, 0, 4})
 	users := []string{"bob", "carol", "dave", "nobody"}
 	f.Fuzz(func(t *testing.T, which uint8, stream []byte) {
-		if fuzzAuthServer == nil {
-			srv, err := New(Config{Users: testUsers(t), AuthTimeout: 2 * time.Second}, &toyExec{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			fuzzAuthServer = srv
-		}
-		srv := fuzzAuthServer
-		client, server := net.Pipe()
-		srv.wg.Add(1)
-		done := make(chan struct{})
-		go func() { srv.serveConn(server); close(done) }()
+		srv := fuzzSrv(t, &fuzzAuthServer, Config{Users: testUsers(t), AuthTimeout: 2 * time.Second})
 		var got bytes.Buffer
-		read := make(chan struct{})
-		go func() { _, _ = io.Copy(&got, client); close(read) }()
-		login := startupBytes(protocol30, "user", users[int(which)%len(users)])
-		_ = client.SetWriteDeadline(time.Now().Add(2 * time.Second))
-		_, _ = client.Write(append(login, stream...))
-		client.Close()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			t.Fatal("connection goroutine did not exit")
-		}
-		<-read
-		if n := srv.panics.Load(); n != 0 {
-			t.Fatalf("%d panics", n)
-		}
+		fuzzConn(t, srv, &got, startupBytes(protocol30, "user", users[int(which)%len(users)]), stream)
 		// AuthenticationOk is R with int32 0; a guessed password must
 		// never produce it.
 		knowsPassword := bytes.Contains(stream, []byte(pwBob)) || bytes.Contains(stream, []byte(pwCarol))
