@@ -256,27 +256,30 @@ func TestProtocolVersions(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	t.Run("max message size", func(t *testing.T) {
-		ts := startServer(t, Config{MaxMessageSize: 1024})
-		rc := dialRaw(t, ts)
-		rc.startup()
-		rc.send(&pgproto3.Query{String: "SELECT 1 " + strings.Repeat(" ", 2000)})
-		got := rc.until('E')
-		if !strings.Contains(got[0], "FATAL 54000") {
-			t.Errorf("got %q", got)
-		}
-		expectClosed(t, rc.conn)
-	})
-	t.Run("idle timeout", func(t *testing.T) {
-		ts := startServer(t, Config{IdleTimeout: 100 * time.Millisecond})
-		rc := dialRaw(t, ts)
-		rc.startup()
-		got := rc.until('E')
-		if !strings.Contains(got[0], "FATAL 57P05 terminating connection due to idle-session timeout") {
-			t.Errorf("got %q", got)
-		}
-		expectClosed(t, rc.conn)
-	})
+	// Limits that end the session: a FATAL error, then the server closes.
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		send pgproto3.FrontendMessage // nil: send nothing and wait
+		want string
+	}{
+		{"max message size", Config{MaxMessageSize: 1024}, &pgproto3.Query{String: "SELECT 1 " + strings.Repeat(" ", 2000)}, "FATAL 54000"},
+		{"idle timeout", Config{IdleTimeout: 100 * time.Millisecond}, nil, "FATAL 57P05 terminating connection due to idle-session timeout"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, tc.cfg)
+			rc := dialRaw(t, ts)
+			rc.startup()
+			if tc.send != nil {
+				rc.send(tc.send)
+			}
+			got := rc.until('E')
+			if !strings.Contains(got[0], tc.want) {
+				t.Errorf("got %q", got)
+			}
+			expectClosed(t, rc.conn)
+		})
+	}
 	t.Run("statement timeout", func(t *testing.T) {
 		ts := startServer(t, Config{StatementTimeout: 100 * time.Millisecond})
 		rc := dialRaw(t, ts)
