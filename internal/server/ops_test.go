@@ -275,17 +275,8 @@ func TestFailover(t *testing.T) {
 	time.Sleep(700 * time.Millisecond)
 	b := start(t, store)
 	defer b.Stop(t)
-	fencedAt := time.Now()
-
-	select {
-	case err := <-a.Done():
-		if !errors.Is(err, ErrFenced) {
-			t.Fatalf("server A ended with %v, want ErrFenced", err)
-		}
-		t.Logf("A exited %v after B opened the store: %v", time.Since(fencedAt).Round(time.Millisecond), err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("server A still running 20s after B opened the store")
-	}
+	took, err := awaitFenced(t, a, "server A", time.Now(), 20*time.Second)
+	t.Logf("A exited %v after B opened the store: %v", took, err)
 	var r result
 	select {
 	case r = <-ran:
@@ -546,15 +537,24 @@ func TestIdleWriterNoticesFence(t *testing.T) {
 	a := start(t, store)
 	b := start(t, store)
 	defer b.Stop(t)
-	opened := time.Now()
+	took, _ := awaitFenced(t, a, "idle server A", time.Now(), 10*time.Second)
+	t.Logf("idle writer exited %v after the new writer opened", took)
+}
+
+// awaitFenced requires r, whose store a newer writer opened at opened, to
+// exit with ErrFenced within the given time; it returns how long after
+// opened that took and the error r ended with.
+func awaitFenced(t *testing.T, r *testenv.Running, name string, opened time.Time, within time.Duration) (time.Duration, error) {
+	t.Helper()
 	select {
-	case err := <-a.Done():
+	case err := <-r.Done():
 		if !errors.Is(err, ErrFenced) {
-			t.Fatalf("idle server A ended with %v, want ErrFenced", err)
+			t.Fatalf("%s ended with %v, want ErrFenced", name, err)
 		}
-		t.Logf("idle writer exited %v after the new writer opened", time.Since(opened).Round(time.Millisecond))
-	case <-time.After(10 * time.Second):
-		t.Fatal("idle fenced server still running after 10s")
+		return time.Since(opened).Round(time.Millisecond), err
+	case <-time.After(within):
+		t.Fatalf("%s still running %v after the new writer opened the store", name, within)
+		return 0, nil
 	}
 }
 
