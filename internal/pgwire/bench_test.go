@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // copyOutRaw runs a COPY on a raw connection and discards the stream,
@@ -66,7 +67,7 @@ func BenchmarkCopyOut1M(b *testing.B) {
 	rc.startup()
 	const rows = 1_000_000
 	var pgTime time.Duration
-	if dsn := os.Getenv("MORAINE_TEST_POSTGRES"); dsn != "" {
+	if dsn := os.Getenv(testenv.PostgresEnv); dsn != "" {
 		pgTime = postgresCopyTime(b, dsn, rows)
 	}
 	b.ResetTimer()
@@ -142,7 +143,7 @@ func BenchmarkSelect1(b *testing.B) {
 				return time.Since(start)
 			}
 			var pg time.Duration
-			if dsn := os.Getenv("MORAINE_TEST_POSTGRES"); dsn != "" {
+			if dsn := os.Getenv(testenv.PostgresEnv); dsn != "" {
 				pg = run(b, dsn, 2000) / 2000
 			}
 			b.ResetTimer()
