@@ -93,11 +93,15 @@ func pgArgs(def keyspace.TableDef, vals []datum.Value) []any {
 	return out
 }
 
-// strLens keeps every tuple under TOAST_TUPLE_THRESHOLD (~2 kB), which
-// moraine does not emulate.
+// strLens keeps every tuple under TOAST_TUPLE_THRESHOLD (~2 kB) unless
+// toast is set: then some values are far longer, and random (pglz, which
+// moraine does not emulate, cannot compress them), so PostgreSQL moves them
+// out of line as moraine does.
 var strLens = []int{0, 1, 7, 50, 125, 126, 127, 128, 200, 700, 1200}
 
-func randRow(r *rand.Rand, def keyspace.TableDef, id int64) []datum.Value {
+var toastLens = []int{1500, 2100, 2500, 4000, 9000, 30000}
+
+func randRow(r *rand.Rand, def keyspace.TableDef, id int64, toast bool) []datum.Value {
 	vals := make([]datum.Value, len(def.Columns))
 	long := false
 	for i, c := range def.Columns {
@@ -116,6 +120,19 @@ func randRow(r *rand.Rand, def keyspace.TableDef, id int64) []datum.Value {
 		case datum.OIDTimestampTZ:
 			vals[i] = datum.TimestampTZValue(r.Int63n(1 << 50))
 		default:
+			if toast {
+				// Every text value random, so that pglz compresses none.
+				n := strLens[r.Intn(len(strLens))]
+				if r.Intn(3) == 0 {
+					n = toastLens[r.Intn(len(toastLens))]
+				}
+				b := make([]byte, n)
+				for j := range b {
+					b[j] = byte(33 + r.Intn(94))
+				}
+				vals[i] = datum.TextValue(string(b))
+				continue
+			}
 			n := strLens[r.Intn(len(strLens))]
 			if n > 200 {
 				if long {
@@ -146,9 +163,11 @@ func TestCTIDsMatchPostgres(t *testing.T) {
 		steps      int
 		commitEach int // 0: one PostgreSQL transaction
 		noUpdates  bool
+		toast      bool
 	}{
-		{"one-transaction", 3000, 0, false},
-		{"many-commits", 1500, 7, true},
+		{"one-transaction", 3000, 0, false, false},
+		{"many-commits", 1500, 7, true, false},
+		{"toasted-values", 800, 0, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			schema := fmt.Sprintf("moraine_ctid_%d_%s", os.Getpid(), strings.ReplaceAll(tc.name, "-", "_"))
@@ -167,12 +186,12 @@ func TestCTIDsMatchPostgres(t *testing.T) {
 			tx := db.Begin()
 			mustNoErr(t, tx.CreateSchema(schema))
 			mustNoErr(t, tx.CreateTable(def))
-			runCTIDHistory(t, conn, tx, def, tc.steps, tc.commitEach, tc.noUpdates)
+			runCTIDHistory(t, conn, tx, def, tc.steps, tc.commitEach, tc.noUpdates, tc.toast)
 		})
 	}
 }
 
-func runCTIDHistory(t *testing.T, conn *pgx.Conn, tx *Txn, def keyspace.TableDef, steps, commitEach int, noUpdates bool) {
+func runCTIDHistory(t *testing.T, conn *pgx.Conn, tx *Txn, def keyspace.TableDef, steps, commitEach int, noUpdates, toast bool) {
 	r := rand.New(rand.NewSource(42))
 	q := def.Schema + "." + def.Name
 	pgTx, err := conn.Begin(ctx)
@@ -207,7 +226,7 @@ func runCTIDHistory(t *testing.T, conn *pgx.Conn, tx *Txn, def keyspace.TableDef
 		op := r.Intn(10)
 		switch {
 		case op < 5 || len(live) == 0 || (noUpdates && op < 8):
-			vals := randRow(r, def, nextID)
+			vals := randRow(r, def, nextID, toast)
 			nextID++
 			mustNoErr(t, pgTx.QueryRow(ctx, fmt.Sprintf("INSERT INTO %s VALUES (%s) RETURNING ctid::text", q, cols()), pgArgs(def, vals)...).Scan(&pgCTID))
 			c, err := tx.InsertRow(def.Schema, def.Name, vals)
@@ -222,7 +241,7 @@ func runCTIDHistory(t *testing.T, conn *pgx.Conn, tx *Txn, def keyspace.TableDef
 			old, _ := tb.Lookup(live[i])
 			oldVals, err := old.Decode(tb.Types(), nil)
 			mustNoErr(t, err)
-			vals := randRow(r, def, oldVals[0].Int())
+			vals := randRow(r, def, oldVals[0].Int(), toast)
 			args := append(pgArgs(def, vals), live[i].String())
 			mustNoErr(t, pgTx.QueryRow(ctx, fmt.Sprintf("UPDATE %s SET %s WHERE ctid = $%d::tid RETURNING ctid::text", q, setList(), len(def.Columns)+1), args...).Scan(&pgCTID))
 			c, err := tx.UpdateRow(def.Schema, def.Name, live[i], vals)

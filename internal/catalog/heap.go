@@ -68,6 +68,12 @@ const (
 	tupleHeaderSize      = 23 // offsetof(HeapTupleHeaderData, t_bits)
 	maxHeapTuplesPerPage = 291
 	shortVarlenaMax      = 127 // VARATT_SHORT_MAX
+	// TOAST_TUPLE_THRESHOLD and TOAST_TUPLE_TARGET for 8 kB pages, and the
+	// size of an on-disk TOAST pointer (VARHDRSZ_EXTERNAL + varatt_external).
+	toastTupleThreshold = 2032
+	toastTupleTarget    = 2032
+	toastPointerSize    = 18
+	maxHeapTupleSize    = pageSize - pageHeaderSize - itemIDSize // MaxHeapTupleSize
 )
 
 func alignUp(n, a int) int { return (n + a - 1) &^ (a - 1) }
@@ -192,8 +198,10 @@ func arrayPayload(t datum.Type, v datum.Value) int {
 // when any is NULL, MAXALIGNed) followed by the attributes with their
 // alignment. Varlena values whose data is under 127 bytes are stored with a
 // 1-byte header and no alignment (PostgreSQL converts them to short
-// varlenas); longer ones keep a 4-byte header and int alignment. TOAST
-// compression of very long values (over ~2 kB per tuple) is not emulated.
+// varlenas); longer ones keep a 4-byte header and int alignment. A tuple
+// over ~2 kB has its largest varlenas moved out of line (18-byte TOAST
+// pointers), as PostgreSQL does; its in-line pglz compression, tried first,
+// is not emulated.
 func TupleLen(types []datum.Type, vals []datum.Value) int {
 	return tupleLen(makeLayout(types), types, vals)
 }
@@ -228,27 +236,52 @@ func tupleLen(layout []colLayout, types []datum.Type, vals []datum.Value) int {
 		hoff += (len(vals) + 7) / 8
 	}
 	hoff = alignUp(hoff, maxAlign)
-	n := 0
-	for i, v := range vals {
-		if v.IsNull() {
-			continue
+	var external []bool // attributes moved out of line (TOAST), lazily
+	for {
+		// Candidates are compared by their untoasted size with a 4-byte
+		// header (VARSIZE_ANY of the executor's value); only those over
+		// MAXALIGN(TOAST pointer) qualify, the first of equals wins.
+		n, largest := 0, -1
+		largestLen := alignUp(toastPointerSize, maxAlign)
+		for i, v := range vals {
+			if v.IsNull() {
+				continue
+			}
+			c := layout[i]
+			if c.length > 0 {
+				n = alignUp(n, int(c.align)) + int(c.length)
+				continue
+			}
+			if external != nil && external[i] {
+				n += toastPointerSize // a short (1-byte header) varlena: no alignment
+				continue
+			}
+			p := len(v.S)
+			if !c.raw {
+				p = varlenaPayload(types[i], v)
+			}
+			if p+4 > largestLen {
+				largest, largestLen = i, p+4
+			}
+			if p+1 <= shortVarlenaMax {
+				n += p + 1
+				continue
+			}
+			n = alignUp(n, int(c.align)) + p + 4
 		}
-		c := layout[i]
-		if c.length > 0 {
-			n = alignUp(n, int(c.align)) + int(c.length)
-			continue
+		// heap_toast_insert_or_update: a tuple over the threshold has its
+		// largest varlena attributes moved out of line until it fits the
+		// target. PostgreSQL first tries pglz compression in line, which
+		// is not emulated: a value it would compress enough to keep in line
+		// is placed here as a TOAST pointer (docs/catalog.md).
+		if hoff+n <= toastTupleThreshold || largest < 0 {
+			return hoff + n
 		}
-		p := len(v.S)
-		if !c.raw {
-			p = varlenaPayload(types[i], v)
+		if external == nil {
+			external = make([]bool, len(vals))
 		}
-		if p+1 <= shortVarlenaMax {
-			n += p + 1
-			continue
-		}
-		n = alignUp(n, int(c.align)) + p + 4
+		external[largest] = true
 	}
-	return hoff + n
 }
 
 // page is the state of one heap page that placement decisions depend on.
@@ -489,7 +522,10 @@ func (h *heap) recordAndGet(b uint32, avail, need int) uint32 {
 
 // place finds a page for a tuple of t_len l and puts it there.
 func (h *heap) place(l int) CTID {
-	need := alignUp(l, maxAlign)
+	// tupleLen toasts anything large, so l fits a page; the clamp keeps a
+	// tuple of fixed-width columns too wide for a page (PostgreSQL refuses
+	// those) from looping through the free space map.
+	need := alignUp(min(l, maxHeapTupleSize), maxAlign)
 	target := h.target
 	if target == noBlock && h.npages > 0 {
 		target = h.npages - 1
@@ -498,13 +534,17 @@ func (h *heap) place(l int) CTID {
 		free := h.get(target).heapFree()
 		if need <= free {
 			h.target = target
-			return MakeCTID(target, h.mut(target).place(l))
+			return MakeCTID(target, h.mut(target).place(need))
 		}
-		target = h.recordAndGet(target, free, need)
+		next := h.recordAndGet(target, free, need)
+		if next == target {
+			break // the map offers the page that just did not fit
+		}
+		target = next
 	}
 	b := h.extend()
 	h.target = b
-	return MakeCTID(b, h.mut(b).place(l))
+	return MakeCTID(b, h.mut(b).place(need))
 }
 
 // insert places a new tuple of t_len l and returns its ctid.
