@@ -12,20 +12,14 @@ import (
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // pgConn connects to the PostgreSQL CI starts (MORAINE_TEST_POSTGRES). Under
 // CI the variable must be set; elsewhere the test is skipped without it.
 func pgConn(t *testing.T) *pgx.Conn {
 	t.Helper()
-	dsn := os.Getenv("MORAINE_TEST_POSTGRES")
-	if dsn == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MORAINE_TEST_POSTGRES is not set under CI")
-		}
-		t.Skip("MORAINE_TEST_POSTGRES not set")
-	}
-	conn, err := pgx.Connect(ctx, dsn)
+	conn, err := pgx.Connect(ctx, testenv.Postgres(t))
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // The differential test runs the same statement sequences — DuckLake's
@@ -328,13 +329,7 @@ func moraineEvents(ctx context.Context, s *Session, st diffStep) []string {
 }
 
 func TestDifferential(t *testing.T) {
-	conninfo := os.Getenv("MORAINE_TEST_POSTGRES")
-	if conninfo == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("MORAINE_TEST_POSTGRES is not set (CI=true): the differential test needs a PostgreSQL")
-		}
-		t.Skip("MORAINE_TEST_POSTGRES not set")
-	}
+	conninfo := testenv.Postgres(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	admin, err := pgconn.Connect(ctx, conninfo)

@@ -20,6 +20,7 @@ import (
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // The fixture conformance test runs the client side of every captured
@@ -254,10 +255,7 @@ var fixtureOrder = [][]string{
 
 func TestFixtures(t *testing.T) {
 	if _, err := os.Stat(fixtureDir); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("fixtures not available: %v", err)
-		}
-		t.Skipf("fixtures not available: %v", err)
+		testenv.Unavailable(t, "fixtures not available: %v", err)
 	}
 	for _, group := range fixtureOrder {
 		ex := testServer()
