@@ -368,8 +368,9 @@ func GCPlan(ctx context.Context, store objstore.Store, grace time.Duration, now 
 	if err != nil {
 		return nil, fmt.Errorf("gc plan: list tables: %w", err)
 	}
+	fresh := latestManifestTime(mans, latest.id)
 	for _, in := range ssts {
-		if id, ok := parseSSTName(in.Key); ok && !live[id] && in.ModTime.Before(cutoff) {
+		if id, ok := parseSSTName(in.Key); ok && !live[id] && in.ModTime.Before(cutoff) && in.ModTime.Before(fresh) {
 			out = append(out, in)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/moraine-db/moraine/internal/objstore"
 )
@@ -16,7 +17,9 @@ import (
 //     §2.5) and its id is at or below the replay point of every manifest
 //     younger than GCGrace and of the latest;
 //   - a sorted table: neither the latest manifest nor any manifest younger
-//     than GCGrace references it.
+//     than GCGrace references it, and it is older than the latest manifest
+//     (a younger one may be the output of a flush or compaction under way:
+//     latestManifestTime).
 //
 // GC reads the manifests from the store, not this writer's memory, and
 // stops with ErrFenced if a newer writer has taken over.
@@ -79,9 +82,10 @@ func (d *DB) GC(ctx context.Context) (int, error) {
 	if err != nil {
 		return deleted, fmt.Errorf("gc: list tables: %w", err)
 	}
+	fresh := latestManifestTime(mans, latest.id)
 	for _, in := range ssts {
 		id, ok := parseSSTName(in.Key)
-		if ok && !liveSST[id] && in.ModTime.Before(cutoff) {
+		if ok && !liveSST[id] && in.ModTime.Before(cutoff) && in.ModTime.Before(fresh) {
 			if err := del(in.Key); err != nil {
 				return deleted, err
 			}
@@ -106,4 +110,23 @@ func (d *DB) GC(ctx context.Context) (int, error) {
 		}
 	}
 	return deleted, nil
+}
+
+// latestManifestTime returns when the latest manifest (id latestID) was
+// written, by the store's clock; the zero time if it is not in mans.
+//
+// A writer publishes no manifest while a flush or compaction runs (both
+// hold bgMu, as does every manifest write but the fencing one in Open), so
+// a sorted table written at or after the latest manifest may be the output
+// of one still under way — however long it has run, and a compaction of a
+// large store can outlast any grace period. GC keeps such tables. Once the
+// next manifest lands they either are referenced or are garbage, and age
+// out normally.
+func latestManifestTime(mans []objstore.ObjectInfo, latestID uint64) time.Time {
+	for _, in := range mans {
+		if id, ok := parseID(in.Key, manifestPrefix, manifestSuffix); ok && id == latestID {
+			return in.ModTime
+		}
+	}
+	return time.Time{}
 }
