@@ -2,15 +2,13 @@ package main
 
 import (
 	"context"
-	"net"
-	"net/netip"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/testenv/testserver"
+	"github.com/moraine-db/moraine/internal/testenv/wiretest"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
@@ -27,17 +25,8 @@ func serveLake(ctx context.Context, t *testing.T) (url string, conn *pgconn.PgCo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close(context.Background()) })
-	wire, err := pgwire.New(pgwire.Config{TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, testserver.NewExecutor(st))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go wire.Serve(ln)
-	t.Cleanup(func() { wire.Close() })
-	conn, err = pgconn.Connect(ctx, "postgres://moraine@"+ln.Addr().String()+"/lake?sslmode=disable")
+	addr := wiretest.Serve(t, testserver.NewExecutor(st), nil)
+	conn, err = pgconn.Connect(ctx, "postgres://moraine@"+addr+"/lake?sslmode=disable")
 	if err != nil {
 		t.Fatal(err)
 	}

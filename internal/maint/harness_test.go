@@ -14,8 +14,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -28,10 +26,10 @@ import (
 
 	"github.com/moraine-db/moraine/internal/commit"
 	"github.com/moraine-db/moraine/internal/commit/rowids"
-	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/sql"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/testenv/wiretest"
 	"github.com/moraine-db/moraine/internal/verify"
 	"github.com/moraine-db/moraine/internal/workload"
 )
@@ -949,21 +947,6 @@ func startStack(t *testing.T, ctx context.Context, opts commit.Options) (*server
 	if err != nil {
 		t.Fatalf("open stack: %v", err)
 	}
-	wire, err := pgwire.New(pgwire.Config{
-		TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
-		Parameters:  map[string]string{"TimeZone": "Etc/UTC"},
-	}, sql.New(memcat.On(st.Cat)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go wire.Serve(ln)
-	t.Cleanup(func() {
-		wire.Close()
-		st.Close(context.Background())
-	})
-	return st, ln.Addr().String()
+	t.Cleanup(func() { st.Close(context.Background()) }) // after the wire server's
+	return st, wiretest.Serve(t, sql.New(memcat.On(st.Cat)), map[string]string{"TimeZone": "Etc/UTC"})
 }

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"net/netip"
 	"os"
 	"regexp"
 	"strings"
@@ -19,6 +17,7 @@ import (
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
 	"github.com/moraine-db/moraine/internal/testenv"
+	"github.com/moraine-db/moraine/internal/testenv/wiretest"
 )
 
 // The differential test runs the same statement sequences — DuckLake's
@@ -358,17 +357,8 @@ func TestDifferential(t *testing.T) {
 	ex := New(memcat.NewServer(nil))
 	s := ex.Open(db, "postgres", "", 1)
 	// copyTo steps go through pgwire to the same executor and database.
-	srv, err := pgwire.New(pgwire.Config{TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, ex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
-	wc, err := pgconn.Connect(ctx, fmt.Sprintf("host=127.0.0.1 port=%d user=postgres sslmode=disable dbname=%s", l.Addr().(*net.TCPAddr).Port, db))
+	addr := wiretest.Serve(t, ex, nil)
+	wc, err := pgconn.Connect(ctx, fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", addr, db))
 	if err != nil {
 		t.Fatalf("connect to moraine: %v", err)
 	}

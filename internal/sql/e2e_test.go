@@ -4,16 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"net"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/testenv/wiretest"
 )
 
 // TestWire drives the executor through pgwire with a real client library:
@@ -22,19 +20,9 @@ import (
 func TestWire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := pgwire.New(pgwire.Config{TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}, New(memcat.NewServer(nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
-	port := l.Addr().(*net.TCPAddr).Port
+	addr := wiretest.Serve(t, New(memcat.NewServer(nil)), nil)
 	connect := func(db string) *pgconn.PgConn {
-		c, err := pgconn.Connect(ctx, "host=127.0.0.1 user=moraine sslmode=disable dbname="+db+" port="+itoa(port))
+		c, err := pgconn.Connect(ctx, "postgres://moraine@"+addr+"/"+db+"?sslmode=disable")
 		if err != nil {
 			t.Fatalf("connect: %v", err)
 		}
@@ -102,18 +90,4 @@ func TestWire(t *testing.T) {
 	if _, err := c.Exec(ctx, `CREATE TABLE users(id int)`).ReadAll(); err == nil || !strings.Contains(err.Error(), "0A000") {
 		t.Fatalf("non-DuckLake table: %v", err)
 	}
-}
-
-func itoa(i int) string {
-	var b [20]byte
-	n := len(b)
-	for {
-		n--
-		b[n] = byte('0' + i%10)
-		i /= 10
-		if i == 0 {
-			break
-		}
-	}
-	return string(b[n:])
 }
