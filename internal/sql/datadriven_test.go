@@ -114,6 +114,19 @@ func (t *textSink) copyIn(format int16, ncols int, null string) (copySource, err
 }
 
 // testServer is a catalog server with a fixed clock.
+// lakeSession opens a session on database "lake" of a fresh test executor
+// (closed when the test ends) and runs setup in it, failing on any error.
+func lakeSession(t *testing.T, setup string) (*Executor, *Session) {
+	t.Helper()
+	ex := testServer()
+	s := ex.Open("lake", "postgres", "", 1)
+	t.Cleanup(func() { s.Close() })
+	if out := runSQL(context.Background(), s, setup, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	return ex, s
+}
+
 func testServer() *Executor {
 	ex := New(memcat.NewServer(nil))
 	ex.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC) }
