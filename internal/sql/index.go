@@ -30,27 +30,12 @@ var errRowDependent = errors.New("sql: expression depends on the scanned row")
 // is not one (a CTE, a temp table, a system relation, a join).
 func (x *exec) lakeRangeVar(n *pg.Node) (t *memcat.Table, qual string, ok bool) {
 	rv := n.GetRangeVar()
-	if rv == nil || rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" || !rv.Inh {
+	if rv == nil || !rv.Inh {
 		return nil, "", false
 	}
-	if rv.Schemaname == "" {
-		if _, cte := x.ctes[rv.Relname]; cte {
-			return nil, "", false
-		}
-		if _, temp := x.s.temps[rv.Relname]; temp {
-			return nil, "", false
-		}
-		if _, virtual, _ := x.virtual("pg_catalog", rv.Relname); virtual {
-			return nil, "", false
-		}
-	}
-	t, _, err := x.lookupTable(rv)
-	if err != nil || !t.Indexed() {
+	t, qual, ok, err := x.storedTable(rv)
+	if !ok || err != nil || !t.Indexed() { // temp tables have no index
 		return nil, "", false
-	}
-	qual = rv.Relname
-	if rv.Alias != nil && rv.Alias.Aliasname != "" {
-		qual = rv.Alias.Aliasname
 	}
 	return t, qual, true
 }

@@ -39,6 +39,35 @@ func (x *exec) lookupTable(rv *pg.RangeVar) (*memcat.Table, string, error) {
 	return nil, "", errf(codeUndefinedTable, "relation %q does not exist", relName(rv))
 }
 
+// storedTable resolves a FROM-clause relation that is a stored table — a
+// lake table or a session temp table — and the name its columns are
+// qualified by. ok is false for anything else (a CTE, a pg_catalog or
+// information_schema relation); err is set when rv names no relation at all.
+func (x *exec) storedTable(rv *pg.RangeVar) (t *memcat.Table, qual string, ok bool, err error) {
+	if rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" {
+		return nil, "", false, nil
+	}
+	if rv.Schemaname == "" {
+		if _, cte := x.ctes[rv.Relname]; cte {
+			return nil, "", false, nil
+		}
+		if _, temp := x.s.temps[rv.Relname]; !temp {
+			if _, virtual, _ := x.virtual("pg_catalog", rv.Relname); virtual {
+				return nil, "", false, nil
+			}
+		}
+	}
+	t, _, err = x.lookupTable(rv)
+	if err != nil {
+		return nil, "", true, err
+	}
+	qual = rv.Relname
+	if rv.Alias != nil && rv.Alias.Aliasname != "" {
+		qual = rv.Alias.Aliasname
+	}
+	return t, qual, true, nil
+}
+
 // scan materializes a relation named in FROM.
 func (x *exec) scan(rv *pg.RangeVar) (*rel, error) {
 	qual := rv.Relname

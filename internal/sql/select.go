@@ -1037,26 +1037,9 @@ func refsResolve(n *pg.Node, e *env) bool {
 // name only its columns while rows stream out of the catalog. ok is false
 // when rv is not such a table (a CTE, a system relation).
 func (x *exec) scanLakeFiltered(rv *pg.RangeVar, filters []*pg.Node) (*rel, bool, error) {
-	if rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" {
-		return nil, false, nil
-	}
-	if rv.Schemaname == "" {
-		if _, cte := x.ctes[rv.Relname]; cte {
-			return nil, false, nil
-		}
-		if _, temp := x.s.temps[rv.Relname]; !temp {
-			if _, virtual, _ := x.virtual("pg_catalog", rv.Relname); virtual {
-				return nil, false, nil
-			}
-		}
-	}
-	t, _, err := x.lookupTable(rv)
-	if err != nil {
-		return nil, true, err
-	}
-	qual := rv.Relname
-	if rv.Alias != nil && rv.Alias.Aliasname != "" {
-		qual = rv.Alias.Aliasname
+	t, qual, ok, err := x.storedTable(rv)
+	if !ok || err != nil {
+		return nil, ok, err
 	}
 	e := &env{cols: tableCols(t, qual)}
 	var mine []*pg.Node

@@ -733,33 +733,14 @@ func (x *exec) streamable(s *pg.SelectStmt) (*streamRead, bool) {
 		return nil, false
 	}
 	rv := s.FromClause[0].GetRangeVar()
-	if rv == nil || rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" {
+	if rv == nil {
 		return nil, false
 	}
-	if _, cte := x.ctes[rv.Relname]; cte && rv.Schemaname == "" {
+	t, qual, ok, err := x.storedTable(rv)
+	if !ok || err != nil {
 		return nil, false
 	}
-	if rv.Schemaname == "" {
-		if _, temp := x.s.temps[rv.Relname]; !temp {
-			if _, virtual, _ := x.virtual("pg_catalog", rv.Relname); virtual {
-				return nil, false
-			}
-		}
-	}
-	t, _, err := x.lookupTable(rv)
-	if err != nil {
-		return nil, false
-	}
-	qual := rv.Relname
-	if rv.Alias != nil && rv.Alias.Aliasname != "" {
-		qual = rv.Alias.Aliasname
-	}
-	n := len(t.Def.Columns)
-	tcols := make([]colInfo, n+1)
-	for i, c := range t.Def.Columns {
-		tcols[i] = colInfo{qual: qual, name: c.Name, typ: c.Type, tableOID: t.OID, attnum: int16(i + 1)}
-	}
-	tcols[n] = colInfo{qual: qual, name: "ctid", typ: datum.TID, tableOID: t.OID, attnum: -1, hidden: true}
+	tcols := tableCols(t, qual)
 	e := &env{cols: tcols}
 	var idx []int
 	var cols []colInfo
