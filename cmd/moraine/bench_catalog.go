@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"sort"
 	"syscall"
 	"time"
@@ -138,25 +137,17 @@ func runCatalogBench(ctx context.Context, files, snaps, nstats int, cpuprofile s
 	base := heapInUse()
 
 	it := &offsetIter{buf: buf, offs: offs}
-	if cpuprofile != "" {
-		f, err := os.Create(cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
+	stopProfile, err := startProfiles(cpuprofile, "")
+	if err != nil {
+		return err
 	}
 	t0, c0 := time.Now(), cpuTime()
 	re, err := catalog.Load(ctx, it, catalog.Options{})
+	stopProfile()
 	if err != nil {
 		return err
 	}
 	load, loadCPU := time.Since(t0), cpuTime()-c0
-	if cpuprofile != "" {
-		pprof.StopCPUProfile()
-	}
 	after := heapInUse()
 	db, _ := re.Lookup("lake")
 	df, err := db.Current().Table("public", "ducklake_data_file")

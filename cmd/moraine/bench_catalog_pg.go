@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"runtime/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -81,20 +79,12 @@ func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
-	if o.cpuprofile != "" {
-		f, err := os.Create(o.cpuprofile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
+	stopProfile, err := startProfiles(o.cpuprofile, "")
+	if err != nil {
+		return err
 	}
 	moT, err := bench.TimeReads(ctx, mo, bench.Reads, o.reps)
-	if o.cpuprofile != "" {
-		pprof.StopCPUProfile()
-	}
+	stopProfile()
 	if err != nil {
 		return fmt.Errorf("moraine: %w", err)
 	}
