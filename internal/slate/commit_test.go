@@ -174,3 +174,38 @@ func TestCloseHonoursContext(t *testing.T) {
 		t.Fatal("open with an expired context succeeded")
 	}
 }
+
+// TestWriteFailsWhenFlushFails: with every memtable slot full and the
+// flush failing because the store broke, a write must fail with the store's
+// error instead of waiting for a flush that cannot happen (seen as an e2e
+// crash test hanging for minutes).
+func TestWriteFailsWhenFlushFails(t *testing.T) {
+	ctx := context.Background()
+	var armed atomic.Bool
+	fs := fault.New(objstore.NewMem(), fault.Config{Hook: func(c fault.Call) fault.Action {
+		if armed.Load() && c.Op == fault.OpPut && strings.HasPrefix(c.Key, sstPrefix) {
+			return fault.Crash
+		}
+		return fault.Pass
+	}})
+	opts := testOpts()
+	opts.MaxImmutables, opts.MaxWALsPerMemtable = 1, 1
+	d := mustOpen(t, fs, opts)
+	defer d.Close(ctx)
+	armed.Store(true)
+	put(t, d, "a", "1") // lands; its memtable freezes and its flush crashes the store
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	b := NewBatch()
+	b.Put([]byte("b"), []byte("2"))
+	_, err := d.Write(wctx, b)
+	if err == nil {
+		t.Fatal("a write on a crashed store succeeded")
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the write waited for a flush that cannot happen: %v", err)
+	}
+	if !errors.Is(err, fault.ErrCrashed) {
+		t.Fatalf("write error %v, want the store's crash", err)
+	}
+}

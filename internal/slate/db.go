@@ -68,10 +68,14 @@ type DB struct {
 	walsInMem  int    // WAL objects applied to the active memtable
 	snaps      map[uint64]int
 	failErr    error
-	closing    bool
-	closed     bool
-	queue      []*pendingWrite
-	nextWAL    uint64 // reader: next WAL id to replay
+	// flushFailing: the last flush of frozen memtables failed (it is being
+	// retried). Backpressure then lets writes through to the WAL, where a
+	// broken store fails them instead of holding them forever.
+	flushFailing bool
+	closing      bool
+	closed       bool
+	queue        []*pendingWrite
+	nextWAL      uint64 // reader: next WAL id to replay
 
 	// Owned by the commit loop.
 	nextWALID uint64
@@ -156,8 +160,11 @@ func (d *DB) commitLoop() {
 		if len(d.queue) == 0 {
 			return
 		}
-		// Backpressure: hold writes while too many memtables await flush.
-		for len(d.imm) >= d.opts.MaxImmutables && d.failErr == nil && d.ctx.Err() == nil {
+		// Backpressure: hold writes while too many memtables await flush —
+		// unless flushing is failing: then the writes go on to the WAL and
+		// learn there whether the store still works (a crashed one fails
+		// them; holding them would hang every writer).
+		for len(d.imm) >= d.opts.MaxImmutables && !d.flushFailing && d.failErr == nil && d.ctx.Err() == nil {
 			d.commitCond.Wait()
 		}
 		if d.failErr == nil && d.ctx.Err() != nil {
@@ -295,6 +302,10 @@ func (d *DB) bgLoop() {
 		}
 		retry = nil
 		err := d.flushImmutables(d.ctx)
+		d.mu.Lock()
+		d.flushFailing = err != nil && d.ctx.Err() == nil
+		d.commitCond.Broadcast()
+		d.mu.Unlock()
 		if err == nil && !d.opts.DisableAutoCompaction {
 			err = d.compactAll(d.ctx)
 		}
