@@ -5,9 +5,11 @@
 //
 //   - Put is atomic and durable: the bytes go to a temporary file (a
 //     pre-created one from the pool in the root, see pool.go, or a fresh one
-//     in the object's directory), which is fsynced and renamed over the
-//     final name, and then the directory is fsynced. Readers see the old or
-//     the new object, never a torn one.
+//     in the object's directory), which is renamed over the final name.
+//     Readers see the old or the new object, never a torn one. A small
+//     object is then made durable by a record in the store's journal
+//     (journal.go: one fdatasync of a preallocated file); a large one was
+//     fsynced before the rename, and its directory is fsynced after it.
 //   - PutIfAbsent is atomic across processes, not only within this one: the
 //     temporary file is moved to the final name with
 //     renameat2(RENAME_NOREPLACE), which fails with EEXIST if any process
@@ -48,14 +50,20 @@ import (
 // a file where a directory is needed, or the reverse.
 var ErrKeyConflict = errors.New("localdir: key conflicts with an object or directory on the same path")
 
-// tmpPrefix starts the name of every temporary file; keys may not use it.
-const tmpPrefix = ".objstore-tmp-"
+// reservedPrefix starts the name of every file that is not an object
+// (temporary files, journal segments); no key segment may begin with it.
+const reservedPrefix = ".objstore-"
+
+// tmpPrefix starts the name of every temporary file.
+const tmpPrefix = reservedPrefix + "tmp-"
 
 // Store is a directory-backed objstore.Store.
 type Store struct {
-	root string // absolute and clean
-	pool *pool  // pre-created temporary files (pool.go)
-	mu   struct {
+	root      string   // absolute and clean
+	pool      *pool    // pre-created temporary files (pool.go)
+	journal   *journal // makes small writes durable (journal.go)
+	recovered RecoveryStats
+	mu        struct {
 		sync.RWMutex
 		closed bool
 	}
@@ -80,8 +88,20 @@ func Open(dir string) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("localdir: open %q: not a directory", dir)
 	}
-	return &Store{root: abs, pool: newPool(abs)}, nil
+	st, err := recoverJournals(abs)
+	if err != nil {
+		return nil, fmt.Errorf("localdir: open %q: %w", dir, err)
+	}
+	j, err := newJournal(abs)
+	if err != nil {
+		return nil, fmt.Errorf("localdir: open %q: %w", dir, err)
+	}
+	return &Store{root: abs, pool: newPool(abs), journal: j, recovered: st}, nil
 }
+
+// Recovered says what Open did with the journals of processes that had
+// the directory open and died without closing it.
+func (s *Store) Recovered() RecoveryStats { return s.recovered }
 
 // Root returns the absolute directory the store lives in.
 func (s *Store) Root() string { return s.root }
@@ -94,8 +114,8 @@ func (s *Store) begin(ctx context.Context, op, key string) (path string, err err
 		return "", objstore.OpError(op, key, err)
 	}
 	for seg := range strings.SplitSeq(key, "/") {
-		if strings.HasPrefix(seg, tmpPrefix) {
-			return "", objstore.OpError(op, key, fmt.Errorf("segment %q uses the reserved prefix %q: %w", seg, tmpPrefix, objstore.ErrInvalidKey))
+		if strings.HasPrefix(seg, reservedPrefix) {
+			return "", objstore.OpError(op, key, fmt.Errorf("segment %q uses the reserved prefix %q: %w", seg, reservedPrefix, objstore.ErrInvalidKey))
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -115,7 +135,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 		return err
 	}
 	defer s.mu.RUnlock()
-	if err := s.put(path, data, false); err != nil {
+	if err := s.put(key, path, data, false); err != nil {
 		return objstore.OpError("put", key, err)
 	}
 	return nil
@@ -127,42 +147,98 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 		return err
 	}
 	defer s.mu.RUnlock()
-	if err := s.put(path, data, true); err != nil {
+	if err := s.put(key, path, data, true); err != nil {
 		return objstore.OpError("put-if-absent", key, err)
 	}
 	return nil
 }
 
-// put writes data to a synced temporary file beside path and then moves it
-// into place: rename for a plain Put, rename-noreplace (or link) for
-// create-if-absent. Last, the directory is synced so the new name is
-// durable.
-func (s *Store) put(path string, data []byte, ifAbsent bool) error {
+// put moves data to path: through the journal (journal.go) when it is
+// small enough, else by the synced path.
+func (s *Store) put(key, path string, data []byte, ifAbsent bool) error {
 	dir := filepath.Dir(path)
 	if err := mkdirAllSync(dir); err != nil {
 		return conflictOr(err)
 	}
-	tmp, pooled, err := s.pool.writePooled(data)
+	j := s.journal
+	if len(data) > maxInline {
+		if err := s.putSynced(dir, path, data, ifAbsent); err != nil {
+			return err
+		}
+		// A live segment may hold an older record for this key, which
+		// recovery would otherwise replay over the new object.
+		j.mu.Lock()
+		defer j.mu.Unlock()
+		if !j.live(key) {
+			return nil
+		}
+		r := record{kind: recSynced, key: key}
+		if err := j.reserve(recordLen(key, nil)); err != nil {
+			return err
+		}
+		return j.appendLocked(r)
+	}
+	tmp, err := s.stage(dir, data, false)
 	if err != nil {
 		return err
 	}
-	if !pooled {
-		if tmp, err = writeTemp(dir, data); err != nil {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	// Room first: once the object has its name, the record must follow.
+	if err := j.reserve(recordLen(key, data)); err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	if err := s.moveIntoPlace(tmp, path, dir, data, ifAbsent, false); err != nil {
+		return err
+	}
+	return j.appendLocked(record{kind: recPut, key: key, data: data})
+}
+
+// putSynced writes data to a synced temporary file beside path, moves it
+// into place and syncs the directory, so that it is durable without the
+// journal.
+func (s *Store) putSynced(dir, path string, data []byte, ifAbsent bool) error {
+	tmp, err := s.stage(dir, data, true)
+	if err != nil {
+		return err
+	}
+	if err := s.moveIntoPlace(tmp, path, dir, data, ifAbsent, true); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// stage writes data to a temporary file, pooled if one is ready, else
+// fresh beside the object, and syncs it if asked.
+func (s *Store) stage(dir string, data []byte, sync bool) (string, error) {
+	tmp, pooled, err := s.pool.writePooled(data, sync)
+	if err != nil || pooled {
+		return tmp, err
+	}
+	return writeTemp(dir, data, sync)
+}
+
+// moveIntoPlace gives the temporary file tmp the name path: rename for a
+// plain Put, rename-noreplace (or link) for create-if-absent. A pooled file
+// that vanished or lives on another file system is replaced by a fresh one
+// beside the object.
+func (s *Store) moveIntoPlace(tmp, path, dir string, data []byte, ifAbsent, sync bool) error {
+	move := os.Rename
+	if ifAbsent {
+		move = linkNoReplace
+	}
+	err := move(tmp, path)
+	if retryFresh(err) {
+		_ = os.Remove(tmp)
+		if tmp, err = writeTemp(dir, data, sync); err != nil {
 			return err
 		}
+		err = move(tmp, path)
 	}
 	if ifAbsent {
-		err = linkNoReplace(tmp, path)
-		if pooled && retryFresh(err) {
-			// The pooled file vanished under us (a stale-temp sweep) or
-			// the object's directory is another file system: start over
-			// on the fresh path.
-			_ = os.Remove(tmp)
-			if tmp, err = writeTemp(dir, data); err != nil {
-				return err
-			}
-			err = linkNoReplace(tmp, path)
-		}
+		// After a rename the temporary name is gone; after a link (or a
+		// failure) it must be removed.
 		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
 			err = fmt.Errorf("remove temporary file: %w", rmErr)
 		}
@@ -172,23 +248,13 @@ func (s *Store) put(path string, data []byte, ifAbsent bool) error {
 			}
 			return objstore.ErrExists
 		}
-	} else {
-		err = os.Rename(tmp, path)
-		if pooled && retryFresh(err) {
-			_ = os.Remove(tmp)
-			if tmp, err = writeTemp(dir, data); err == nil {
-				err = os.Rename(tmp, path)
-			}
-		}
-		if err != nil {
-			_ = os.Remove(tmp)
-			err = conflictOr(err)
-		}
-	}
-	if err != nil {
 		return err
 	}
-	return syncDir(dir)
+	if err != nil {
+		_ = os.Remove(tmp)
+		return conflictOr(err)
+	}
+	return nil
 }
 
 // retryFresh reports a failure to move a pooled file into place that a
@@ -197,16 +263,16 @@ func retryFresh(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.EXDEV)
 }
 
-// writeTemp creates a temporary file in dir holding data, fsynced and
-// closed, and returns its path.
-func writeTemp(dir string, data []byte) (string, error) {
+// writeTemp creates a temporary file in dir holding data, closed and
+// fsynced if asked, and returns its path.
+func writeTemp(dir string, data []byte, sync bool) (string, error) {
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")
 	if err != nil {
 		return "", fmt.Errorf("create temporary file: %w", err)
 	}
 	name := f.Name()
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
@@ -339,6 +405,27 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	defer s.mu.RUnlock()
+	j := s.journal
+	j.mu.Lock()
+	if j.live(key) {
+		// Recovery must not bring the object back: the delete record is
+		// durable before the unlink, and replays it.
+		defer j.mu.Unlock()
+		err := j.reserve(recordLen(key, nil))
+		if err == nil {
+			err = j.appendLocked(record{kind: recDelete, key: key})
+		}
+		if err == nil {
+			if err = unix.Unlink(path); err != nil && (missing(err) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) && isDir(path)) {
+				err = nil
+			}
+		}
+		if err != nil {
+			return objstore.OpError("delete", key, err)
+		}
+		return nil
+	}
+	j.mu.Unlock()
 	// unlink, not os.Remove: os.Remove would also rmdir an empty directory
 	// that shares the object's name.
 	if err := unix.Unlink(path); err != nil {
@@ -404,7 +491,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]objstore.ObjectInfo,
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tmpPrefix) || !strings.HasPrefix(key, prefix) {
+		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), reservedPrefix) || !strings.HasPrefix(key, prefix) {
 			return nil
 		}
 		fi, err := d.Info()
@@ -429,13 +516,19 @@ func (s *Store) List(ctx context.Context, prefix string) ([]objstore.ObjectInfo,
 	return out, nil
 }
 
-// Close marks the store closed after in-flight calls finish. It does not
-// touch the directory.
+// Close marks the store closed after in-flight calls finish, makes every
+// journaled object durable by itself and removes the journal (journal.go).
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.mu.closed {
+		return nil
+	}
 	s.mu.closed = true
 	s.pool.shutdown()
+	if err := s.journal.close(); err != nil {
+		return fmt.Errorf("localdir: close %s: %w", s.root, err)
+	}
 	return nil
 }
 

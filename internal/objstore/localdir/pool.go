@@ -183,10 +183,10 @@ func (p *pool) shutdown() {
 	}
 }
 
-// writePooled writes data into a pooled file and fdatasyncs it, returning
+// writePooled writes data into a pooled file and fdatasyncs it if asked, returning
 // its path; ok false means no pooled file could be used (none ready, or it
 // vanished) and the caller must write a fresh temporary file instead.
-func (p *pool) writePooled(data []byte) (path string, ok bool, err error) {
+func (p *pool) writePooled(data []byte, sync bool) (path string, ok bool, err error) {
 	pf, ok := p.take()
 	if !ok {
 		return "", false, nil
@@ -200,7 +200,7 @@ func (p *pool) writePooled(data []byte) (path string, ok bool, err error) {
 		return "", false, nil
 	}
 	_, err = f.Write(data)
-	if err == nil {
+	if err == nil && sync {
 		// fdatasync: the data and the size, which is all a reader needs;
 		// the inode's creation was committed by the filler.
 		err = ignoringEINTR(func() error { return unix.Fdatasync(int(f.Fd())) })
