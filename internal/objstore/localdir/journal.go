@@ -2,7 +2,6 @@ package localdir
 
 import (
 	"cmp"
-	"maps"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
@@ -10,6 +9,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
