@@ -108,8 +108,7 @@ func (s *Server) Database(name string) *Database {
 	if _, err := b.createSchema("public", s.allocCatalogID()); err != nil {
 		panic("BUG: fresh database: " + err.Error())
 	}
-	db := &Database{name: name, srv: s}
-	db.cur.Store(b.finish())
+	db := newDatabase(name, s, b.finish())
 	s.mu.dbs[name] = db
 	return db
 }
@@ -157,22 +156,111 @@ func (s *Server) Catalogs() map[uint32]CatalogRef {
 }
 
 // Database is one PostgreSQL database: a sequence of versions.
+//
+// Two versions are published. cur is the newest commit, which later
+// commits build on; with a Pipeliner it may not be durable yet. durable is
+// the newest durable commit, an ancestor of cur (or cur). INVARIANT:
+// nothing is acknowledged that depends on a version newer than durable:
+// a commit built on cur is durable only after the commits before it (the
+// store writes in submission order, and one failure fails all later ones),
+// and a transaction that read a version without writing waits for that
+// version to be durable before its COMMIT is acknowledged (Txn.Commit).
 type Database struct {
-	name string
-	srv  *Server
-	cur  atomic.Pointer[Version]
+	name    string
+	srv     *Server
+	cur     atomic.Pointer[Version]
+	durable atomic.Pointer[Version]
 	// commitMu serialises commits and publication.
 	commitMu sync.Mutex
+
+	dur struct {
+		sync.Mutex
+		advanced chan struct{} // closed and replaced when durable advances or failed is set
+		failed   error         // a pipelined commit failed: no later version becomes durable
+	}
+}
+
+func newDatabase(name string, srv *Server, v *Version) *Database {
+	db := &Database{name: name, srv: srv}
+	db.cur.Store(v)
+	db.durable.Store(v)
+	db.dur.advanced = make(chan struct{})
+	return db
 }
 
 // Name is the PostgreSQL database name.
 func (db *Database) Name() string { return db.name }
 
-// Current returns the current version in O(1).
+// Current returns the newest version in O(1): with a Pipeliner, possibly
+// one whose commit is not durable yet. Writers build on it.
 func (db *Database) Current() *Version { return db.cur.Load() }
 
-// Begin starts a transaction pinned to the current version.
-func (db *Database) Begin() *Txn { return &Txn{db: db, base: db.Current()} }
+// Durable returns the newest version whose commit is durable, in O(1).
+func (db *Database) Durable() *Version { return db.durable.Load() }
+
+// Begin starts a transaction pinned to the newest durable version: what
+// a reader may see without waiting.
+func (db *Database) Begin() *Txn { return &Txn{db: db, base: db.Durable()} }
+
+// BeginLatest starts a transaction pinned to the newest version, durable
+// or not (see Database). Its commit, and a read-only COMMIT, are
+// acknowledged only once that version is durable. Sessions that write use
+// it: a commit built on a commit still in flight is pipelined behind it
+// instead of waiting for it to become durable.
+func (db *Database) BeginLatest() *Txn { return &Txn{db: db, base: db.Current()} }
+
+// advanceDurable records that v (and so every version before it) is
+// durable.
+func (db *Database) advanceDurable(v *Version) {
+	db.dur.Lock()
+	defer db.dur.Unlock()
+	// Acknowledgements come in commit order, but their goroutines may run
+	// in any order: never move back.
+	if d := db.durable.Load(); d.seq >= v.seq {
+		return
+	}
+	db.durable.Store(v)
+	close(db.dur.advanced)
+	db.dur.advanced = make(chan struct{})
+}
+
+// failDurable records that a pipelined commit failed: the versions from it
+// on will never be durable, and writers go back to the durable version (the
+// committer refuses their commits from now on; the server reopens the
+// store).
+func (db *Database) failDurable(err error) {
+	db.commitMu.Lock()
+	db.cur.Store(db.durable.Load())
+	db.commitMu.Unlock()
+	db.dur.Lock()
+	defer db.dur.Unlock()
+	if db.dur.failed == nil {
+		db.dur.failed = err
+		close(db.dur.advanced)
+		db.dur.advanced = make(chan struct{})
+	}
+}
+
+// WaitDurable returns once v is durable, or with an error if the commit
+// pipeline failed first or ctx ended.
+func (db *Database) WaitDurable(ctx context.Context, v *Version) error {
+	for {
+		db.dur.Lock()
+		d, failed, ch := db.durable.Load(), db.dur.failed, db.dur.advanced
+		db.dur.Unlock()
+		if d == v || d.seq >= v.seq {
+			return nil
+		}
+		if failed != nil {
+			return fmt.Errorf("the snapshot this transaction read was never made durable: %w", failed)
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
 
 // ErrStale is returned by Publish when the current version is no longer base.
 var ErrStale = errors.New("catalog: current version moved on")
@@ -187,12 +275,29 @@ func (db *Database) Publish(base, next *Version) error {
 		return ErrStale
 	}
 	db.cur.Store(next)
+	db.dur.Lock()
+	db.durable.Store(next)
+	close(db.dur.advanced)
+	db.dur.advanced = make(chan struct{})
+	db.dur.Unlock()
 	return nil
 }
 
-func (db *Database) commit(ctx context.Context, t *Txn) error {
+// Pipeliner is a Committer that can pipeline commits: Submit fixes the
+// commit's place in the durable order and returns; wait reports when it is
+// durable. Every commit submitted after a failed one fails too. The
+// database publishes the commit to writers (Current) when Submit returns
+// and to readers (Durable) when wait returns nil.
+type Pipeliner interface {
+	Committer
+	Submit(ctx context.Context, c *Commit) (wait func(context.Context) error, err error)
+}
+
+// commit persists and publishes t. published, if set, runs once t is
+// visible to later writers and before Commit returns (for the SQL layer's
+// bookkeeping of commits under way).
+func (db *Database) commit(ctx context.Context, t *Txn, published func()) error {
 	db.commitMu.Lock()
-	defer db.commitMu.Unlock()
 	cur := db.cur.Load()
 	var next *Version
 	if cur == t.base {
@@ -202,17 +307,60 @@ func (db *Database) commit(ctx context.Context, t *Txn) error {
 	} else {
 		var err error
 		if next, err = cur.Apply(t.ops); err != nil {
+			db.commitMu.Unlock()
 			return fmt.Errorf("commit: %w", err)
 		}
 	}
 	t.b = nil
-	if c := db.srv.opts.Committer; c != nil {
-		if err := c.Persist(ctx, &Commit{DB: db, Base: cur, Next: next, Ops: t.ops, Pinned: t.base}); err != nil {
-			return fmt.Errorf("commit: %w", err)
+	c := &Commit{DB: db, Base: cur, Next: next, Ops: t.ops, Pinned: t.base}
+	pl, pipelined := db.srv.opts.Committer.(Pipeliner)
+	if !pipelined {
+		if cm := db.srv.opts.Committer; cm != nil {
+			if err := cm.Persist(ctx, c); err != nil {
+				db.commitMu.Unlock()
+				return fmt.Errorf("commit: %w", err)
+			}
 		}
+		db.cur.Store(next)
+		db.advanceDurable(next)
+		db.commitMu.Unlock()
+		if published != nil {
+			published()
+		}
+		return nil
+	}
+	wait, err := pl.Submit(ctx, c)
+	if err != nil {
+		db.commitMu.Unlock()
+		return fmt.Errorf("commit: %w", err)
 	}
 	db.cur.Store(next)
-	return nil
+	db.commitMu.Unlock()
+	if published != nil {
+		published()
+	}
+	// The outcome is recorded whether or not the caller still waits: a
+	// failure must stop the versions after it from ever counting as
+	// durable.
+	done := make(chan error, 1)
+	go func() {
+		err := wait(context.Background())
+		if err != nil {
+			db.failDurable(err)
+		} else {
+			db.advanceDurable(next)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("commit: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("commit: outcome unknown: %w", ctx.Err())
+	}
 }
 
 // Server returns the registry the database belongs to.

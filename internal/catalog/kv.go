@@ -409,9 +409,7 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 		}
 		v := b.finish()
 		v.seq = 0
-		db := &Database{name: name, srv: l.srv}
-		db.cur.Store(v)
-		l.srv.mu.dbs[name] = db
+		l.srv.mu.dbs[name] = newDatabase(name, l.srv, v)
 	}
 	return l.srv, nil
 }

@@ -265,19 +265,28 @@ func (t *Txn) RenameColumn(schema, table, from, to string) error {
 // (through the server's Committer when one is configured). A transaction
 // that wrote nothing commits trivially. After Commit, the Txn is done
 // whatever the outcome.
-func (t *Txn) Commit(ctx context.Context) error {
+//
+// A transaction without writes that read a version not yet durable
+// (BeginLatest) returns once that version is durable, or with an error if
+// it never will be: what it read must not be acknowledged before then.
+func (t *Txn) Commit(ctx context.Context) error { return t.CommitThen(ctx, nil) }
+
+// CommitThen is Commit, calling published (if set and the transaction
+// wrote) as soon as the commit is visible to later writers, which with a
+// Pipeliner is before it is durable and before CommitThen returns.
+func (t *Txn) CommitThen(ctx context.Context, published func()) error {
 	if t.done {
 		return ErrTxnDone
 	}
 	t.done = true
 	if len(t.ops) == 0 {
-		return nil
+		return t.db.WaitDurable(ctx, t.base)
 	}
 	if err := ctx.Err(); err != nil {
 		t.b = nil
 		return err
 	}
-	return t.db.commit(ctx, t)
+	return t.db.commit(ctx, t, published)
 }
 
 // Rollback discards the transaction's writes. It is idempotent.

@@ -58,17 +58,34 @@ type Pipeline struct {
 	children *childIndex
 	heads    map[uint32]headState
 	codecs   *codecCache
+	// unsettled holds the keys of batches submitted but not yet durable,
+	// which the store does not show yet (slate shows a batch only once it
+	// is durable): what a later commit's duplicate check must see.
+	unsettled map[string]unsettledKey
+	submitted uint64 // counts submissions, to tell whose entry a key holds
+}
+
+type unsettledKey struct {
+	by  uint64 // the submission that wrote it last
+	put bool
+}
+
+// submitter is a store that can queue a batch without waiting for it
+// (slate.DB). A store without it is written synchronously in Submit.
+type submitter interface {
+	Submit(ctx context.Context, b *slate.Batch) (*slate.Pending, error)
 }
 
 // New returns a pipeline writing to store. Before the first commit the caller
 // must Prime it with the loaded catalog (Load does).
 func New(store Store, opts Options) *Pipeline {
 	p := &Pipeline{
-		store:    store,
-		opts:     opts,
-		children: newChildIndex(),
-		heads:    map[uint32]headState{},
-		codecs:   newCodecCache(),
+		store:     store,
+		opts:      opts,
+		children:  newChildIndex(),
+		heads:     map[uint32]headState{},
+		codecs:    newCodecCache(),
+		unsettled: map[string]unsettledKey{},
 	}
 	if g, ok := store.(interface {
 		Get(ctx context.Context, key []byte) ([]byte, error)
@@ -95,42 +112,123 @@ func (p *Pipeline) Failed() error {
 	return nil
 }
 
+// stored reports whether key is stored or written by a submitted commit
+// not yet durable. REQUIRES: p.mu.
+func (p *Pipeline) stored(ctx context.Context, key []byte) (bool, error) {
+	if u, ok := p.unsettled[string(key)]; ok {
+		return u.put, nil
+	}
+	if p.lookup == nil {
+		return false, nil
+	}
+	return p.lookup(ctx, key)
+}
+
 // Persist validates c, writes it as one batch and returns once it is durable.
-func (p *Pipeline) Persist(ctx context.Context, c *catalog.Commit) (err error) {
+func (p *Pipeline) Persist(ctx context.Context, c *catalog.Commit) error {
+	wait, err := p.Submit(ctx, c)
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
+}
+
+// Submit validates c, translates it and hands its batch to the store. It
+// returns once c's place in the durable order is fixed: every commit
+// submitted later is written after it and fails if it fails. wait returns
+// nil once c is durable. The catalog may build later commits on c before
+// then (pipelining; catalog.Pipeliner) but must acknowledge nothing that
+// depends on c until wait says it is durable.
+func (p *Pipeline) Submit(ctx context.Context, c *catalog.Commit) (wait func(context.Context) error, err error) {
 	start := time.Now()
 	keys := 0
-	defer func() {
+	observe := func(err error) {
 		if p.opts.Observe != nil {
 			p.opts.Observe(Outcome{Result: resultOf(err), Duration: time.Since(start), Keys: keys})
+		}
+	}
+	defer func() {
+		if err != nil {
+			observe(err)
 		}
 	}()
 	if f := p.Failed(); f != nil {
 		// The cause goes into the message itself: a client that only sees
 		// the message (most drivers) must learn why, e.g. that a newer
 		// writer fenced this server.
-		return &Error{Kind: ErrStoreFailed, Code: "58030", Message: ErrStoreFailed.Error() + ": " + f.Error()}
+		return nil, &Error{Kind: ErrStoreFailed, Code: "58030", Message: ErrStoreFailed.Error() + ": " + f.Error()}
 	}
 	if err := p.validate(ctx, c); err != nil {
-		return err
+		return nil, err
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	t, err := p.translate(ctx, c)
-	p.mu.Unlock()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	keys = t.batch.Len()
-	if _, err := p.store.Write(ctx, t.batch); err != nil {
-		// The write may or may not have landed: nothing after it may be
-		// acknowledged until the store is reopened and the catalog rebuilt.
-		e := fmt.Errorf("commit: store write: %w", err)
-		p.failed.CompareAndSwap(nil, &e)
-		return &Error{Kind: ErrStoreFailed, Code: "58030", Message: "could not write the commit to the store: " + err.Error()}
+	var pending *slate.Pending
+	if s, ok := p.store.(submitter); ok {
+		pending, err = s.Submit(ctx, t.batch)
+	} else {
+		_, err = p.store.Write(ctx, t.batch)
 	}
-	p.mu.Lock()
+	if err != nil {
+		return nil, p.storeFailed(err)
+	}
+	// The batch is queued: later commits translate against it.
 	t.publish(p)
-	p.mu.Unlock()
-	return nil
+	p.submitted++
+	by := p.submitted
+	for k, put := range t.keys {
+		p.unsettled[k] = unsettledKey{by: by, put: put}
+	}
+	return func(ctx context.Context) error {
+		var err error
+		if pending != nil {
+			if _, err = pending.Wait(ctx); err != nil && ctx.Err() != nil {
+				// The caller stopped waiting; the outcome still decides
+				// whether the pipeline may go on.
+				go func() {
+					if _, err := pending.Wait(context.Background()); err != nil {
+						p.storeFailed(err)
+					}
+					p.settle(by, t.keys)
+				}()
+				observe(err)
+				return &Error{Kind: ErrStoreFailed, Code: "58030", Message: "the commit's outcome is unknown: " + err.Error()}
+			}
+		}
+		if err != nil {
+			err = p.storeFailed(err)
+		}
+		p.settle(by, t.keys)
+		observe(err)
+		return err
+	}, nil
+}
+
+// storeFailed records a failed store write, which fails every later commit
+// (the write may or may not have landed: nothing after it may be
+// acknowledged until the store is reopened and the catalog rebuilt), and
+// returns the commit's error.
+func (p *Pipeline) storeFailed(err error) error {
+	e := fmt.Errorf("commit: store write: %w", err)
+	p.failed.CompareAndSwap(nil, &e)
+	return &Error{Kind: ErrStoreFailed, Code: "58030", Message: "could not write the commit to the store: " + err.Error()}
+}
+
+// settle forgets the unsettled keys of submission by once the store shows
+// them (or the pipeline failed).
+func (p *Pipeline) settle(by uint64, keys map[string]bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k := range keys {
+		if u, ok := p.unsettled[k]; ok && u.by == by {
+			delete(p.unsettled, k)
+		}
+	}
 }
 
 func resultOf(err error) string {
@@ -150,3 +248,5 @@ func resultOf(err error) string {
 	}
 	return "invalid"
 }
+
+var _ catalog.Pipeliner = (*Pipeline)(nil)

@@ -23,7 +23,7 @@ const schema = "public"
 type harness struct {
 	t     *testing.T
 	ctx   context.Context
-	store *objstore.Mem
+	store objstore.Store
 	kv    *slate.DB
 	pipe  *Pipeline
 	srv   *catalog.Server

@@ -52,6 +52,7 @@ type childChange struct {
 
 type translation struct {
 	batch    *slate.Batch
+	keys     map[string]bool // every key the batch writes: true put, false delete
 	children map[string]*childChange
 	heads    map[uint32]headState
 }
@@ -276,8 +277,8 @@ func (tr *translator) row(id uint32, schema string, codec *keyspace.Table, row d
 		switch {
 		case prev != nil && prev.put:
 			return shapeErr("two rows of %s in one commit have the same identity (%s)", codec.Def.Name, keyspace.FormatKey(k))
-		case prev == nil && tr.p.lookup != nil:
-			exists, err := tr.p.lookup(tr.ctx, k)
+		case prev == nil:
+			exists, err := tr.p.stored(tr.ctx, k)
 			if err != nil {
 				return fmt.Errorf("commit: checking %s: %w", keyspace.FormatKey(k), err)
 			}
@@ -509,7 +510,11 @@ func (tr *translator) emit() (*translation, error) {
 			b.Delete([]byte(k))
 		}
 	}
-	return &translation{batch: b, children: tr.children, heads: heads}, nil
+	written := make(map[string]bool, len(tr.pending))
+	for k, e := range tr.pending {
+		written[k] = e.put
+	}
+	return &translation{batch: b, keys: written, children: tr.children, heads: heads}, nil
 }
 
 func (tr *translator) tableExists(id uint32, name string) bool {

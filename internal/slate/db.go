@@ -101,14 +101,33 @@ type pendingWrite struct {
 // durable. If ctx ends first, Write returns the context's error and the
 // batch's outcome is unknown: it may still become durable.
 func (d *DB) Write(ctx context.Context, b *Batch) (uint64, error) {
+	w, err := d.Submit(ctx, b)
+	if err != nil {
+		return 0, err
+	}
+	return w.Wait(ctx)
+}
+
+// Pending is a batch handed to the commit loop by Submit.
+type Pending struct {
+	p *pendingWrite
+}
+
+// Submit hands b to the commit loop and returns without waiting for it to
+// be durable. Batches are written, and their outcomes decided, in the order
+// of their Submit calls: if one fails, every batch submitted after it fails
+// too (invariant 4). That lets a caller order its own later work after b
+// before b is durable (commit pipelining) as long as it acknowledges that
+// work only after b's Wait succeeds.
+func (d *DB) Submit(ctx context.Context, b *Batch) (*Pending, error) {
 	if d.readOnly {
-		return 0, ErrReadOnly
+		return nil, ErrReadOnly
 	}
 	if err := b.validate(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err
+		return nil, err
 	}
 	p := &pendingWrite{ops: b.ops, bytes: b.bytes, done: make(chan error, 1)}
 	d.mu.Lock()
@@ -116,20 +135,28 @@ func (d *DB) Write(ctx context.Context, b *Batch) (uint64, error) {
 	case d.failErr != nil:
 		err := d.failErr
 		d.mu.Unlock()
-		return 0, err
+		return nil, err
 	case d.closing:
 		d.mu.Unlock()
-		return 0, ErrClosed
+		return nil, ErrClosed
 	}
 	d.queue = append(d.queue, p)
 	d.commitCond.Signal()
 	d.mu.Unlock()
+	return &Pending{p: p}, nil
+}
+
+// Wait returns the batch's sequence number once it is durable, or why it
+// failed. If ctx ends first it returns the context's error and the outcome
+// is unknown; Wait may be called again.
+func (w *Pending) Wait(ctx context.Context) (uint64, error) {
 	select {
-	case err := <-p.done:
+	case err := <-w.p.done:
+		w.p.done <- err // keep the outcome for a later Wait
 		if err != nil {
 			return 0, err
 		}
-		return p.seq, nil
+		return w.p.seq, nil
 	case <-ctx.Done():
 		return 0, fmt.Errorf("slate: write outcome unknown: %w", ctx.Err())
 	}

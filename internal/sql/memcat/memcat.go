@@ -555,8 +555,9 @@ func (t *Txn) enlist(committing bool) {
 // NewOID allocates an object id for a session temp table.
 func (db *DB) NewOID() uint32 { return db.oids.Add(1) }
 
-// Head returns the newest published version (an O(1) snapshot).
-func (db *DB) Head() *Version { return db.versionOf(db.cat.Current()) }
+// Head returns the newest durable version (an O(1) snapshot): what a read
+// outside a transaction, acknowledged at once, may see.
+func (db *DB) Head() *Version { return db.versionOf(db.cat.Durable()) }
 
 func (db *DB) versionOf(cv *catalog.Version) *Version {
 	db.mu.Lock()
@@ -579,8 +580,20 @@ func (db *DB) Begin(ctx context.Context, writer bool) (*Txn, error) {
 	if err := t.admit(ctx); err != nil {
 		return nil, err
 	}
-	t.tx = db.cat.Begin()
+	t.tx = t.begin()
 	return t, nil
+}
+
+// begin pins the catalog version: a writing session's transactions the
+// newest, durable or not, so that a commit follows one still being made
+// durable without waiting for it (its own COMMIT is acknowledged only
+// after both are durable: catalog.Database); other sessions' the newest
+// durable one, which they never wait for.
+func (t *Txn) begin() *catalog.Txn {
+	if t.writer {
+		return t.db.cat.BeginLatest()
+	}
+	return t.db.cat.Begin()
 }
 
 // admit waits until t may pin a snapshot. Only transactions of writing
@@ -663,7 +676,7 @@ func (t *Txn) Rebase(ctx context.Context) error {
 		return err
 	}
 	t.tx.Rollback()
-	t.tx = t.db.cat.Begin()
+	t.tx = t.begin()
 	t.view = nil
 	return nil
 }
@@ -857,7 +870,11 @@ func (t *Txn) release() {
 // Commit hands the transaction to the catalog, which replays it onto the
 // newest version if others committed meanwhile, persists it through the
 // commit pipeline and publishes it. A transaction without writes commits
-// trivially.
+// once what it read is durable.
+//
+// The transaction stops counting as a write under way (settle) as soon as
+// its commit is visible to later writers, before it is durable: they pin
+// it and pipeline their commits behind it.
 func (t *Txn) Commit(ctx context.Context) error {
 	defer t.release()
 	if t.tx.Dirty() {
@@ -865,7 +882,7 @@ func (t *Txn) Commit(ctx context.Context) error {
 		t.enlist(true)
 		t.db.mu.Unlock()
 	}
-	if err := t.tx.Commit(ctx); err != nil {
+	if err := t.tx.CommitThen(ctx, t.release); err != nil {
 		return convert(err)
 	}
 	return nil
