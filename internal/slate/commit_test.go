@@ -209,3 +209,64 @@ func TestWriteFailsWhenFlushFails(t *testing.T) {
 		t.Fatalf("write error %v, want the store's crash", err)
 	}
 }
+
+// TestSubmitOrder: batches submitted one after another without waiting are
+// written in submission order (sequence numbers ascend with it); if one
+// fails, every batch submitted after it fails too, which is what lets the
+// commit pipeline build on a batch before it is durable.
+func TestSubmitOrder(t *testing.T) {
+	ctx := context.Background()
+	var failWAL atomic.Bool
+	fs := fault.New(objstore.NewMem(), fault.Config{
+		Ops: map[fault.Op]fault.Rule{fault.OpPutIfAbsent: {Latency: fault.Fixed(5 * time.Millisecond)}},
+		Hook: func(c fault.Call) fault.Action {
+			if c.Op == fault.OpPutIfAbsent && strings.HasPrefix(c.Key, walPrefix) && failWAL.CompareAndSwap(true, false) {
+				return fault.Fail
+			}
+			return fault.Proceed
+		},
+	})
+	d := mustOpen(t, fs, Options{GCInterval: -1})
+	defer d.Close(ctx)
+	var ps []*Pending
+	for i := range 6 {
+		p, err := d.Submit(ctx, batchOf(fmt.Sprint("k", i), fmt.Sprint("v", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	var last uint64
+	for i, p := range ps {
+		seq, err := p.Wait(ctx)
+		if err != nil || seq <= last {
+			t.Fatalf("batch %d: seq %d after %d, %v; want ascending and durable", i, seq, last, err)
+		}
+		last = seq
+		if again, err := p.Wait(ctx); again != seq || err != nil {
+			t.Fatalf("second Wait of batch %d = %d, %v", i, again, err)
+		}
+	}
+	failWAL.Store(true) // fails the next WAL PUT only
+	first, err := d.Submit(ctx, batchOf("lost", "x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A PUT after the failed one would succeed: the batch behind must fail
+	// anyway.
+	second, err := d.Submit(ctx, batchOf("behind", "y"))
+	if err != nil && !errors.Is(err, ErrFailed) {
+		t.Fatal(err)
+	}
+	if _, err := first.Wait(ctx); !errors.Is(err, ErrFailed) {
+		t.Fatalf("failed batch: %v", err)
+	}
+	if second != nil {
+		if _, err := second.Wait(ctx); !errors.Is(err, ErrFailed) {
+			t.Fatalf("batch submitted behind a failed one: %v, want ErrFailed", err)
+		}
+	}
+	if _, err := d.Get(ctx, []byte("behind")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("batch behind a failed one is visible: %v", err)
+	}
+}
