@@ -219,6 +219,12 @@ func (db *Database) advanceDurable(v *Version) {
 	if d := db.durable.Load(); d.seq >= v.seq {
 		return
 	}
+	db.setDurableLocked(v)
+}
+
+// setDurableLocked makes v the durable version and wakes WaitDurable.
+// REQUIRES: db.dur held.
+func (db *Database) setDurableLocked(v *Version) {
 	db.durable.Store(v)
 	close(db.dur.advanced)
 	db.dur.advanced = make(chan struct{})
@@ -276,9 +282,7 @@ func (db *Database) Publish(base, next *Version) error {
 	}
 	db.cur.Store(next)
 	db.dur.Lock()
-	db.durable.Store(next)
-	close(db.dur.advanced)
-	db.dur.advanced = make(chan struct{})
+	db.setDurableLocked(next) // a follower's version: its seq may be lower
 	db.dur.Unlock()
 	return nil
 }

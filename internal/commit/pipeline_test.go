@@ -129,6 +129,24 @@ func result(t *testing.T, name string, ch <-chan error) error {
 	}
 }
 
+// twoQueued holds the WAL PUT of commit a (snapshot 2), queues commit b
+// (snapshot 3) behind it and starts the read-only COMMIT of a transaction
+// pinned to b's version. It returns once a and b are published to writers.
+func (h *harness) twoQueued(g *walGate) (base *catalog.Version, a, b, ro <-chan error) {
+	h.t.Helper()
+	base = h.db.Current()
+	g.close()
+	a = h.commitLatest(h.snapshotCommit(2, "a"))
+	<-g.entered // a's WAL PUT is in flight
+	h.waitCurrentSeq(base.Seq() + 1)
+	b = h.commitLatest(h.snapshotCommit(3, "b"))
+	h.waitCurrentSeq(base.Seq() + 2)
+	tx := h.db.BeginLatest() // reads b's version, writes nothing
+	roDone := make(chan error, 1)
+	go func() { roDone <- tx.Commit(h.ctx) }()
+	return base, a, b, roDone
+}
+
 // A commit built on one still being made durable is validated and queued
 // behind it at once (pipelining); neither is acknowledged, nor shown to
 // readers, before it is durable, and a transaction that only read the
@@ -136,17 +154,7 @@ func result(t *testing.T, name string, ch <-chan error) error {
 func TestPipelinedCommitsLandInOrder(t *testing.T) {
 	h, g := newGatedHarness(t)
 	h.initLake()
-	base := h.db.Current()
-
-	g.close()
-	a := h.commitLatest(h.snapshotCommit(2, "a"))
-	<-g.entered // a's WAL PUT is in flight
-	h.waitCurrentSeq(base.Seq() + 1)
-	b := h.commitLatest(h.snapshotCommit(3, "b"))
-	h.waitCurrentSeq(base.Seq() + 2)
-	ro := h.db.BeginLatest() // reads b's version, writes nothing
-	roDone := make(chan error, 1)
-	go func() { roDone <- ro.Commit(h.ctx) }()
+	base, a, b, roDone := h.twoQueued(g)
 
 	pending(t, "commit a", a)
 	pending(t, "commit b", b)
@@ -176,17 +184,7 @@ func TestPipelinedCommitsLandInOrder(t *testing.T) {
 func TestPipelinedFailureFailsEveryLaterCommit(t *testing.T) {
 	h, g := newGatedHarness(t)
 	h.initLake()
-	base := h.db.Current()
-
-	g.close()
-	a := h.commitLatest(h.snapshotCommit(2, "a"))
-	<-g.entered
-	h.waitCurrentSeq(base.Seq() + 1)
-	b := h.commitLatest(h.snapshotCommit(3, "b"))
-	h.waitCurrentSeq(base.Seq() + 2)
-	ro := h.db.BeginLatest()
-	roDone := make(chan error, 1)
-	go func() { roDone <- ro.Commit(h.ctx) }()
+	base, a, b, roDone := h.twoQueued(g)
 
 	g.open(true)
 	for name, ch := range map[string]<-chan error{"a": a, "b": b} {

@@ -15,6 +15,7 @@ import (
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/commit"
 	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/objstore/localdir"
 	"github.com/moraine-db/moraine/internal/objstore/objurl"
 	"github.com/moraine-db/moraine/internal/slate"
 )
@@ -50,6 +51,15 @@ func OpenStack(ctx context.Context, url string, opts StackOptions) (*Stack, erro
 	store, err := objurl.Open(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", url, err)
+	}
+	if ld, ok := store.(*localdir.Store); ok && opts.Log != nil {
+		if r := ld.Recovered(); r.Segments > 0 {
+			// A process that had the directory open died without closing
+			// it; its journal was replayed (docs/objstore.md).
+			opts.Log.Warn("local store: replayed the journal of a process that did not close the store",
+				"segments", r.Segments, "records", r.Records, "restored", r.Restored, "deleted", r.Deleted,
+				"skipped_live", r.Skipped)
+		}
 	}
 	if opts.Metrics != nil {
 		store = &instrumentedStore{Store: store, m: opts.Metrics}

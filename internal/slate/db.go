@@ -31,7 +31,9 @@
 //     anything a manifest younger than the grace period references.
 //
 // Rejected designs: serving reads ahead of durability (SlateDB's default)
-// would let a catalog reader see a commit that a crash then loses; retrying
+// would let a catalog reader see a commit that a crash then loses (commit
+// pipelining happens above slate, through Submit, where the catalog knows
+// which transactions may build on a batch not yet durable); retrying
 // WAL PUTs inside the DB would hide an ambiguous outcome from the caller.
 package slate
 

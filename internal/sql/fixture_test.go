@@ -90,21 +90,9 @@ func (r *recSink) copyOut(format int16, cols []colInfo, src rowSource) error {
 	for _, row := range rows {
 		var b []byte
 		if format == 1 {
-			b = pgvalue.AppendTupleStart(b, len(row))
-			for j, v := range row {
-				if v.IsNull() {
-					b = pgvalue.AppendNullField(b)
-					continue
-				}
-				at := len(b)
-				b = append(b, 0, 0, 0, 0)
-				var err error
-				b, err = encodeCell(b, cols[j].typ, v, 1)
-				if err != nil {
-					return err
-				}
-				n := len(b) - at - 4
-				b[at], b[at+1], b[at+2], b[at+3] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+			var err error
+			if b, err = appendBinaryTuple(b, cols, row); err != nil {
+				return err
 			}
 		}
 		buf.Write(b)

@@ -372,7 +372,11 @@ type DB struct {
 	Name string
 	cat  *catalog.Database
 	mu   sync.Mutex
-	head struct {
+	// head and prev cache the views of the two catalog versions asked for
+	// last: with commits in flight, writing sessions read the newest
+	// version and everyone else the newest durable one, and a one-entry
+	// cache would rebuild a view at every switch.
+	head, prev struct {
 		src *catalog.Version
 		v   *Version
 	}
@@ -562,10 +566,15 @@ func (db *DB) Head() *Version { return db.versionOf(db.cat.Durable()) }
 func (db *DB) versionOf(cv *catalog.Version) *Version {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if db.head.src == cv {
+	switch cv {
+	case db.head.src:
+		return db.head.v
+	case db.prev.src:
+		db.head, db.prev = db.prev, db.head
 		return db.head.v
 	}
 	v := newVersion(db.head.v, cv)
+	db.prev = db.head
 	db.head.src, db.head.v = cv, v
 	return v
 }
