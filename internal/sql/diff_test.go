@@ -105,6 +105,13 @@ ORDER BY namespace_id, relname, attnum, constraint_id`},
 INSERT INTO "public".ducklake_file_column_stats VALUES (1, 1, 1, 20053, 5000, 0, '100', '5099', NULL, NULL),(1, 1, 2, 10, 5000, 3, 'a', 'z', NULL, NULL),(2, 1, 1, 20, 50, 0, '1', '50', false, NULL)`},
 	{sql: `UPDATE "public".ducklake_data_file SET end_snapshot = 3 WHERE end_snapshot IS NULL AND table_id IN (1) AND data_file_id >= 2`},
 	{sql: `UPDATE "public".ducklake_data_file SET begin_snapshot = 8 WHERE data_file_id = 1`},
+	// Key-index paths of UPDATE/DELETE (index.go): an IN list out of ctid
+	// order, with a repeat, a NULL and a missing id; rows are still
+	// visited, and new versions placed, in ctid order.
+	{sql: `UPDATE "public".ducklake_data_file SET file_order = 7 WHERE data_file_id IN (1, 3, 1, NULL, 99)`},
+	{sql: `UPDATE "public".ducklake_data_file SET file_order = 8 WHERE data_file_id IN (2, 1) AND end_snapshot IS NULL`},
+	{sql: `DELETE FROM "public".ducklake_data_file WHERE data_file_id IN (2) AND end_snapshot = 99`},
+	{sql: `SELECT data_file_id, file_order, ctid FROM "public".ducklake_data_file`},
 	{sql: `WITH dropped_cols(tid, cid) AS ( VALUES (1, 2) ) UPDATE "public".ducklake_column SET end_snapshot = 6 FROM dropped_cols WHERE table_id = tid AND column_id = cid AND end_snapshot IS NULL`},
 	{sql: `UPDATE "public".ducklake_file_column_stats SET contains_nan=CAST(false AS BOOLEAN), min_value=CAST('0' AS VARCHAR) WHERE data_file_id = 1 AND column_id = 1`},
 	{sql: `SELECT data_file_id, value_count, max_value, min_value FROM "public".ducklake_file_column_stats WHERE column_id = 1 AND table_id = 1`},

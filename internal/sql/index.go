@@ -1,7 +1,9 @@
 package sql
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -19,8 +21,14 @@ import (
 // and on a catalog with many snapshots a scan per question is what made
 // attach slow.
 //
-// Both paths only narrow the input rows: WHERE and the target list still
-// run over them unchanged, so the result is the scan's by construction.
+// UPDATE and DELETE use the first path too, and also a one-column key
+// pinned by `key IN (v, …)`: DuckLake ends, rebases and deletes data and
+// delete files by id (`WHERE data_file_id IN (…)`), which on a catalog of
+// a million files would otherwise scan a million rows per statement.
+//
+// Every path only narrows the input rows: WHERE and the target list still
+// run over them unchanged, and UPDATE/DELETE visit them in ctid order as
+// the scan does, so the result is the scan's by construction.
 
 // errRowDependent: an expression evaluated before the scan referred to a
 // column of the row being scanned (so it cannot be known before the scan).
@@ -150,6 +158,88 @@ func (x *exec) keyFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node, out
 		}
 	}
 	return key, true, nil
+}
+
+// indexedTarget returns the rows of t that an UPDATE's or DELETE's where
+// can match, read from the key index (with the ctid column, in ctid order,
+// as tableRelFiltered returns them); ok false means scan.
+func (x *exec) indexedTarget(t *memcat.Table, alias string, where *pg.Node) (r *rel, ok bool, err error) {
+	if !t.Indexed() {
+		return nil, false, nil
+	}
+	cols := tableCols(t, alias)
+	keys, ok, err := x.keysFromWhere(t, cols, where)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	out := &rel{cols: cols}
+	seen := make(map[int64]bool, len(keys))
+	for _, key := range keys {
+		ctid, vals, found, err := t.LookupKey(key, make([]datum.Value, 0, len(cols)))
+		if err != nil {
+			return nil, true, err
+		}
+		if found && !seen[ctid] {
+			seen[ctid] = true
+			out.rows = append(out.rows, append(vals, datum.Value{K: datum.KindTID, I: ctid}))
+		}
+	}
+	n := len(cols) - 1
+	slices.SortFunc(out.rows, func(a, b []datum.Value) int { return cmp.Compare(a[n].I, b[n].I) })
+	return out, true, nil
+}
+
+// keysFromWhere returns the primary keys the conjuncts of where restrict
+// the rows to: the one keyFromWhere finds, or for a one-column key the
+// values of a conjunct `key IN (v, …)` whose values are known before the
+// scan. ok false means the conjuncts do not restrict the key that way.
+func (x *exec) keysFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node) ([][]datum.Value, bool, error) {
+	key, ok, err := x.keyFromWhere(t, cols, where, nil)
+	if err != nil || ok {
+		return [][]datum.Value{key}, ok, err
+	}
+	if len(t.Def.PK) != 1 {
+		return nil, false, nil
+	}
+	scope := &env{cols: cols} // row nil: a reference to it fails
+	var conj []*pg.Node
+	flattenAnd(where, &conj)
+	for _, c := range conj {
+		a := c.GetAExpr()
+		if a == nil || a.Kind != pg.A_Expr_Kind_AEXPR_IN || opName(a.Name) != "=" {
+			continue
+		}
+		cr := a.Lexpr.GetColumnRef()
+		list := a.Rexpr.GetList()
+		if cr == nil || list == nil {
+			continue
+		}
+		if ci, err := scope.resolve(names(cr.Fields)); err != nil || ci != t.Def.PK[0] {
+			continue
+		}
+		keys := make([][]datum.Value, 0, len(list.Items))
+		usable := true
+		for _, item := range list.Items {
+			if !knownBeforeScan(item) {
+				usable = false
+				break
+			}
+			v, err := x.eval(item, scope)
+			if err != nil || (!v.v.IsNull() && v.v.K != cols[t.Def.PK[0]].typ.Kind()) {
+				// An error is the WHERE clause's to report; a cross-kind
+				// comparison is the scan's to decide.
+				usable = false
+				break
+			}
+			if !v.v.IsNull() { // = NULL matches no row
+				keys = append(keys, []datum.Value{v.v})
+			}
+		}
+		if usable {
+			return keys, true, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // knownBeforeScan reports whether n is a shape whose value cannot depend on

@@ -308,7 +308,14 @@ func (x *exec) withCTEs(w *pg.WithClause) (func(), error) {
 func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *pg.Node, fn func(ctid int64, e *env) error) error {
 	var target *rel
 	var err error
-	if len(from) == 0 && where != nil && simpleExpr(where) {
+	indexed := false
+	if len(from) == 0 && where != nil {
+		// The key index narrows the candidate rows (index.go).
+		target, indexed, err = x.indexedTarget(t, alias, where)
+	}
+	switch {
+	case err != nil || indexed:
+	case len(from) == 0 && where != nil && simpleExpr(where):
 		// Rows that fail a simple WHERE are dropped while scanning; the
 		// WHERE below runs again on the rest (and reports any error).
 		e := &env{cols: tableCols(t, alias)}
@@ -317,7 +324,7 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 			v, err := x.eval(where, e)
 			return err != nil || truth(v)
 		})
-	} else {
+	default:
 		target, err = tableRelFiltered(t, alias, nil)
 	}
 	if err != nil {
