@@ -133,14 +133,32 @@ type outCol struct {
 	typ datum.Type
 }
 
+// rowWalker finds where each column's value lies in a stored row without
+// decoding it (walk). Not safe for concurrent use.
+type rowWalker struct {
+	stored []storedKind // per table column, in table order
+	cells  []cellRef    // per table column, filled by walk
+}
+
+// newRowWalker returns a walker for rows encoded with types; ok is false
+// when a type has no stored kind the walk knows.
+func newRowWalker(types []datum.Type) (rowWalker, bool) {
+	w := rowWalker{stored: make([]storedKind, len(types)), cells: make([]cellRef, len(types))}
+	for i, t := range types {
+		if w.stored[i] = storedKindOf(t.Kind()); w.stored[i] == 0 {
+			return rowWalker{}, false
+		}
+	}
+	return w, true
+}
+
 // copyPlan writes binary COPY tuples straight from stored rows. It is
 // built per statement and is not safe for concurrent use.
 type copyPlan struct {
-	name   string       // the table, for errors
-	stored []storedKind // per table column, in table order
+	rowWalker
+	name   string // the table, for errors
 	out    []outCol
-	cells  []cellRef // per table column, filled by walk
-	fields [2]byte   // the tuple's field count, big endian
+	fields [2]byte // the tuple's field count, big endian
 }
 
 // newCopyPlan returns a plan for the output columns cols of a table whose
@@ -151,22 +169,18 @@ func newCopyPlan(name string, defTypes, stored []datum.Type, cols []colInfo, idx
 	if len(stored) != len(defTypes) || len(cols) != len(idx) || len(cols) > math.MaxInt16 {
 		return nil, false
 	}
-	p := &copyPlan{
-		name:   name,
-		stored: make([]storedKind, len(stored)),
-		cells:  make([]cellRef, len(stored)),
-	}
 	for i, t := range stored {
 		if t != defTypes[i] {
 			return nil, false
 		}
-		// Every column is walked, selected or not, because a row the
-		// general path rejects (an unknown type, bad bytes) must be
-		// rejected here too.
-		if p.stored[i] = storedKindOf(t.Kind()); p.stored[i] == 0 {
-			return nil, false
-		}
 	}
+	// Every column is walked, selected or not, because a row the general
+	// path rejects (an unknown type, bad bytes) must be rejected here too.
+	w, ok := newRowWalker(stored)
+	if !ok {
+		return nil, false
+	}
+	p := &copyPlan{rowWalker: w, name: name}
 	binary.BigEndian.PutUint16(p.fields[:], uint16(len(cols)))
 	for j, i := range idx {
 		t := outType(cols[j].typ)
@@ -189,11 +203,11 @@ func newCopyPlan(name string, defTypes, stored []datum.Type, cols []colInfo, idx
 	return p, true
 }
 
-// walk parses r as datum.Row.Decode does for the plan's table, recording
-// where each selected value lies in p.cells. It fails exactly when Decode
-// fails. Columns past the row's stored count read as NULL (rows written
-// before an ALTER TABLE ADD COLUMN).
-func (p *copyPlan) walk(r datum.Row) error {
+// walk parses r as datum.Row.Decode does, recording where each value lies
+// in w.cells. It fails exactly when Decode fails. Columns past the row's
+// stored count read as NULL (rows written before an ALTER TABLE ADD
+// COLUMN).
+func (w *rowWalker) walk(r datum.Row) error {
 	n64, k := binary.Uvarint(r)
 	if k <= 0 || n64 > math.MaxInt32 {
 		return datum.ErrBadRow
@@ -206,8 +220,8 @@ func (p *copyPlan) walk(r datum.Row) error {
 	}
 	bm := r[pos : pos+bmLen]
 	pos += bmLen
-	cells := p.cells
-	for i, sk := range p.stored {
+	cells := w.cells
+	for i, sk := range w.stored {
 		if i >= n || bm[i>>3]&(1<<(i&7)) != 0 {
 			cells[i].null = true
 			continue

@@ -102,9 +102,41 @@ func (x *exec) indexedFrom(s *pg.SelectStmt, outer *env) (r *rel, ok bool, err e
 // one value per key column, when every key column is compared with = to a
 // value computable before the scan and of the column's kind.
 func (x *exec) keyFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node, outer *env) ([]datum.Value, bool, error) {
+	eqs, ok := x.equalities(cols, where, outer)
+	if !ok {
+		return nil, false, nil // leave the error to the WHERE clause
+	}
 	pk := t.Def.PK
 	key := make([]datum.Value, len(pk))
 	have := make([]bool, len(pk))
+	for _, eq := range eqs {
+		for j, p := range pk {
+			if p == eq.col {
+				key[j], have[j] = eq.v, true
+			}
+		}
+	}
+	for j, h := range have {
+		if !h || key[j].IsNull() {
+			// = NULL is never true: no row, without a lookup.
+			return nil, false, nil
+		}
+	}
+	return key, true, nil
+}
+
+// colValue is a conjunct `column = value` of a WHERE clause.
+type colValue struct {
+	col int // position in cols
+	v   datum.Value
+}
+
+// equalities returns the AND-ed conjuncts of where of the form `column =
+// value` (either way round) whose value is computable before the scan and
+// NULL or of the column's kind, the first one per column. ok is false when
+// computing a value failed: that error is the WHERE clause's to report, so
+// no access path may be taken.
+func (x *exec) equalities(cols []colInfo, where *pg.Node, outer *env) (eqs []colValue, ok bool) {
 	scope := &env{cols: cols} // row nil: a reference to it fails
 	pre := &env{cols: cols, outer: outer}
 	var conj []*pg.Node
@@ -120,16 +152,7 @@ func (x *exec) keyFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node, out
 				continue
 			}
 			ci, err := scope.resolve(names(cr.Fields))
-			if err != nil {
-				continue
-			}
-			k := -1
-			for j, p := range pk {
-				if p == ci {
-					k = j
-				}
-			}
-			if k < 0 || have[k] {
+			if err != nil || slices.ContainsFunc(eqs, func(e colValue) bool { return e.col == ci }) {
 				continue
 			}
 			v, err := x.eval(side[1], pre)
@@ -137,27 +160,39 @@ func (x *exec) keyFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node, out
 				if errors.Is(err, errRowDependent) {
 					continue
 				}
-				return nil, false, nil // leave the error to the WHERE clause
+				return nil, false
 			}
 			if !v.v.IsNull() && v.v.K != cols[ci].typ.Kind() {
 				continue // a cross-kind comparison: let the scan decide
 			}
-			key[k], have[k] = v.v, true
+			eqs = append(eqs, colValue{col: ci, v: v.v})
 			break
 		}
 	}
-	for _, h := range have {
-		if !h {
-			return nil, false, nil
+	return eqs, true
+}
+
+// intEqualities returns the conjuncts among filters (each AND-ed, all
+// AND-ed together) that compare an integer column with = to a non-NULL
+// integer known before the scan: a stored row whose column differs cannot
+// pass them and is skipped by the scan without being decoded
+// (tableRelFiltered). DuckLake's per-commit `UPDATE ducklake_table_stats
+// … WHERE table_id = …` and `… table_column_stats … WHERE table_id = … AND
+// column_id = …` are scans of tables without a key.
+func (x *exec) intEqualities(cols []colInfo, filters ...*pg.Node) []colValue {
+	var out []colValue
+	for _, f := range filters {
+		eqs, ok := x.equalities(cols, f, nil)
+		if !ok {
+			return nil
+		}
+		for _, eq := range eqs {
+			if cols[eq.col].typ.Kind() == datum.KindInt && !eq.v.IsNull() {
+				out = append(out, eq)
+			}
 		}
 	}
-	for _, v := range key {
-		if v.IsNull() {
-			// = NULL is never true: no row, without a lookup.
-			return nil, false, nil
-		}
-	}
-	return key, true, nil
+	return out
 }
 
 // indexedTarget returns the rows of t that an UPDATE's or DELETE's where

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"fmt"
 	"strings"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -120,7 +121,7 @@ func requalify(r *rel, qual string) *rel {
 
 // tableRel exposes a table's rows with the hidden ctid column last.
 func tableRel(t *memcat.Table, qual string) *rel {
-	r, _ := tableRelFiltered(t, qual, nil)
+	r, _ := tableRelFiltered(t, qual, nil, nil)
 	return r
 }
 
@@ -136,10 +137,19 @@ func tableCols(t *memcat.Table, qual string) []colInfo {
 }
 
 // tableRelFiltered is tableRel keeping only the rows keep accepts (nil
-// keeps all); rejected rows are never copied out of the scan.
-func tableRelFiltered(t *memcat.Table, qual string, keep func(row []datum.Value) bool) (*rel, error) {
+// keeps all); rejected rows are never copied out of the scan. eqs, from
+// intEqualities, must hold for any row keep accepts: a lake table's stored
+// rows that fail them are skipped before they are decoded.
+func tableRelFiltered(t *memcat.Table, qual string, eqs []colValue, keep func(row []datum.Value) bool) (*rel, error) {
 	cols := tableCols(t, qual)
 	n := len(cols) - 1
+	if len(eqs) > 0 {
+		if types, scan, ok := t.EncodedRows(); ok && len(types) == n {
+			if w, ok := newRowWalker(types); ok {
+				return prefilteredRel(t.Name, cols, types, scan, &w, eqs, keep)
+			}
+		}
+	}
 	var rows [][]datum.Value
 	if keep == nil {
 		rows = make([][]datum.Value, 0, t.Len())
@@ -155,6 +165,38 @@ func tableRelFiltered(t *memcat.Table, qual string, keep func(row []datum.Value)
 		return true
 	})
 	return &rel{cols: cols, rows: rows}, err
+}
+
+// prefilteredRel is tableRelFiltered's scan of stored rows: each row is
+// walked (not decoded) and dropped if an integer column differs from eqs;
+// the rest are decoded, as memcat.Table.Scan decodes them, and given to
+// keep. A row the walk cannot parse is decoded too, so that its error is
+// reported exactly as the plain scan reports it.
+func prefilteredRel(name string, cols []colInfo, types []datum.Type, scan func(func(int64, datum.Row) bool), w *rowWalker, eqs []colValue, keep func(row []datum.Value) bool) (*rel, error) {
+	n := len(cols) - 1
+	var rows [][]datum.Value
+	var vals []datum.Value
+	var derr error
+	scan(func(ctid int64, r datum.Row) bool {
+		if w.walk(r) == nil {
+			for _, eq := range eqs {
+				if c := w.cells[eq.col]; c.null || c.v != eq.v.I {
+					return true
+				}
+			}
+		}
+		var err error
+		if vals, err = r.Decode(types, vals[:0]); err != nil {
+			derr = fmt.Errorf("memcat: %s row (%d,%d): %w", name, ctid>>16, ctid&0xffff, err)
+			return false
+		}
+		row := append(append(make([]datum.Value, 0, n+1), vals...), datum.Value{K: datum.KindTID, I: ctid})
+		if keep == nil || keep(row) {
+			rows = append(rows, row)
+		}
+		return true
+	})
+	return &rel{cols: cols, rows: rows}, derr
 }
 
 // regclass resolves a relation name as to_regclass does.

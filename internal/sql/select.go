@@ -1049,10 +1049,10 @@ func (x *exec) scanLakeFiltered(rv *pg.RangeVar, filters []*pg.Node) (*rel, bool
 		}
 	}
 	if len(mine) == 0 {
-		r, err := tableRelFiltered(t, qual, nil)
+		r, err := tableRelFiltered(t, qual, nil, nil)
 		return r, true, err
 	}
-	r, err := tableRelFiltered(t, qual, func(row []datum.Value) bool {
+	r, err := tableRelFiltered(t, qual, x.intEqualities(e.cols, mine...), func(row []datum.Value) bool {
 		e.row = row
 		for _, f := range mine {
 			v, err := x.eval(f, e)
