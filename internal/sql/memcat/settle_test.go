@@ -116,10 +116,11 @@ func TestSettleWaitsForCommitUnderWay(t *testing.T) {
 	// A claimer that never commits delays a new snapshot until its claim
 	// is settleWait old, and not at all after that.
 	c := begin(t, db)
+	// The claim's age counts from inside Insert: take the time before it.
+	claimed := time.Now()
 	if _, err := c.Insert("public", "ducklake_snapshot", row(2, 2)); err != nil {
 		t.Fatal(err)
 	}
-	claimed := time.Now()
 	r2 := mustWait(t, beginAsync(db, true), "snapshot behind an idle claimer")
 	if el := time.Since(claimed); el < wideWait {
 		t.Fatalf("a snapshot behind a fresh claim waited only %v, want %v", el, wideWait)
