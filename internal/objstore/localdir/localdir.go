@@ -224,23 +224,27 @@ func (s *Store) stage(dir string, data []byte, sync bool) (string, error) {
 // that vanished or lives on another file system is replaced by a fresh one
 // beside the object.
 func (s *Store) moveIntoPlace(tmp, path, dir string, data []byte, ifAbsent, sync bool) error {
-	move := os.Rename
+	// linked: the temporary name is still there after a create-if-absent
+	// (a link, or a failure); a plain Put removes tmp on any failure.
+	move := func(tmp, path string) (linked bool, err error) { return false, os.Rename(tmp, path) }
 	if ifAbsent {
 		move = linkNoReplace
 	}
-	err := move(tmp, path)
+	linked, err := move(tmp, path)
 	if retryFresh(err) {
 		_ = os.Remove(tmp)
 		if tmp, err = writeTemp(dir, data, sync); err != nil {
 			return err
 		}
-		err = move(tmp, path)
+		linked, err = move(tmp, path)
 	}
 	if ifAbsent {
 		// After a rename the temporary name is gone; after a link (or a
 		// failure) it must be removed.
-		if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
-			err = fmt.Errorf("remove temporary file: %w", rmErr)
+		if linked || err != nil {
+			if rmErr := os.Remove(tmp); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) && err == nil {
+				err = fmt.Errorf("remove temporary file: %w", rmErr)
+			}
 		}
 		if errors.Is(err, fs.ErrExist) {
 			if fi, statErr := os.Lstat(path); statErr == nil && fi.IsDir() {
@@ -290,30 +294,30 @@ func writeTemp(dir string, data []byte, sync bool) (string, error) {
 // that the kernel makes atomic with respect to every process:
 // renameat2(RENAME_NOREPLACE) moves the name (one directory update, and no
 // unlink of the temporary name after it), and where the file system lacks
-// it, link(2) adds the name. Either way the caller removes tmp afterwards,
-// which is a no-op once it was renamed.
-func linkNoReplace(tmp, final string) error {
+// it, link(2) adds the name. linked reports that tmp still has its name
+// (a link, or a failure): the caller then removes it.
+func linkNoReplace(tmp, final string) (linked bool, err error) {
 	rerr := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, final, unix.RENAME_NOREPLACE)
 	switch {
 	case rerr == nil:
-		return nil
+		return false, nil
 	case errors.Is(rerr, unix.EEXIST):
-		return fs.ErrExist
+		return true, fs.ErrExist
 	case errors.Is(rerr, unix.ENOENT):
-		return fs.ErrNotExist
+		return true, fs.ErrNotExist
 	case !errors.Is(rerr, unix.EINVAL) && !errors.Is(rerr, unix.ENOSYS) && !errors.Is(rerr, unix.ENOTSUP) && !errors.Is(rerr, unix.EOPNOTSUPP):
-		return conflictOr(rerr)
+		return true, conflictOr(rerr)
 	}
 	// No rename-noreplace here (some FUSE and network file systems).
-	err := os.Link(tmp, final)
+	err = os.Link(tmp, final)
 	if err == nil || errors.Is(err, fs.ErrExist) {
-		return err
+		return true, err
 	}
 	var errno syscall.Errno
 	if !errors.As(err, &errno) || (errno != unix.EPERM && errno != unix.ENOTSUP && errno != unix.EOPNOTSUPP && errno != unix.EMLINK) {
-		return conflictOr(err)
+		return true, conflictOr(err)
 	}
-	return fmt.Errorf("file system offers neither rename-noreplace (%v) nor link (%v): create-if-absent is impossible", rerr, err)
+	return true, fmt.Errorf("file system offers neither rename-noreplace (%v) nor link (%v): create-if-absent is impossible", rerr, err)
 }
 
 // conflictOr maps ENOTDIR and EISDIR (a file where a directory is needed or

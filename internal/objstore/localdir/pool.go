@@ -3,7 +3,6 @@ package localdir
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"sync"
 	"time"
@@ -17,7 +16,7 @@ import (
 // commits (~1.4 ms on the CI machines) where appending to an existing file
 // and fdatasyncing it is one small one. The pool takes the creation off the
 // write path: a background goroutine keeps a few empty temporary files
-// created and their creation durable (one fsync of the root for the lot); a
+// created, open, and their creation durable (one fsync of the root for the lot); a
 // write fills one, fdatasyncs it, links it to its final name and fsyncs
 // that directory (~0.6 ms).
 //
@@ -37,9 +36,18 @@ const (
 	poolMaxAge = time.Minute
 )
 
+// pooledFile is an empty temporary file, kept open so that a write does
+// not pay for opening it again.
 type pooledFile struct {
 	path    string
+	f       *os.File
 	created time.Time
+}
+
+// discard closes and removes a pooled file that will not be used.
+func (pf pooledFile) discard() {
+	_ = pf.f.Close()
+	_ = os.Remove(pf.path)
 }
 
 type pool struct {
@@ -86,7 +94,7 @@ func (p *pool) take() (f pooledFile, ok bool) {
 			if time.Since(f.created) < poolMaxAge {
 				return f, true
 			}
-			_ = os.Remove(f.path)
+			f.discard()
 		default:
 			return pooledFile{}, false
 		}
@@ -125,7 +133,7 @@ func (p *pool) fill() {
 					if time.Since(f.created) < poolMaxAge/2 {
 						p.ready <- f
 					} else {
-						_ = os.Remove(f.path)
+						f.discard()
 					}
 				default:
 				}
@@ -143,16 +151,12 @@ func (p *pool) topUp() int {
 		if err != nil {
 			return n
 		}
-		name := f.Name()
-		if err := f.Close(); err != nil {
-			_ = os.Remove(name)
-			return n
-		}
+		pf := pooledFile{path: f.Name(), f: f, created: time.Now()}
 		select {
-		case p.ready <- pooledFile{path: name, created: time.Now()}:
+		case p.ready <- pf:
 			n++
 		default: // only fill sends, but stay safe
-			_ = os.Remove(name)
+			pf.discard()
 			return n
 		}
 	}
@@ -176,7 +180,7 @@ func (p *pool) shutdown() {
 	for {
 		select {
 		case f := <-p.ready:
-			_ = os.Remove(f.path)
+			f.discard()
 		default:
 			return
 		}
@@ -191,14 +195,11 @@ func (p *pool) writePooled(data []byte, sync bool) (path string, ok bool, err er
 	if !ok {
 		return "", false, nil
 	}
-	f, err := os.OpenFile(pf.path, os.O_WRONLY, 0)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", false, nil
-		}
-		_ = os.Remove(pf.path)
-		return "", false, nil
-	}
+	// The file may have been removed meanwhile (RemoveStaleTemp of another
+	// process): the write then lands in an unlinked inode and moving the
+	// name into place fails with ErrNotExist, which the caller retries
+	// with a fresh file.
+	f := pf.f
 	_, err = f.Write(data)
 	if err == nil && sync {
 		// fdatasync: the data and the size, which is all a reader needs;
