@@ -121,6 +121,20 @@ func (t *Txn) View() *Version {
 // it now (a later write in the transaction does not change it).
 func (t *Txn) Table(schema, name string) (*Table, error) { return t.View().Table(schema, name) }
 
+// Peek returns schema.table as the transaction sees it now, without
+// freezing it. It is for a statement that reads the table it writes and
+// finishes reading before its first write: a table the transaction has
+// written changes in place, so what Peek returned must not be read after
+// the transaction's next write. Why not Table: freezing a table the
+// transaction owns makes its next write copy every B-tree node on its path,
+// and DuckLake's commits update the same stats table many times in a row.
+func (t *Txn) Peek(schema, name string) (*Table, error) {
+	if t.b == nil {
+		return t.base.Table(schema, name)
+	}
+	return t.b.peek(schema, name)
+}
+
 // Schema returns the named schema as the transaction sees it.
 func (t *Txn) Schema(name string) (*Schema, bool) { return t.View().Schema(name) }
 

@@ -67,6 +67,9 @@ type Version struct {
 	seq     uint64
 	nextOID uint32
 	schemas map[string]*Schema
+	// ddlSeq counts the commits since the database was loaded that
+	// changed a schema or a table definition (not its rows).
+	ddlSeq uint64
 }
 
 func newVersion() *Version {
@@ -75,6 +78,11 @@ func newVersion() *Version {
 
 // Seq counts the commits applied since the database was created or loaded.
 func (v *Version) Seq() uint64 { return v.seq }
+
+// DDLSeq changes exactly when a commit changed a schema or a table
+// definition: two versions with the same DDLSeq have the same tables with
+// the same columns.
+func (v *Version) DDLSeq() uint64 { return v.ddlSeq }
 
 // NextOID is the object id the next CREATE will be given.
 func (v *Version) NextOID() uint32 { return v.nextOID }
@@ -121,7 +129,7 @@ type builder struct {
 }
 
 func newBuilder(base *Version) *builder {
-	v := &Version{seq: base.seq + 1, nextOID: base.nextOID, schemas: make(map[string]*Schema, len(base.schemas)+1)}
+	v := &Version{seq: base.seq + 1, nextOID: base.nextOID, ddlSeq: base.ddlSeq, schemas: make(map[string]*Schema, len(base.schemas)+1)}
 	for k, s := range base.schemas {
 		v.schemas[k] = s
 	}
@@ -202,6 +210,7 @@ func (b *builder) allocOID() uint32 {
 }
 
 func (b *builder) createSchema(name string, catalogID uint32) (*Schema, error) {
+	b.v.ddlSeq = b.base.ddlSeq + 1
 	if _, ok := b.v.schemas[name]; ok {
 		return nil, errSchemaExists(name)
 	}
@@ -240,6 +249,7 @@ func validateDef(def *keyspace.TableDef) error {
 }
 
 func (b *builder) createTable(def keyspace.TableDef) (*Table, error) {
+	b.v.ddlSeq = b.base.ddlSeq + 1
 	if err := validateDef(&def); err != nil {
 		return nil, err
 	}
@@ -262,6 +272,7 @@ func (b *builder) createTable(def keyspace.TableDef) (*Table, error) {
 }
 
 func (b *builder) dropTable(schema, name string) (*Table, error) {
+	b.v.ddlSeq = b.base.ddlSeq + 1
 	s, err := b.ownSchema(schema)
 	if err != nil {
 		return nil, err
@@ -275,6 +286,7 @@ func (b *builder) dropTable(schema, name string) (*Table, error) {
 }
 
 func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt datum.Value) error {
+	b.v.ddlSeq = b.base.ddlSeq + 1
 	t, err := b.ownTable(schema, table)
 	if err != nil {
 		return err
@@ -328,6 +340,7 @@ func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt d
 }
 
 func (b *builder) renameColumn(schema, table, from, to string) error {
+	b.v.ddlSeq = b.base.ddlSeq + 1
 	t, err := b.ownTable(schema, table)
 	if err != nil {
 		return err

@@ -141,7 +141,7 @@ func (x *exec) createTable(s *pg.CreateStmt, out sink) error {
 	if schema == "pg_catalog" || schema == "information_schema" {
 		return errf("42501", "permission denied to create %q", schema+"."+rv.Relname)
 	}
-	if _, ok := x.s.view().Schemas[schema]; !ok {
+	if !x.s.view().HasSchema(schema) {
 		// A new lake's metadata schema is created on first use.
 		if err := x.s.txn.CreateSchema(schema); err != nil {
 			return asPg(err)
@@ -170,7 +170,7 @@ func (x *exec) createSchema(s *pg.CreateSchemaStmt, out sink) error {
 	if strings.HasPrefix(s.Schemaname, "pg_") {
 		return errf("42939", "unacceptable schema name %q", s.Schemaname)
 	}
-	if _, ok := x.s.view().Schemas[s.Schemaname]; ok || s.Schemaname == "information_schema" {
+	if x.s.view().HasSchema(s.Schemaname) || s.Schemaname == "information_schema" {
 		if s.IfNotExists {
 			out.notice(&pgwire.Error{Code: codeDuplicateSchema, Message: "schema \"" + s.Schemaname + "\" already exists, skipping"})
 			return out.complete("CREATE SCHEMA")

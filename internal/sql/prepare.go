@@ -36,11 +36,12 @@ func (s *Session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 		for i := range params {
 			params[i] = tv{datum.Null, datum.Type{OID: ps.params[i], Mod: -1}}
 		}
+		// Describing takes no snapshot: outside a transaction block, or
+		// in one whose snapshot is still deferred, it reads the newest
+		// durable version and waits for nobody (memcat.BeginDeferred).
 		implicit := s.txn == nil
 		if implicit {
-			if err := s.beginTxn(ctx); err != nil {
-				return nil, err
-			}
+			s.startTxn(s.db.BeginDeferred(s.wrote))
 		}
 		x := &exec{ctx: ctx, s: s, params: params, lits: stmts[0].lits}
 		r, err := x.runSelect(stmts[0].node.GetSelectStmt(), nil)

@@ -18,9 +18,16 @@ func relName(rv *pg.RangeVar) string {
 	return rv.Relname
 }
 
-// lookupTable finds a lake table or a temp table for writing or reading.
+// lookupTable finds a lake table or a temp table for reading.
 // It returns the table, its schema ("" for a temp table).
 func (x *exec) lookupTable(rv *pg.RangeVar) (*memcat.Table, string, error) {
+	return x.findTable(rv, false)
+}
+
+// findTable is lookupTable; forWrite looks a lake table up as the target
+// of a write (memcat.Txn.Target), whose rows the statement reads only
+// before its first write.
+func (x *exec) findTable(rv *pg.RangeVar, forWrite bool) (*memcat.Table, string, error) {
 	if rv.Catalogname != "" && rv.Catalogname != x.s.dbName {
 		return nil, "", unsupported("cross-database references (%s)", rv.Catalogname)
 	}
@@ -34,7 +41,11 @@ func (x *exec) lookupTable(rv *pg.RangeVar) (*memcat.Table, string, error) {
 		}
 		schema = x.s.searchSchema()
 	}
-	if t, ok := x.s.view().Lookup(schema, rv.Relname); ok {
+	if forWrite && x.s.txn != nil {
+		if t, ok := x.s.txn.Target(schema, rv.Relname); ok {
+			return t, schema, nil
+		}
+	} else if t, ok := x.s.view().Lookup(schema, rv.Relname); ok {
 		return t, schema, nil
 	}
 	return nil, "", errf(codeUndefinedTable, "relation %q does not exist", relName(rv))

@@ -145,7 +145,7 @@ func (s *Session) searchSchema() string {
 			p = s.user
 		}
 		p = unquoteIdent(p)
-		if _, ok := v.Schemas[p]; ok {
+		if v.HasSchema(p) {
 			return p
 		}
 	}
@@ -190,11 +190,16 @@ func (s *Session) beginTxn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.startTxn(txn)
+	return nil
+}
+
+// startTxn makes txn the session's transaction.
+func (s *Session) startTxn(txn *memcat.Txn) {
 	s.txn = txn
 	s.txStart = s.ex.Now()
 	s.readOnly = s.settings["default_transaction_read_only"] == "on"
 	s.repeatable = false
-	return nil
 }
 
 // endTxn forgets the transaction and drops ON COMMIT DROP temp tables.
@@ -289,6 +294,11 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 		if err := s.beginTxn(ctx); err != nil {
 			return err
 		}
+	} else if s.txn.Deferred() {
+		// The block's first statement takes its snapshot.
+		if err := s.txn.Pin(ctx); err != nil {
+			return err
+		}
 	} else if !s.repeatable {
 		// READ COMMITTED: each statement sees the newest commit (while the
 		// transaction has not written; see the package notes).
@@ -311,9 +321,7 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 			return out.complete("BEGIN")
 		}
 		if s.txn == nil {
-			if err := s.beginTxn(ctx); err != nil {
-				return err
-			}
+			s.startTxn(s.db.BeginDeferred(s.wrote))
 		}
 		s.inBlock = true
 		for _, o := range ts.Options {
@@ -339,13 +347,6 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 			case "transaction_deferrable":
 			default:
 				return unsupported("transaction option %s", d.Defname)
-			}
-		}
-		if s.repeatable && !s.txn.HasWrites() {
-			// The snapshot is taken by the first statement; in moraine the
-			// newest version now is as good as any before it.
-			if err := s.txn.Rebase(ctx); err != nil {
-				return err
 			}
 		}
 		return out.complete("BEGIN")

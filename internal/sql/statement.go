@@ -71,6 +71,10 @@ func (x *exec) checkWritable(verb string) error {
 
 // target is a table a write names: a lake table (schema != "") or a
 // session temp table.
+//
+// t's definition and name are all a write reads from it (a lake table's
+// rows are written through the transaction), so it is looked up once per
+// statement.
 type writeTarget struct {
 	t      *memcat.Table
 	schema string
@@ -80,7 +84,7 @@ func (x *exec) writeTarget(rv *pg.RangeVar, verb string) (writeTarget, error) {
 	if rv.Schemaname == "pg_catalog" || rv.Schemaname == "information_schema" {
 		return writeTarget{}, unsupported("%s into system catalogs", verb)
 	}
-	t, schema, err := x.lookupTable(rv)
+	t, schema, err := x.findTable(rv, true)
 	if err != nil {
 		return writeTarget{}, err
 	}
@@ -92,17 +96,9 @@ func (x *exec) writeTarget(rv *pg.RangeVar, verb string) (writeTarget, error) {
 	return writeTarget{t: t, schema: schema}, nil
 }
 
-// current re-reads the target table from the view (a write copies it).
-func (x *exec) current(wt writeTarget) *memcat.Table {
-	if wt.schema == "" {
-		return wt.t
-	}
-	t, _ := x.s.view().Lookup(wt.schema, wt.t.Name)
-	return t
-}
 
 func (x *exec) insertRow(wt writeTarget, vals []datum.Value) error {
-	t := x.current(wt)
+	t := wt.t
 	for i, c := range t.Def.Columns {
 		if c.NotNull && vals[i].IsNull() {
 			return notNullError(t, i, vals)
@@ -120,7 +116,7 @@ func (x *exec) insertRow(wt writeTarget, vals []datum.Value) error {
 }
 
 func (x *exec) updateRow(wt writeTarget, ctid int64, vals []datum.Value) error {
-	t := x.current(wt)
+	t := wt.t
 	for i, c := range t.Def.Columns {
 		if c.NotNull && vals[i].IsNull() {
 			return notNullError(t, i, vals)
@@ -144,7 +140,7 @@ func (x *exec) updateRow(wt writeTarget, ctid int64, vals []datum.Value) error {
 }
 
 func (x *exec) deleteRow(wt writeTarget, ctid int64) error {
-	t := x.current(wt)
+	t := wt.t
 	if wt.schema == "" {
 		for i := range t.Rows {
 			if t.Rows[i].CTID == ctid {
@@ -580,7 +576,7 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 	if err != nil {
 		return err
 	}
-	cols := x.current(wt).Def.Columns
+	cols := wt.t.Def.Columns
 	var rows [][]datum.Value
 	for line := 1; ; line++ {
 		cells, err := src.Next()

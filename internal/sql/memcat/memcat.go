@@ -7,8 +7,9 @@
 // Invariants:
 //   - A lake table's rows live only in the catalog, in its compact encoding;
 //     Table.Scan decodes them on demand. Only temp tables keep Values.
-//   - A *Version handed out never changes: for a transaction that wrote, View
-//     builds a fresh one from the catalog transaction's current view.
+//   - A table looked up through a *Version never changes: for a transaction
+//     that wrote, View builds a fresh Version after each write, and a
+//     Version answers every later lookup of a table as it answered the first.
 //   - Primary keys are claimed at INSERT against every live transaction, so a
 //     second inserter of a key fails at once with a unique violation
 //     (PostgreSQL makes it wait for the first and then fail; DuckLake's
@@ -20,7 +21,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -120,15 +120,6 @@ func NewTable(name string, oid, typOID, pkOID uint32, def TableDef) *Table {
 // pg_class oid. The catalog allocates class oids below 2^30; row types live
 // above, so they never collide with another object.
 func rowTypeOID(classOID uint32) uint32 { return classOID | 1<<30 }
-
-func lakeTable(t *catalog.Table) *Table {
-	info := t.Info()
-	def := TableDef{PK: slices.Clone(info.Def.PrimaryKey)}
-	for _, c := range info.Def.Columns {
-		def.Columns = append(def.Columns, Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull})
-	}
-	return &Table{Name: info.Def.Name, OID: info.OID, TypOID: rowTypeOID(info.OID), PKOID: info.IndexOID, Def: def, src: t}
-}
 
 // Len is the number of rows.
 func (t *Table) Len() int {
@@ -261,7 +252,7 @@ func uniqueError(t *Table, vals []datum.Value) *UniqueError {
 	return e
 }
 
-// Schema is one schema at one version.
+// Schema is one schema at one version, with every table (SchemaList).
 type Schema struct {
 	Name   string
 	OID    uint32
@@ -269,67 +260,106 @@ type Schema struct {
 }
 
 // Version is one state of a database's catalog as the executor reads it.
+//
+// It is lazy: a table's description is made when a statement first looks
+// it up, and kept for later lookups through the same Version. A writing
+// transaction builds a new Version after every write (Txn.View) and a
+// statement names a handful of tables, so building every table's
+// description up front cost more than the statement itself. The tables of
+// a Version whose source is a transaction's view are frozen at their first
+// lookup: a Version keeps answering what it answered first.
 type Version struct {
-	Seq     uint64
-	Schemas map[string]*Schema
-	src     *catalog.Version
+	Seq  uint64
+	src  *catalog.Version
+	defs *sync.Map // *catalog.TableInfo → *TableDef, shared by a DB's versions
+
+	mu     sync.Mutex
+	tables map[[2]string]*Table
+	list   []*Schema
 }
 
-// newVersion builds the SQL layer's view of v. Tables whose catalog table is
-// the same immutable object as in prev (nil: none) share prev's view of it,
-// so the per-statement cost inside a writing transaction is one map entry
-// per table, not one table description.
-func newVersion(prev *Version, v *catalog.Version) *Version {
-	out := &Version{Seq: v.Seq(), Schemas: map[string]*Schema{}, src: v}
-	for _, s := range v.Schemas() {
-		var tables map[string]*Table
-		if prev != nil {
-			if ps, ok := prev.Schemas[s.Name]; ok && len(ps.Tables) == s.Len() {
-				// Cloning the previous map and replacing what changed is
-				// far cheaper than filling a new map entry by entry.
-				tables = maps.Clone(ps.Tables)
-			}
-		}
-		if tables == nil {
-			tables = make(map[string]*Table, s.Len())
-		}
-		s.EachTable(func(t *catalog.Table) {
-			if o, ok := tables[t.Name()]; !ok || o.src != t {
-				tables[t.Name()] = lakeTable(t)
-			}
-		})
-		if len(tables) != s.Len() {
-			// A table was renamed or replaced by another of a new name:
-			// drop what the schema no longer has.
-			for name := range tables {
-				if _, ok := s.Table(name); !ok {
-					delete(tables, name)
-				}
-			}
-		}
-		out.Schemas[s.Name] = &Schema{Name: s.Name, OID: s.OID, Tables: tables}
-	}
-	return out
+func newVersion(v *catalog.Version, defs *sync.Map) *Version {
+	return &Version{Seq: v.Seq(), src: v, defs: defs}
 }
 
-// SchemaList returns the schemas in OID order.
-func (v *Version) SchemaList() []*Schema {
-	out := make([]*Schema, 0, len(v.Schemas))
-	for _, s := range v.Schemas {
-		out = append(out, s)
-	}
-	slices.SortFunc(out, func(a, b *Schema) int { return int(a.OID) - int(b.OID) })
-	return out
+// HasSchema reports whether the named schema exists.
+func (v *Version) HasSchema(name string) bool {
+	_, ok := v.src.Schema(name)
+	return ok
 }
 
 // Lookup returns a table.
 func (v *Version) Lookup(schema, table string) (*Table, bool) {
-	s, ok := v.Schemas[schema]
+	k := [2]string{schema, table}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if t, ok := v.tables[k]; ok {
+		return t, true
+	}
+	s, ok := v.src.Schema(schema)
 	if !ok {
 		return nil, false
 	}
-	t, ok := s.Tables[table]
-	return t, ok
+	ct, ok := s.Table(table)
+	if !ok {
+		return nil, false
+	}
+	t := lakeTable(ct, v.defs)
+	if v.tables == nil {
+		v.tables = map[[2]string]*Table{}
+	}
+	v.tables[k] = t
+	return t, true
+}
+
+// SchemaList returns the schemas in OID order, each with all its tables.
+func (v *Version) SchemaList() []*Schema {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.list != nil {
+		return v.list
+	}
+	list := make([]*Schema, 0, 4)
+	for _, s := range v.src.Schemas() {
+		tables := make(map[string]*Table, s.Len())
+		s.EachTable(func(ct *catalog.Table) {
+			k := [2]string{s.Name, ct.Name()}
+			t, ok := v.tables[k]
+			if !ok {
+				t = lakeTable(ct, v.defs)
+				if v.tables == nil {
+					v.tables = map[[2]string]*Table{}
+				}
+				v.tables[k] = t
+			}
+			tables[ct.Name()] = t
+		})
+		list = append(list, &Schema{Name: s.Name, OID: s.OID, Tables: tables})
+	}
+	v.list = list
+	return list
+}
+
+// lakeTable describes a catalog table, reusing the definition derived for
+// its TableInfo (immutable: DDL replaces it) when defs is not nil.
+func lakeTable(t *catalog.Table, defs *sync.Map) *Table {
+	info := t.Info()
+	var def *TableDef
+	if defs != nil {
+		if d, ok := defs.Load(info); ok {
+			def = d.(*TableDef)
+		}
+	}
+	if def == nil {
+		def = &TableDef{PK: slices.Clone(info.Def.PrimaryKey)}
+		for _, c := range info.Def.Columns {
+			def.Columns = append(def.Columns, Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull})
+		}
+		if defs != nil {
+			defs.Store(info, def)
+		}
+	}
+	return &Table{Name: info.Def.Name, OID: info.OID, TypOID: rowTypeOID(info.OID), PKOID: info.IndexOID, Def: *def, src: t}
 }
 
 // Server holds every database, created on first use.
@@ -381,6 +411,8 @@ type DB struct {
 		v   *Version
 	}
 	claims map[string]*Txn
+	// defs caches the TableDef derived from each catalog TableInfo.
+	defs sync.Map
 	// settleWait and leaseHold are SettleWait and LeaseHold (tests widen
 	// them to tell waiting from scheduling noise).
 	settleWait, leaseHold time.Duration
@@ -573,7 +605,7 @@ func (db *DB) versionOf(cv *catalog.Version) *Version {
 		db.head, db.prev = db.prev, db.head
 		return db.head.v
 	}
-	v := newVersion(db.head.v, cv)
+	v := newVersion(cv, &db.defs)
 	db.prev = db.head
 	db.head.src, db.head.v = cv, v
 	return v
@@ -591,6 +623,46 @@ func (db *DB) Begin(ctx context.Context, writer bool) (*Txn, error) {
 	}
 	t.tx = t.begin()
 	return t, nil
+}
+
+// BeginDeferred starts a transaction whose snapshot is taken later, by Pin
+// (PostgreSQL takes a REPEATABLE READ snapshot at the transaction's first
+// statement, not at BEGIN). Until then it reads the newest durable version
+// without waiting for anything, which is all a Describe needs.
+//
+// Why: a writing session's BEGIN would otherwise wait for the lease and
+// for the commit under way (settle) before answering, and the client's
+// next round trip (DuckLake's Parse/Describe of the latest-snapshot query)
+// would start only then; deferred, both round trips overlap the commit
+// ahead, and the transaction pins at its first real read.
+func (db *DB) BeginDeferred(writer bool) *Txn {
+	return &Txn{db: db, writer: writer, deferred: true, tx: db.cat.Begin()}
+}
+
+// Deferred reports whether the transaction has yet to take its snapshot.
+func (t *Txn) Deferred() bool { return t.deferred }
+
+// Pin takes the snapshot of a deferred transaction (see BeginDeferred):
+// the newest version, after waiting as Begin does. A Describe answered
+// before the pin described the table definitions of an older version; if
+// a commit changed a definition since, the transaction fails with a
+// serialization error rather than return rows that do not match what it
+// described.
+func (t *Txn) Pin(ctx context.Context) error {
+	if !t.deferred {
+		return nil
+	}
+	early := t.tx.Base()
+	if err := t.admit(ctx); err != nil {
+		return err
+	}
+	t.tx.Rollback()
+	t.tx = t.begin()
+	t.deferred, t.view = false, nil
+	if t.readEarly && t.tx.Base().DDLSeq() != early.DDLSeq() {
+		return fmt.Errorf("%w: a table definition changed between the transaction's Describe and its first statement", ErrSerialization)
+	}
+	return nil
 }
 
 // begin pins the catalog version: a writing session's transactions the
@@ -637,6 +709,9 @@ func (t *Txn) admit(ctx context.Context) error {
 // Txn is one transaction: a pinned catalog version plus its own writes.
 type Txn struct {
 	writer  bool     // of a session that wrote before (Begin)
+	// deferred: the snapshot is not taken yet (BeginDeferred, Pin);
+	// readEarly: View was read while deferred.
+	deferred, readEarly bool
 	view    *Version // the last View built after a write
 	viewOps int      // len(tx.Ops()) when view was built
 	claimed []string
@@ -647,22 +722,33 @@ type Txn struct {
 
 // View is what the transaction reads: its base plus its own writes.
 func (t *Txn) View() *Version {
+	if t.deferred {
+		t.readEarly = true
+	}
 	if !t.wrote {
 		return t.db.versionOf(t.tx.Base())
 	}
 	// The builder's version changes in place as the transaction writes, so
-	// it cannot be cached by pointer. Every write appends an op (a failed
-	// write changes nothing), so the op count says whether the last view is
-	// still current; otherwise unchanged tables are reused.
+	// a Version over it is only good until the next write. Every write
+	// appends an op (a failed write changes nothing), so the op count says
+	// whether the last view is still current.
 	if n := len(t.tx.Ops()); t.view != nil && t.viewOps == n {
 		return t.view
 	}
-	prev := t.view
-	if prev == nil {
-		prev = t.db.versionOf(t.tx.Base())
-	}
-	t.view, t.viewOps = newVersion(prev, t.tx.View()), len(t.tx.Ops())
+	t.view, t.viewOps = newVersion(t.tx.View(), &t.db.defs), len(t.tx.Ops())
 	return t.view
+}
+
+// Target returns schema.table for a statement about to write it: its
+// definition, and rows that the statement must finish reading before its
+// first write (catalog.Txn.Peek). Reads of other tables, and any read that
+// outlives the statement's writes, go through View.
+func (t *Txn) Target(schema, table string) (*Table, bool) {
+	ct, err := t.tx.Peek(schema, table)
+	if err != nil {
+		return nil, false
+	}
+	return lakeTable(ct, &t.db.defs), true
 }
 
 // Base is the published version the transaction started from.
@@ -755,7 +841,7 @@ func (t *Txn) CreateTable(schema, name string, def TableDef) (*Table, error) {
 	if err != nil {
 		return nil, convert(err)
 	}
-	return lakeTable(tb), nil
+	return lakeTable(tb, nil), nil
 }
 
 // DropTable stages the removal of a table.
@@ -830,7 +916,7 @@ func (t *Txn) claim(schema, table string, vals []datum.Value, old datum.Row) err
 			pk[j] = vals[i]
 		}
 		if _, _, found := head.LookupKey(pk); found && t.db.cat.Current() != t.tx.Base() {
-			e := uniqueError(lakeTable(tb), vals)
+			e := uniqueError(lakeTable(tb, nil), vals)
 			e.Schema = schema
 			return e
 		}
@@ -839,7 +925,7 @@ func (t *Txn) claim(schema, table string, vals []datum.Value, old datum.Row) err
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if other, ok := db.claims[key]; ok && other != t {
-		e := uniqueError(lakeTable(tb), vals)
+		e := uniqueError(lakeTable(tb, nil), vals)
 		e.Schema = schema
 		return e
 	}

@@ -1,0 +1,136 @@
+package memcat
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/datum"
+)
+
+// TestDeferredPin: a deferred transaction of a writing session does not
+// wait at its start while another writer holds the lease; it reads the
+// durable head until Pin, and Pin waits for the holder's commit and pins
+// it.
+func TestDeferredPin(t *testing.T) {
+	ctx := context.Background()
+	db := NewServer(nil).Database("lake")
+	db.leaseHold = wideWait
+	snapshotTable(t, db)
+
+	h, err := db.Begin(ctx, true) // holds the lease
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	d := db.BeginDeferred(true)
+	if el := time.Since(start); el > wideWait/2 {
+		t.Fatalf("BeginDeferred waited %v behind the lease holder", el)
+	}
+	if !d.Deferred() {
+		t.Fatal("a deferred transaction reports it has pinned")
+	}
+	if ids := headIDs(t, d.View()); len(ids) != 0 {
+		t.Fatalf("before its pin the transaction reads %v, want the durable head (empty)", ids)
+	}
+	pinned := make(chan error, 1)
+	go func() { pinned <- d.Pin(ctx) }()
+	select {
+	case err := <-pinned:
+		t.Fatalf("Pin returned (%v) while the holder had not claimed", err)
+	case <-time.After(wideWait / 2):
+	}
+	if _, err := h.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-pinned; err != nil {
+		t.Fatalf("Pin after the holder committed: %v", err)
+	}
+	// The View read before the pin was of the old head; the definitions
+	// did not change, so the pin succeeds and reads the new head.
+	if ids := headIDs(t, d.View()); len(ids) != 1 || ids[0] != 1 {
+		t.Fatalf("after its pin the transaction reads %v, want [1]", ids)
+	}
+	if d.Deferred() {
+		t.Fatal("still deferred after Pin")
+	}
+	d.Rollback()
+}
+
+// TestDeferredPinAfterDDL: a transaction that described tables before its
+// pin fails with a serialization error if a commit changed a table
+// definition in between; one that read nothing early does not.
+func TestDeferredPinAfterDDL(t *testing.T) {
+	ctx := context.Background()
+	db := NewServer(nil).Database("lake")
+	snapshotTable(t, db)
+	described := db.BeginDeferred(false)
+	_ = described.View() // what a Describe reads
+	blind := db.BeginDeferred(false)
+
+	ddl := begin(t, db)
+	if err := ddl.AddColumn("public", "ducklake_snapshot", Column{Name: "extra", Type: datum.Int8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := ddl.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := described.Pin(ctx); !errors.Is(err, ErrSerialization) {
+		t.Fatalf("pin after a definition changed under a Describe: %v, want ErrSerialization", err)
+	}
+	described.Rollback()
+	if err := blind.Pin(ctx); err != nil {
+		t.Fatalf("pin of a transaction that read nothing before: %v", err)
+	}
+	tb, ok := blind.View().Lookup("public", "ducklake_snapshot")
+	if !ok || tb.Def.ColumnIndex("extra") < 0 {
+		t.Fatal("the pinned transaction does not see the new column")
+	}
+	blind.Rollback()
+}
+
+// TestVersionKeepsFirstLookup: a Version over a transaction's view answers
+// every lookup of a table as the first one did, whatever the transaction
+// writes after; the next View sees the writes. Target sees them at once.
+func TestVersionKeepsFirstLookup(t *testing.T) {
+	ctx := context.Background()
+	db := NewServer(nil).Database("lake")
+	snapshotTable(t, db)
+	tx := begin(t, db)
+	if _, err := tx.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	v := tx.View()
+	if ids := headIDs(t, v); len(ids) != 1 {
+		t.Fatalf("view after one insert: %v", ids)
+	}
+	if _, err := tx.Insert("public", "ducklake_snapshot", row(2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if ids := headIDs(t, v); len(ids) != 1 {
+		t.Fatalf("an earlier view changed under a later write: %v", ids)
+	}
+	if ids := headIDs(t, tx.View()); len(ids) != 2 {
+		t.Fatalf("the view after two inserts: %v", ids)
+	}
+	target, ok := tx.Target("public", "ducklake_snapshot")
+	if !ok || target.Len() != 2 {
+		t.Fatalf("Target: ok=%v", ok)
+	}
+	if _, err := tx.Insert("public", "ducklake_snapshot", row(3, 3)); err != nil {
+		t.Fatal(err)
+	}
+	if target.Len() != 3 {
+		t.Fatalf("Target reads the working table: %d rows, want 3", target.Len())
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids := headIDs(t, db.Head()); len(ids) != 3 {
+		t.Fatalf("head after commit: %v", ids)
+	}
+}
