@@ -56,6 +56,10 @@ type Commit struct {
 	// snapshot); it is Base unless other commits landed meanwhile. The commit
 	// pipeline classifies conflicts against what landed after it.
 	Pinned *Version
+	// Followed: another writer is known to be waiting to commit after this
+	// one (Txn.SetFollowed); the Committer may hold this commit briefly to
+	// persist both together.
+	Followed bool
 }
 
 // Options configure a Server.
@@ -316,7 +320,7 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		}
 	}
 	t.b = nil
-	c := &Commit{DB: db, Base: cur, Next: next, Ops: t.ops, Pinned: t.base}
+	c := &Commit{DB: db, Base: cur, Next: next, Ops: t.ops, Pinned: t.base, Followed: t.followed}
 	pl, pipelined := db.srv.opts.Committer.(Pipeliner)
 	if !pipelined {
 		if cm := db.srv.opts.Committer; cm != nil {

@@ -93,12 +93,17 @@ func (o Op) String() string {
 // A failed write returns an error and changes nothing; whether the
 // transaction may continue (PostgreSQL aborts it) is the caller's policy.
 type Txn struct {
-	db   *Database
-	base *Version
-	b    *builder // nil until the first write
-	ops  []Op
-	done bool
+	db       *Database
+	base     *Version
+	b        *builder // nil until the first write
+	ops      []Op
+	done     bool
+	followed bool
 }
+
+// SetFollowed tells the commit that another writer is waiting to commit
+// after it (Commit.Followed): the SQL layer knows, the store does not.
+func (t *Txn) SetFollowed(followed bool) { t.followed = followed }
 
 // Base returns the version the transaction pinned.
 func (t *Txn) Base() *Version { return t.base }

@@ -36,7 +36,18 @@ type Options struct {
 	Hold HoldChecker
 	// Observe, when set, receives the outcome of every commit.
 	Observe func(Outcome)
+	// Coalesce is how long the store may hold a commit that another
+	// writer is waiting to follow (catalog.Commit.Followed), to write both
+	// in one WAL object (slate.Batch.Coalesce). 0 means DefaultCoalesce;
+	// negative, never.
+	Coalesce time.Duration
 }
+
+// DefaultCoalesce bounds how long a followed commit waits for its
+// follower: about one DuckLake commit's round trips on a local store. The
+// wait adds to the commit's latency but not to the throughput of a chain
+// of writers, who build on a commit as soon as it is validated (pipelining).
+const DefaultCoalesce = 2 * time.Millisecond
 
 // Outcome describes one Persist call, for metrics.
 type Outcome struct {
@@ -168,6 +179,13 @@ func (p *Pipeline) Submit(ctx context.Context, c *catalog.Commit) (wait func(con
 		return nil, err
 	}
 	keys = t.batch.Len()
+	if c.Followed && p.opts.Coalesce >= 0 {
+		d := p.opts.Coalesce
+		if d == 0 {
+			d = DefaultCoalesce
+		}
+		t.batch.Coalesce(d)
+	}
 	var pending *slate.Pending
 	if s, ok := p.store.(submitter); ok {
 		pending, err = s.Submit(ctx, t.batch)

@@ -1,6 +1,7 @@
 package slate
 
 import (
+	"time"
 	"errors"
 	"fmt"
 )
@@ -31,9 +32,19 @@ type op struct {
 // sequence number. A later operation on the same key within the batch wins.
 // A Batch must not be modified after it is passed to Write.
 type Batch struct {
-	ops   []op
-	bytes int
+	ops      []op
+	bytes    int
+	coalesce time.Duration
 }
+
+// Coalesce lets the commit loop hold the batch for up to d after Submit,
+// while it is the newest batch queued, so that the batch submitted next
+// goes into the same WAL object. It is for a caller that knows another
+// batch is about to follow (a writer waiting to commit after this one):
+// it trades up to d of this batch's latency for fewer, larger WAL objects,
+// which is what PostgreSQL's commit_delay does when commit_siblings
+// transactions are active.
+func (b *Batch) Coalesce(d time.Duration) { b.coalesce = d }
 
 // NewBatch returns an empty batch.
 func NewBatch() *Batch { return &Batch{} }

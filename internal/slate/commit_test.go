@@ -270,3 +270,74 @@ func TestSubmitOrder(t *testing.T) {
 		t.Fatalf("batch behind a failed one is visible: %v", err)
 	}
 }
+
+// TestCoalesce: a batch submitted with Coalesce waits for the next one and
+// they share a WAL object; alone, it is written when its hold runs out; a
+// batch that did not ask is not held, even behind one that did.
+func TestCoalesce(t *testing.T) {
+	ctx := context.Background()
+	d := mustOpen(t, objstore.NewMem(), Options{GCInterval: -1})
+	defer d.Close(ctx)
+	const hold = 200 * time.Millisecond
+	submit := func(k string, coalesce time.Duration) *Pending {
+		t.Helper()
+		b := batchOf(k, "v")
+		b.Coalesce(coalesce)
+		p, err := d.Submit(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	wait := func(p *Pending) {
+		t.Helper()
+		if _, err := p.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A follower within the hold: one WAL object for both.
+	before := d.Stats().WALObjects
+	start := time.Now()
+	a := submit("a", hold)
+	time.Sleep(hold / 10)
+	b := submit("b", 0)
+	wait(a)
+	wait(b)
+	if got := d.Stats().WALObjects - before; got != 1 {
+		t.Fatalf("a held batch and its follower took %d WAL objects, want 1", got)
+	}
+	if el := time.Since(start); el > hold/2 {
+		t.Fatalf("the pair was written after %v: the follower (which asked for no hold) was held", el)
+	}
+
+	// Alone: written once the hold runs out, not before.
+	start = time.Now()
+	wait(submit("c", hold))
+	if el := time.Since(start); el < hold*9/10 {
+		t.Fatalf("a held batch without follower was written after %v, before its hold of %v", el, hold)
+	}
+
+	// A batch that did not ask is written at once.
+	start = time.Now()
+	wait(submit("d", 0))
+	if el := time.Since(start); el > hold/2 {
+		t.Fatalf("an unheld batch took %v", el)
+	}
+
+	// Followers that ask for more do not extend the first batch's hold.
+	before = d.Stats().WALObjects
+	start = time.Now()
+	e := submit("e", hold)
+	time.Sleep(hold / 4)
+	f := submit("f", hold)
+	wait(e)
+	el := time.Since(start)
+	wait(f)
+	if el > hold+hold/2 {
+		t.Fatalf("the first held batch waited %v, past its own hold of %v", el, hold)
+	}
+	if got := d.Stats().WALObjects - before; got != 1 {
+		t.Fatalf("two held batches within one hold took %d WAL objects, want 1", got)
+	}
+}

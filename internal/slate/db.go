@@ -97,6 +97,9 @@ type pendingWrite struct {
 	bytes int
 	seq   uint64
 	done  chan error
+	// hold is when the commit loop stops holding this batch for a
+	// follower (Batch.Coalesce); zero: do not hold it.
+	hold time.Time
 }
 
 // Write applies b atomically and returns its sequence number once it is
@@ -132,6 +135,9 @@ func (d *DB) Submit(ctx context.Context, b *Batch) (*Pending, error) {
 		return nil, err
 	}
 	p := &pendingWrite{ops: b.ops, bytes: b.bytes, done: make(chan error, 1)}
+	if b.coalesce > 0 {
+		p.hold = time.Now().Add(b.coalesce)
+	}
 	d.mu.Lock()
 	switch {
 	case d.failErr != nil:
@@ -206,6 +212,9 @@ func (d *DB) commitLoop() {
 			d.queue = nil
 			continue
 		}
+		if d.holdForFollower() {
+			continue // re-check the queue: a failure or Close may have come
+		}
 		// INVARIANT: the group is a prefix of the queue, so acks stay in
 		// arrival order.
 		n, size := 0, 0
@@ -272,6 +281,45 @@ func (d *DB) commitLoop() {
 			}
 		}
 	}
+}
+
+// holdForFollower waits while every queued batch asked to be held for a
+// follower (Batch.Coalesce), none of their holds has run out, and the queue
+// is short of a full WAL object: a batch is held at most its own Coalesce
+// duration, however many followers ask for more, and a batch that did not
+// ask is never held. It reports whether it waited. REQUIRES: d.mu held; the
+// queue is not empty.
+func (d *DB) holdForFollower() bool {
+	waited := false
+	for !d.closing && d.failErr == nil && d.ctx.Err() == nil {
+		var until time.Time
+		size := 0
+		for _, p := range d.queue {
+			if p.hold.IsZero() {
+				return waited
+			}
+			if until.IsZero() || p.hold.Before(until) {
+				until = p.hold
+			}
+			size += p.bytes
+		}
+		left := time.Until(until)
+		if left <= 0 || size >= d.opts.MaxWALBytes {
+			return waited
+		}
+		n := len(d.queue)
+		t := time.AfterFunc(left, func() {
+			d.mu.Lock()
+			d.commitCond.Broadcast()
+			d.mu.Unlock()
+		})
+		for len(d.queue) == n && time.Now().Before(until) && !d.closing && d.failErr == nil {
+			d.commitCond.Wait()
+		}
+		t.Stop()
+		waited = true
+	}
+	return waited
 }
 
 // freezeLocked turns the active memtable into an immutable one stamped with

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/datum"
 )
 
@@ -133,4 +134,54 @@ func TestVersionKeepsFirstLookup(t *testing.T) {
 	if ids := headIDs(t, db.Head()); len(ids) != 3 {
 		t.Fatalf("head after commit: %v", ids)
 	}
+}
+
+// followCommitter records catalog.Commit.Followed of every commit.
+type followCommitter struct{ followed chan bool }
+
+func (f *followCommitter) Persist(_ context.Context, c *catalog.Commit) error {
+	f.followed <- c.Followed
+	return nil
+}
+
+// TestCommitFollowed: a commit is marked followed exactly when a writing
+// session's transaction is waiting to pin behind it.
+func TestCommitFollowed(t *testing.T) {
+	ctx := context.Background()
+	fc := &followCommitter{followed: make(chan bool, 8)}
+	db := On(catalog.NewServer(catalog.Options{Committer: fc})).Database("lake")
+	db.leaseHold = wideWait
+	snapshotTable(t, db)
+	<-fc.followed
+
+	alone, err := db.Begin(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := alone.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := alone.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if <-fc.followed {
+		t.Fatal("a commit with nobody waiting was marked followed")
+	}
+
+	h, err := db.Begin(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := beginAsync(db, true) // waits for the lease h holds
+	mustNotYet(t, next, wideWait/4, "a writer behind the lease holder")
+	if _, err := h.Insert("public", "ducklake_snapshot", row(2, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !<-fc.followed {
+		t.Fatal("a commit with a writer waiting behind it was not marked followed")
+	}
+	mustWait(t, next, "the follower").Rollback()
 }

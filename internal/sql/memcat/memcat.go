@@ -428,6 +428,10 @@ type DB struct {
 		free     chan struct{} // closed when the lease is released or its holder pins
 	}
 	oids atomic.Uint32
+	// admitting counts writing sessions' transactions waiting to pin (for
+	// the lease or in settle): each is about to build on the commit under
+	// way, which may then be held for it (Txn.Commit).
+	admitting atomic.Int32
 }
 
 // writer is a transaction's entry in DB.writers. Guarded by DB.mu.
@@ -686,6 +690,8 @@ func (t *Txn) admit(ctx context.Context) error {
 	if !t.writer {
 		return nil
 	}
+	t.db.admitting.Add(1)
+	defer t.db.admitting.Add(-1)
 	if err := t.db.acquireLease(ctx, t); err != nil {
 		return err
 	}
@@ -976,6 +982,9 @@ func (t *Txn) Commit(ctx context.Context) error {
 		t.db.mu.Lock()
 		t.enlist(true)
 		t.db.mu.Unlock()
+		// A writer waiting to pin will commit right after this one: the
+		// store may hold this commit to write both in one object.
+		t.tx.SetFollowed(t.db.admitting.Load() > 0)
 	}
 	if err := t.tx.CommitThen(ctx, t.release); err != nil {
 		return convert(err)
