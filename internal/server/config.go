@@ -34,6 +34,7 @@ type Config struct {
 	RowIDHold        bool
 	DataPathOptions  string
 	MaxConnections   int
+	GCMinHeapMiB     int
 	IdleTimeout      time.Duration
 	StatementTimeout time.Duration
 	ReplicaPoll      time.Duration
@@ -86,6 +87,14 @@ var settings = []setting{
 			c.MaxConnections, err = strconv.Atoi(v)
 			if err == nil && c.MaxConnections < 1 {
 				err = fmt.Errorf("must be at least 1")
+			}
+			return
+		}},
+	{"gc-min-heap-mib", "keep the Go collector's heap target at least this many MiB while the catalog is small, trading memory for fewer collections (0: Go's default; ignored when GOGC is set)", "64",
+		func(c *Config, v string) (err error) {
+			c.GCMinHeapMiB, err = strconv.Atoi(v)
+			if err == nil && c.GCMinHeapMiB < 0 {
+				err = fmt.Errorf("must not be negative")
 			}
 			return
 		}},

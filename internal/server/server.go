@@ -67,6 +67,10 @@ func (s *Server) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	gcCtx, stopGC := context.WithCancel(context.Background())
+	gcDone := make(chan struct{})
+	go func() { runGCFloor(gcCtx, uint64(s.cfg.GCMinHeapMiB)<<20); close(gcDone) }()
+	defer func() { stopGC(); <-gcDone }()
 	if s.cfg.MetricsListen != "" {
 		stop, err := s.serveMetrics(s.cfg.MetricsListen)
 		if err != nil {

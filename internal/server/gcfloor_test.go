@@ -1,0 +1,57 @@
+package server
+
+import (
+	"context"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestGCPercentFor(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct {
+		live, floor uint64
+		want        int
+	}{
+		{0, 256 * mib, 6300},         // nothing measured yet: 4 MiB assumed
+		{16 * mib, 256 * mib, 1500},  // next cycle at 16 + 240 = 256 MiB
+		{64 * mib, 256 * mib, 300},   // 64 + 192 = 256 MiB
+		{128 * mib, 256 * mib, 100},  // the default already reaches the floor
+		{1024 * mib, 256 * mib, 100}, // a large catalog: GOGC=100 unchanged
+		{4 * mib, 1 << 40, 100_000},  // capped
+		{100 * mib, 0, 100},          // no floor
+	} {
+		if got := gcPercentFor(c.live, c.floor); got != c.want {
+			t.Errorf("gcPercentFor(%d MiB, %d MiB) = %d, want %d", c.live/mib, c.floor/mib, got, c.want)
+		}
+	}
+}
+
+// TestRunGCFloor: with a floor far above the live heap the percentage is
+// raised, and it is restored when the server stops.
+func TestRunGCFloor(t *testing.T) {
+	t.Setenv("GOGC", "")
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { runGCFloor(ctx, 1<<40); close(done) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p := debug.SetGCPercent(-1)
+		debug.SetGCPercent(p)
+		if p > 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GC percent still %d with a 1 TiB floor", p)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	p := debug.SetGCPercent(100)
+	if p != 100 {
+		t.Fatalf("GC percent %d after the floor stopped, want the 100 it found", p)
+	}
+}
