@@ -1,9 +1,9 @@
 package slate
 
 import (
-	"time"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // MaxKeyLen bounds keys so that every length fits the formats' fields and a

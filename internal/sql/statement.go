@@ -96,7 +96,6 @@ func (x *exec) writeTarget(rv *pg.RangeVar, verb string) (writeTarget, error) {
 	return writeTarget{t: t, schema: schema}, nil
 }
 
-
 func (x *exec) insertRow(wt writeTarget, vals []datum.Value) error {
 	t := wt.t
 	for i, c := range t.Def.Columns {

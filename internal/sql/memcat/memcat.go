@@ -714,16 +714,16 @@ func (t *Txn) admit(ctx context.Context) error {
 
 // Txn is one transaction: a pinned catalog version plus its own writes.
 type Txn struct {
-	writer  bool     // of a session that wrote before (Begin)
+	writer bool // of a session that wrote before (Begin)
 	// deferred: the snapshot is not taken yet (BeginDeferred, Pin);
 	// readEarly: View was read while deferred.
 	deferred, readEarly bool
-	view    *Version // the last View built after a write
-	viewOps int      // len(tx.Ops()) when view was built
-	claimed []string
-	db      *DB
-	tx      *catalog.Txn
-	wrote   bool
+	view                *Version // the last View built after a write
+	viewOps             int      // len(tx.Ops()) when view was built
+	claimed             []string
+	db                  *DB
+	tx                  *catalog.Txn
+	wrote               bool
 }
 
 // View is what the transaction reads: its base plus its own writes.
