@@ -185,3 +185,45 @@ func TestCommitFollowed(t *testing.T) {
 	}
 	mustWait(t, next, "the follower").Rollback()
 }
+
+// TestLeaseFIFO: writers get the lease in the order they asked for it, and
+// one that gives up (its context ends) leaves the queue without holding
+// up the next.
+func TestLeaseFIFO(t *testing.T) {
+	ctx := context.Background()
+	db := NewServer(nil).Database("lake")
+	db.leaseHold = time.Hour // no expiry: only claims hand the lease on
+	snapshotTable(t, db)
+	h, err := db.Begin(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chans []<-chan *Txn
+	for i := 0; i < 3; i++ {
+		chans = append(chans, beginAsync(db, true))
+		time.Sleep(20 * time.Millisecond) // arrival order
+	}
+	gaveUp := make(chan error, 1)
+	cctx, cancel := context.WithCancel(ctx)
+	go func() { _, err := db.Begin(cctx, true); gaveUp <- err }()
+	time.Sleep(20 * time.Millisecond)
+	last := beginAsync(db, true)
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiter whose context ended: %v", err)
+	}
+	holder := h
+	for i, ch := range append(chans, last) {
+		// The holder claims: the next in line, and only it, gets the lease.
+		if _, err := holder.Insert("public", "ducklake_snapshot", row(int64(10+i), 0)); err != nil {
+			t.Fatal(err)
+		}
+		next := mustWait(t, ch, "the next writer in line")
+		for _, other := range chans[min(i+1, len(chans)):] {
+			mustNotYet(t, other, 10*time.Millisecond, "a writer further back")
+		}
+		holder.Rollback()
+		holder = next
+	}
+	holder.Rollback()
+}

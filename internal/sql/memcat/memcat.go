@@ -423,9 +423,12 @@ type DB struct {
 	// acquireLease).
 	lease struct {
 		holder   *Txn
-		settling bool          // holder is still waiting in settle: no expiry
-		until    time.Time     // holder pinned: it loses the lease after this
-		free     chan struct{} // closed when the lease is released or its holder pins
+		settling bool      // holder is still waiting in settle: no expiry
+		until    time.Time // holder pinned: it loses the lease after this
+		// queue holds the waiting transactions in arrival order; only the
+		// first is woken (when the lease is released or its holder pins),
+		// so a handoff wakes one goroutine, not every waiter.
+		queue []*leaseWaiter
 	}
 	oids atomic.Uint32
 	// admitting counts writing sessions' transactions waiting to pin (for
@@ -533,37 +536,79 @@ const LeaseHold = 10 * time.Millisecond
 // is waited for by settle), ended, or used up LeaseHold. Sessions that have
 // not written never take it, so readers are not serialized.
 func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
+	var me *leaseWaiter
+	db.mu.Lock()
+	defer db.mu.Unlock()
 	for {
-		db.mu.Lock()
 		l := &db.lease
+		if l.holder == t {
+			return nil // a holder pinning again (READ COMMITTED, Pin)
+		}
 		now := time.Now()
-		if l.holder == nil || l.holder == t || (!l.settling && now.After(l.until)) {
-			if l.holder != nil && l.holder != t {
-				close(l.free) // the old holder's time ran out
-			}
-			if l.holder != t {
-				l.free = make(chan struct{})
+		free := l.holder == nil || (!l.settling && now.After(l.until))
+		if free && (len(l.queue) == 0 || l.queue[0] == me) {
+			if me != nil {
+				l.queue = l.queue[1:]
 			}
 			// The holder first waits in settle for the writes under way;
 			// its LeaseHold starts when it pins (admit).
 			l.holder, l.settling = t, true
-			db.mu.Unlock()
 			return nil
 		}
-		free, wait := l.free, l.until.Sub(now)
-		if l.settling {
-			wait = time.Hour // until the holder pins or lets go
+		if me == nil {
+			me = &leaseWaiter{wake: make(chan struct{}, 1)}
+			l.queue = append(l.queue, me)
+		}
+		// The first waiter times the holder's LeaseHold; the others wait
+		// for their turn.
+		wait := time.Hour
+		if l.queue[0] == me && !l.settling && l.holder != nil {
+			wait = l.until.Sub(now)
 		}
 		db.mu.Unlock()
 		tm := time.NewTimer(wait)
+		var err error
 		select {
-		case <-free:
+		case <-me.wake:
 		case <-tm.C:
 		case <-ctx.Done():
-			tm.Stop()
-			return ctx.Err()
+			err = ctx.Err()
 		}
 		tm.Stop()
+		db.mu.Lock()
+		if err != nil {
+			db.dropWaiterLocked(me)
+			return err
+		}
+	}
+}
+
+// leaseWaiter is a transaction waiting for the pin lease.
+type leaseWaiter struct{ wake chan struct{} }
+
+// wakeLeaseHeadLocked wakes the first waiter for the lease, if any.
+// REQUIRES: db.mu.
+func (db *DB) wakeLeaseHeadLocked() {
+	if q := db.lease.queue; len(q) > 0 {
+		select {
+		case q[0].wake <- struct{}{}:
+		default: // already woken
+		}
+	}
+}
+
+// dropWaiterLocked removes w from the lease queue (it gave up), waking the
+// next waiter if w was first. REQUIRES: db.mu.
+func (db *DB) dropWaiterLocked(w *leaseWaiter) {
+	q := db.lease.queue
+	for i, x := range q {
+		if x == w {
+			db.lease.queue = append(q[:i:i], q[i+1:]...)
+			if i == 0 {
+				db.wakeLeaseHeadLocked()
+			}
+			return
+		}
 	}
 }
 
@@ -571,7 +616,7 @@ func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
 func (db *DB) releaseLeaseLocked(t *Txn) {
 	if l := &db.lease; l.holder == t {
 		l.holder = nil
-		close(l.free)
+		db.wakeLeaseHeadLocked()
 	}
 }
 
@@ -703,10 +748,9 @@ func (t *Txn) admit(ctx context.Context) error {
 		// LeaseHold counts from the pin, not from the wait in settle: a
 		// holder waiting behind a slow store write is not idle.
 		l.settling, l.until = false, time.Now().Add(t.db.leaseHold)
-		// Wake the waiters: they waited without a deadline while the
+		// Wake the first waiter: it waited without a deadline while the
 		// holder settled and must now time its LeaseHold.
-		close(l.free)
-		l.free = make(chan struct{})
+		t.db.wakeLeaseHeadLocked()
 	}
 	t.db.mu.Unlock()
 	return err
