@@ -43,11 +43,14 @@ type Options struct {
 	Coalesce time.Duration
 }
 
-// DefaultCoalesce bounds how long a followed commit waits for its
-// follower: about one DuckLake commit's round trips on a local store. The
-// wait adds to the commit's latency but not to the throughput of a chain
-// of writers, who build on a commit as soon as it is validated (pipelining).
-const DefaultCoalesce = 2 * time.Millisecond
+// DefaultCoalesce bounds how long a followed commit waits for followers:
+// a few DuckLake commits' round trips on a local store. The wait adds to
+// the commit's latency but not to the throughput of a chain of writers,
+// who build on a commit as soon as it is validated (pipelining). Measured
+// with 16 DuckLake writers on a local store: a 2 ms hold put ~2 commits in
+// a WAL object, 4 ms ~4 and cut the CPU per commit by a further quarter at
+// the same throughput; 3 ms splits the latency.
+const DefaultCoalesce = 3 * time.Millisecond
 
 // Outcome describes one Persist call, for metrics.
 type Outcome struct {
