@@ -851,7 +851,7 @@ func (t *Txn) Delete(schema, table string, ctid int64) error {
 // Update replaces the row version at ctid by a new version and returns the
 // new ctid.
 func (t *Txn) Update(schema, table string, ctid int64, vals []datum.Value) (int64, error) {
-	tb, err := t.tx.Table(schema, table)
+	tb, err := t.tx.Peek(schema, table) // read before the write; see claim
 	if err != nil {
 		return 0, convert(err)
 	}
@@ -926,7 +926,9 @@ func (t *Txn) RenameColumn(schema, table, from, to string) error {
 // is the row being updated (nil for an insert): an update that keeps its key
 // claims nothing.
 func (t *Txn) claim(schema, table string, vals []datum.Value, old datum.Row) error {
-	tb, err := t.tx.Table(schema, table)
+	// Peek, not Table: only the definition is read, and freezing the
+	// table would make the write that follows copy its pages and nodes.
+	tb, err := t.tx.Peek(schema, table)
 	if err != nil {
 		return convert(err)
 	}
