@@ -21,7 +21,8 @@ func init() { registerBench("commits", benchCommits) }
 // workload (internal/workload) against PostgreSQL and, when --moraine names
 // one, a moraine server, each writer count on a fresh catalog. It prints a
 // table and ends with `ratio_vs_postgres=<x>`: moraine's commits/s divided
-// by PostgreSQL's at the highest writer count. Without --moraine it starts
+// by PostgreSQL's at the highest writer count (with --rounds, the median of
+// the rounds' ratios). Without --moraine it starts
 // its own moraine in-process on --store (with --put-latency on S3 PUTs).
 func benchCommits(ctx context.Context, args []string) int {
 	return benchCommitsMain(ctx, args, os.Stdout, os.Stderr)
@@ -44,6 +45,7 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	retryWait := fs.Duration("retry-wait", 100*time.Millisecond, "DuckLake ducklake_retry_wait_ms")
 	backoff := fs.Float64("retry-backoff", 1.5, "DuckLake ducklake_retry_backoff")
 	dataDir := fs.String("data-dir", "", "write real Parquet data files under this directory (for a server that holds compactions to their row ids)")
+	rounds := fs.Int("rounds", 1, "measure every writer count this many times, the systems taking turns; the ratio is the median of the rounds'")
 	verify := fs.Bool("verify", true, "read each catalog back and check it after its run")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	pngOut := fs.String("png", "", "write a bar chart of the results to this PNG file")
@@ -65,8 +67,8 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		writers = append(writers, n)
 	}
-	if *commits < 1 || *tables < 1 || *columns < 1 || *rows < 1 {
-		fmt.Fprintln(stderr, "bench commits: --commits, --tables, --columns and --rows must be positive")
+	if *commits < 1 || *tables < 1 || *columns < 1 || *rows < 1 || *rounds < 1 {
+		fmt.Fprintln(stderr, "bench commits: --commits, --tables, --columns, --rows and --rounds must be positive")
 		return 2
 	}
 	stop, err := startProfiles(*cpuprofile, *traceOut)
@@ -105,7 +107,7 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		mr = -1 // workload.Config: 0 means the default, negative means none
 	}
 	rep, err := workload.RunBench(ctx, workload.BenchConfig{
-		Targets: targets, Writers: writers, Commits: *commits, Verify: *verify, Progress: stderr, DataDir: *dataDir,
+		Targets: targets, Writers: writers, Commits: *commits, Rounds: *rounds, Verify: *verify, Progress: stderr, DataDir: *dataDir,
 		Base: workload.Config{
 			Tables: *tables, Columns: *columns, RowsPerFile: *rows, Compactor: *compactor,
 			MaxRetries: mr, RetryWait: *retryWait, RetryBackoff: *backoff, Seed: uint64(time.Now().UnixNano()),

@@ -61,9 +61,13 @@ func TestBenchCommitsSmoke(t *testing.T) {
 	}{
 		{"local", nil},
 		{"s3", []string{"--store=s3", "--put-latency=5ms"}},
+		{"rounds", []string{"--rounds=2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			benchSmoke(t, benchCommitsMain, append([]string{"--writers=1,2", "--commits=3", "--retry-wait=5ms", "--postgres", pg}, tc.extra...)...)
+			out := benchSmoke(t, benchCommitsMain, append([]string{"--writers=1,2", "--commits=3", "--retry-wait=5ms", "--postgres", pg}, tc.extra...)...)
+			if tc.name == "rounds" && !regexp.MustCompile(`round by round: \S+ \S+; median`).MatchString(out) {
+				t.Fatalf("two rounds: no round-by-round ratios:\n%s", out)
+			}
 		})
 	}
 	var out, errb bytes.Buffer

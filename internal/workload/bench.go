@@ -9,6 +9,8 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -23,12 +25,16 @@ type Target struct {
 
 // BenchConfig is `moraine bench commits`.
 type BenchConfig struct {
-	Targets  []Target // the first target named "postgres" is the baseline
-	Writers  []int    // writer counts, e.g. 1, 4, 16
-	Commits  int      // commits per writer
-	Base     Config   // everything else (tables, compactor, retry settings); Writers/CommitsPerWriter/Dial are set per run
-	Verify   bool     // read each catalog back and check it after the run
-	DataDir  string   // when set, each run writes real Parquet files under DataDir/<system>-w<writers>
+	Targets []Target // the first target named "postgres" is the baseline
+	Writers []int    // writer counts, e.g. 1, 4, 16
+	Commits int      // commits per writer
+	Base    Config   // everything else (tables, compactor, retry settings); Writers/CommitsPerWriter/Dial are set per run
+	// Rounds repeats every (writer count, target) measurement, the targets
+	// taking turns within a round so that the machine's drift falls on
+	// both alike; 0 means 1. The ratio is the median of the rounds'.
+	Rounds   int
+	Verify   bool   // read each catalog back and check it after the run
+	DataDir  string // when set, each run writes real Parquet files under DataDir/<system>-w<writers>
 	Progress io.Writer
 }
 
@@ -36,6 +42,7 @@ type BenchConfig struct {
 type BenchRun struct {
 	System        string  `json:"system"`
 	Writers       int     `json:"writers"`
+	Round         int     `json:"round"`
 	Commits       int     `json:"commits"`
 	Failed        int     `json:"failed"`
 	Retries       int     `json:"retries"`
@@ -49,15 +56,19 @@ type BenchRun struct {
 
 // BenchReport is the whole benchmark, as printed and as written to JSON.
 type BenchReport struct {
-	Benchmark     string     `json:"benchmark"`
-	Machine       string     `json:"machine"`
-	CommitsPer    int        `json:"commits_per_writer"`
-	Tables        int        `json:"tables"`
-	Compactor     bool       `json:"compactor"`
-	Runs          []BenchRun `json:"runs"`
-	RatioVsPG     float64    `json:"ratio_vs_postgres"` // NaN (null in JSON) without a second system
-	RatioWriters  int        `json:"ratio_writers"`
-	BaselineLabel string     `json:"baseline"`
+	Benchmark    string     `json:"benchmark"`
+	Machine      string     `json:"machine"`
+	CommitsPer   int        `json:"commits_per_writer"`
+	Tables       int        `json:"tables"`
+	Compactor    bool       `json:"compactor"`
+	Runs         []BenchRun `json:"runs"`
+	RatioVsPG    float64    `json:"ratio_vs_postgres"` // NaN (null in JSON) without a second system
+	RatioWriters int        `json:"ratio_writers"`
+	Rounds       int        `json:"rounds"`
+	// RoundRatios are the second system's commits/s over the baseline's at
+	// RatioWriters, one per round; RatioVsPG is their median.
+	RoundRatios   []float64 `json:"round_ratios"`
+	BaselineLabel string    `json:"baseline"`
 }
 
 // MarshalJSON writes a missing ratio as null.
@@ -104,23 +115,29 @@ func freshCatalog(ctx context.Context, t Target) (dial func(context.Context) (*p
 	return dial, schema, cleanup, nil
 }
 
-// RunBench runs every target at every writer count, each on a fresh catalog.
+// RunBench runs every target at every writer count, each on a fresh
+// catalog, Rounds times: per writer count, round after round, the targets in
+// turn.
 func RunBench(ctx context.Context, bc BenchConfig) (*BenchReport, error) {
 	base := bc.Base.withDefaults()
+	rounds := max(bc.Rounds, 1)
 	rep := &BenchReport{
 		Benchmark: "commits", Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
-		CommitsPer: bc.Commits, Tables: base.Tables, Compactor: base.Compactor, RatioVsPG: math.NaN(),
+		CommitsPer: bc.Commits, Tables: base.Tables, Compactor: base.Compactor, RatioVsPG: math.NaN(), Rounds: rounds,
 	}
-	for _, t := range bc.Targets {
-		for _, w := range bc.Writers {
-			run, err := benchOne(ctx, bc, t, w)
-			if err != nil {
-				return rep, fmt.Errorf("%s, %d writers: %w", t.Name, w, err)
-			}
-			rep.Runs = append(rep.Runs, run)
-			if bc.Progress != nil {
-				fmt.Fprintf(bc.Progress, "%s writers=%d: %.1f commits/s, p50 %.2fms, p99 %.2fms, %d failed, %d retries\n",
-					t.Name, w, run.CommitsPerSec, run.P50MS, run.P99MS, run.Failed, run.Retries)
+	for _, w := range bc.Writers {
+		for round := 1; round <= rounds; round++ {
+			for _, t := range bc.Targets {
+				run, err := benchOne(ctx, bc, t, w)
+				if err != nil {
+					return rep, fmt.Errorf("%s, %d writers: %w", t.Name, w, err)
+				}
+				run.Round = round
+				rep.Runs = append(rep.Runs, run)
+				if bc.Progress != nil {
+					fmt.Fprintf(bc.Progress, "%s writers=%d round %d: %.1f commits/s, p50 %.2fms, p99 %.2fms, %d failed, %d retries\n",
+						t.Name, w, round, run.CommitsPerSec, run.P50MS, run.P99MS, run.Failed, run.Retries)
+				}
 			}
 		}
 	}
@@ -131,23 +148,81 @@ func RunBench(ctx context.Context, bc BenchConfig) (*BenchReport, error) {
 		}
 		rep.RatioWriters = hi
 		rep.BaselineLabel = bc.Targets[0].Name
-		var pg, other *BenchRun
-		for i := range rep.Runs {
-			r := &rep.Runs[i]
-			if r.Writers != hi {
-				continue
-			}
-			if r.System == rep.BaselineLabel && pg == nil {
-				pg = r
-			} else if r.System != rep.BaselineLabel && other == nil {
-				other = r
-			}
-		}
-		if pg != nil && other != nil && pg.CommitsPerSec > 0 {
-			rep.RatioVsPG = other.CommitsPerSec / pg.CommitsPerSec
+		rep.RoundRatios = rep.roundRatios(hi)
+		if len(rep.RoundRatios) > 0 {
+			rep.RatioVsPG = median(rep.RoundRatios)
 		}
 	}
 	return rep, nil
+}
+
+// roundRatios pairs, round by round, the first system other than the
+// baseline with the baseline at n writers: its commits/s over the
+// baseline's.
+func (r *BenchReport) roundRatios(n int) []float64 {
+	type pair struct{ pg, other float64 }
+	byRound := map[int]*pair{}
+	var order []int
+	other := ""
+	for _, run := range r.Runs {
+		if run.Writers != n {
+			continue
+		}
+		if run.System != r.BaselineLabel {
+			if other == "" {
+				other = run.System
+			}
+			if run.System != other {
+				continue
+			}
+		}
+		p := byRound[run.Round]
+		if p == nil {
+			p = &pair{}
+			byRound[run.Round] = p
+			order = append(order, run.Round)
+		}
+		if run.System == r.BaselineLabel {
+			p.pg = run.CommitsPerSec
+		} else {
+			p.other = run.CommitsPerSec
+		}
+	}
+	var out []float64
+	for _, round := range order {
+		if p := byRound[round]; p.pg > 0 && p.other > 0 {
+			out = append(out, p.other/p.pg)
+		}
+	}
+	return out
+}
+
+// median of a non-empty slice (the mean of the middle two for an even
+// count); xs is not modified.
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if n := len(s); n%2 == 1 {
+		return s[n/2]
+	} else {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+}
+
+// medianRun is, for one system and writer count, the run of median
+// commits/s across rounds (the lower middle for an even count).
+func (r *BenchReport) medianRun(system string, writers int) (BenchRun, bool) {
+	var runs []BenchRun
+	for _, run := range r.Runs {
+		if run.System == system && run.Writers == writers {
+			runs = append(runs, run)
+		}
+	}
+	if len(runs) == 0 {
+		return BenchRun{}, false
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].CommitsPerSec < runs[j].CommitsPerSec })
+	return runs[(len(runs)-1)/2], true
 }
 
 func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (BenchRun, error) {
@@ -198,42 +273,49 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // system ran).
 func (r *BenchReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\twriters\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\t")
+	rounds := r.Rounds > 1
+	if rounds {
+		fmt.Fprintln(tw, "system\twriters\tround\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\t")
+	} else {
+		fmt.Fprintln(tw, "system\twriters\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\t")
+	}
 	for _, run := range r.Runs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t\n", run.System, run.Writers, run.Commits, run.Failed,
+		if rounds {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t", run.System, run.Writers, run.Round)
+		} else {
+			fmt.Fprintf(tw, "%s\t%d\t", run.System, run.Writers)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t\n", run.Commits, run.Failed,
 			run.Retries, run.CommitsPerSec, run.P50MS, run.P99MS)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	runs := map[string]map[int]BenchRun{}
-	var systems []string
-	var writers []int
-	seenW := map[int]bool{}
-	for _, run := range r.Runs {
-		if runs[run.System] == nil {
-			runs[run.System] = map[int]BenchRun{}
-			systems = append(systems, run.System)
-		}
-		runs[run.System][run.Writers] = run
-		if !seenW[run.Writers] {
-			seenW[run.Writers] = true
-			writers = append(writers, run.Writers)
-		}
-	}
+	systems, writers := r.axes()
 	for _, s := range systems {
 		if s == r.BaselineLabel {
 			continue
 		}
 		for _, n := range writers {
-			a, okA := runs[s][n]
-			b, okB := runs[r.BaselineLabel][n]
+			a, okA := r.medianRun(s, n)
+			b, okB := r.medianRun(r.BaselineLabel, n)
 			if !okA || !okB || b.CommitsPerSec == 0 || b.P50MS == 0 {
 				continue
 			}
-			fmt.Fprintf(w, "%s/%s writers=%d: commits/s x%.2f, p50 latency x%.2f\n", s, r.BaselineLabel, n,
-				a.CommitsPerSec/b.CommitsPerSec, a.P50MS/b.P50MS)
+			what := ""
+			if rounds {
+				what = fmt.Sprintf(" (median runs of %d rounds)", r.Rounds)
+			}
+			fmt.Fprintf(w, "%s/%s writers=%d: commits/s x%.2f, p50 latency x%.2f%s\n", s, r.BaselineLabel, n,
+				a.CommitsPerSec/b.CommitsPerSec, a.P50MS/b.P50MS, what)
 		}
+	}
+	if rounds && len(r.RoundRatios) > 0 {
+		parts := make([]string, len(r.RoundRatios))
+		for i, x := range r.RoundRatios {
+			parts[i] = fmt.Sprintf("%.2f", x)
+		}
+		fmt.Fprintf(w, "commits/s ratio at %d writers, round by round: %s; median %.3f\n", r.RatioWriters, strings.Join(parts, " "), r.RatioVsPG)
 	}
 	if math.IsNaN(r.RatioVsPG) {
 		_, err := fmt.Fprintln(w, "ratio_vs_postgres=n/a")

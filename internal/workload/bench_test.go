@@ -123,3 +123,38 @@ func TestRunBench(t *testing.T) {
 	}
 	t.Log(progress.String())
 }
+
+// TestRoundRatios: with several rounds the ratio is the median of the
+// round-by-round ratios at the highest writer count, and the table's
+// per-writer lines compare the median runs.
+func TestRoundRatios(t *testing.T) {
+	rep := &workload.BenchReport{Rounds: 3, BaselineLabel: "postgres", RatioWriters: 16}
+	add := func(sys string, w, round int, cps, p50 float64) {
+		rep.Runs = append(rep.Runs, workload.BenchRun{System: sys, Writers: w, Round: round, CommitsPerSec: cps, P50MS: p50, P99MS: 2 * p50})
+	}
+	// Round 2 is a slow moment for both: pairing keeps it from skewing
+	// the ratio, which is 4, 5 and 6 by round.
+	add("postgres", 16, 1, 300, 2)
+	add("moraine", 16, 1, 1200, 10)
+	add("postgres", 16, 2, 150, 4)
+	add("moraine", 16, 2, 750, 20)
+	add("postgres", 16, 3, 280, 2)
+	add("moraine", 16, 3, 1680, 8)
+	rep.RatioVsPG = 0
+	ratios := workload.RoundRatiosForTest(rep, 16)
+	if len(ratios) != 3 || ratios[0] != 4 || ratios[1] != 5 || ratios[2] != 6 {
+		t.Fatalf("round ratios %v, want [4 5 6]", ratios)
+	}
+	rep.RoundRatios, rep.RatioVsPG = ratios, 5
+	var out bytes.Buffer
+	if err := rep.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	// Median runs: postgres 280 (of 150, 280, 300), moraine 1200 (of 750,
+	// 1200, 1680): x4.29.
+	for _, want := range []string{"writers=16: commits/s x4.29", "round by round: 4.00 5.00 6.00; median 5.000", "ratio_vs_postgres=5.000"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}

@@ -50,12 +50,11 @@ func (r *BenchReport) axes() (systems []string, writers []int) {
 
 func (r *BenchReport) lookup(v func(BenchRun) float64) func(system string, writers int) (float64, bool) {
 	return func(system string, writers int) (float64, bool) {
-		for _, run := range r.Runs {
-			if run.System == system && run.Writers == writers {
-				return v(run), true
-			}
+		run, ok := r.medianRun(system, writers)
+		if !ok {
+			return 0, false
 		}
-		return 0, false
+		return v(run), true
 	}
 }
 
