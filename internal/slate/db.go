@@ -481,6 +481,7 @@ func (d *DB) flushImmutables(ctx context.Context) error {
 			continue
 		}
 		b := newSSTBuilder(d.opts.BlockSize)
+		b.reserve(m.bytes)
 		m.tree.Scan(func(e entry) bool { b.add(e); return true })
 		data, info := b.finish()
 		info.id = newULID(d.opts.Now())

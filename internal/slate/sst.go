@@ -89,6 +89,14 @@ func newSSTBuilder(blockSize int) *sstBuilder {
 	return &sstBuilder{blockSize: blockSize, info: sstInfo{minSeq: ^uint64(0)}}
 }
 
+// reserve sizes the table's buffer for about n bytes of entries, so that a
+// flush does not grow it by doubling (and copy it each time).
+func (b *sstBuilder) reserve(n int) {
+	if n > cap(b.buf) {
+		b.buf = make([]byte, 0, n+n/8)
+	}
+}
+
 func (b *sstBuilder) add(e entry) {
 	if b.info.entries == 0 {
 		b.info.firstKey = clone(e.key)
