@@ -207,7 +207,11 @@ func newCopyPlan(name string, defTypes, stored []datum.Type, cols []colInfo, idx
 // in w.cells. It fails exactly when Decode fails. Columns past the row's
 // stored count read as NULL (rows written before an ALTER TABLE ADD
 // COLUMN).
-func (w *rowWalker) walk(r datum.Row) error {
+func (w *rowWalker) walk(r datum.Row) error { return w.walkTo(r, len(w.stored)-1) }
+
+// walkTo is walk stopping after column last: the cells after it are left
+// as they were (a prefilter needs only the columns it compares).
+func (w *rowWalker) walkTo(r datum.Row, last int) error {
 	n64, k := binary.Uvarint(r)
 	if k <= 0 || n64 > math.MaxInt32 {
 		return datum.ErrBadRow
@@ -221,7 +225,7 @@ func (w *rowWalker) walk(r datum.Row) error {
 	bm := r[pos : pos+bmLen]
 	pos += bmLen
 	cells := w.cells
-	for i, sk := range w.stored {
+	for i, sk := range w.stored[:last+1] {
 		if i >= n || bm[i>>3]&(1<<(i&7)) != 0 {
 			cells[i].null = true
 			continue

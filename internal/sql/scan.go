@@ -188,8 +188,12 @@ func prefilteredRel(name string, cols []colInfo, types []datum.Type, scan func(f
 	var rows [][]datum.Value
 	var vals []datum.Value
 	var derr error
+	last := 0
+	for _, eq := range eqs {
+		last = max(last, eq.col)
+	}
 	scan(func(ctid int64, r datum.Row) bool {
-		if w.walk(r) == nil {
+		if w.walkTo(r, last) == nil {
 			for _, eq := range eqs {
 				if c := w.cells[eq.col]; c.null || c.v != eq.v.I {
 					return true
