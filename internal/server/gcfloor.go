@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"time"
 )
 
@@ -38,26 +39,62 @@ func gcPercentFor(live, floor uint64) int {
 // gcFloorInterval is how often the floor is recomputed.
 const gcFloorInterval = 250 * time.Millisecond
 
+// gcFloors is the process's set of floors: servers in one process (tests,
+// benchmarks) share one collector, so the percentage follows the highest
+// floor of the servers running, and the one found before the first is
+// restored after the last.
+var gcFloors struct {
+	sync.Mutex
+	floors  map[*uint64]bool
+	prev    int // the percentage before the first floor
+	applied int // the percentage last set, 0 when none is
+}
+
 // runGCFloor keeps the collector's target at least floor bytes until ctx
-// ends, then restores the percentage it found. It does nothing when floor
-// is 0 or GOGC is set in the environment (the operator's choice wins).
+// ends. It does nothing when floor is 0 or GOGC is set in the environment
+// (the operator's choice wins).
 func runGCFloor(ctx context.Context, floor uint64) {
 	if floor == 0 || os.Getenv("GOGC") != "" {
 		return
 	}
+	me := &floor
+	g := &gcFloors
+	g.Lock()
+	if g.floors == nil {
+		g.floors = map[*uint64]bool{}
+	}
+	if len(g.floors) == 0 {
+		g.prev = debug.SetGCPercent(100)
+		g.applied = 100
+	}
+	g.floors[me] = true
+	g.Unlock()
+	defer func() {
+		g.Lock()
+		delete(g.floors, me)
+		if len(g.floors) == 0 {
+			debug.SetGCPercent(g.prev)
+			g.applied = 0
+		}
+		g.Unlock()
+	}()
 	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	prev := debug.SetGCPercent(100)
-	defer debug.SetGCPercent(prev)
 	tick := time.NewTicker(gcFloorInterval)
 	defer tick.Stop()
-	cur := 100
 	for {
 		metrics.Read(sample)
 		if sample[0].Value.Kind() == metrics.KindUint64 {
-			if p := gcPercentFor(sample[0].Value.Uint64(), floor); p != cur {
-				debug.SetGCPercent(p)
-				cur = p
+			live := sample[0].Value.Uint64()
+			g.Lock()
+			var hi uint64
+			for f := range g.floors {
+				hi = max(hi, *f)
 			}
+			if p := gcPercentFor(live, hi); p != g.applied {
+				debug.SetGCPercent(p)
+				g.applied = p
+			}
+			g.Unlock()
 		}
 		select {
 		case <-ctx.Done():

@@ -55,3 +55,41 @@ func TestRunGCFloor(t *testing.T) {
 		t.Fatalf("GC percent %d after the floor stopped, want the 100 it found", p)
 	}
 }
+
+// TestGCFloorsShared: two servers in one process share the collector: the
+// percentage follows the higher floor while both run, and the one found
+// before the first is restored only after the last stops.
+func TestGCFloorsShared(t *testing.T) {
+	t.Setenv("GOGC", "")
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	percent := func() int { p := debug.SetGCPercent(-1); debug.SetGCPercent(p); return p }
+	waitFor := func(what string, ok func(int) bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok(percent()) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: GC percent %d", what, percent())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	ctxA, stopA := context.WithCancel(context.Background())
+	ctxB, stopB := context.WithCancel(context.Background())
+	doneA, doneB := make(chan struct{}), make(chan struct{})
+	go func() { runGCFloor(ctxA, 1<<40); close(doneA) }()
+	waitFor("one huge floor", func(p int) bool { return p == 100_000 })
+	go func() { runGCFloor(ctxB, 1); close(doneB) }()
+	time.Sleep(3 * gcFloorInterval)
+	if p := percent(); p != 100_000 {
+		t.Fatalf("a second, tiny floor lowered the percentage to %d while the huge one runs", p)
+	}
+	stopA()
+	<-doneA
+	waitFor("only the tiny floor left", func(p int) bool { return p == 100 })
+	stopB()
+	<-doneB
+	if p := percent(); p != 100 {
+		t.Fatalf("after both stopped: %d, want the 100 found before", p)
+	}
+}
