@@ -64,8 +64,7 @@ func runGCFloor(ctx context.Context, floor uint64) {
 		g.floors = map[*uint64]bool{}
 	}
 	if len(g.floors) == 0 {
-		g.prev = debug.SetGCPercent(100)
-		g.applied = 100
+		g.prev = currentGCPercent()
 	}
 	g.floors[me] = true
 	g.Unlock()
@@ -74,25 +73,22 @@ func runGCFloor(ctx context.Context, floor uint64) {
 		delete(g.floors, me)
 		if len(g.floors) == 0 {
 			debug.SetGCPercent(g.prev)
-			g.applied = 0
 		}
 		g.Unlock()
 	}()
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
 	tick := time.NewTicker(gcFloorInterval)
 	defer tick.Stop()
 	for {
-		metrics.Read(sample)
-		if sample[0].Value.Kind() == metrics.KindUint64 {
-			live := sample[0].Value.Uint64()
+		if live, ok := readMetric("/gc/heap/live:bytes"); ok {
 			g.Lock()
 			var hi uint64
 			for f := range g.floors {
 				hi = max(hi, *f)
 			}
-			if p := gcPercentFor(live, hi); p != g.applied {
+			// Compare with the runtime's setting, not the last one made
+			// here: anything else in the process may have changed it.
+			if p, cur := gcPercentFor(live, hi), currentGCPercent(); p != cur {
 				debug.SetGCPercent(p)
-				g.applied = p
 			}
 			g.Unlock()
 		}
@@ -102,4 +98,23 @@ func runGCFloor(ctx context.Context, floor uint64) {
 		case <-tick.C:
 		}
 	}
+}
+
+// readMetric reads one uint64 runtime metric.
+func readMetric(name string) (uint64, bool) {
+	sample := []metrics.Sample{{Name: name}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() != metrics.KindUint64 {
+		return 0, false
+	}
+	return sample[0].Value.Uint64(), true
+}
+
+// currentGCPercent is the runtime's GC percentage, read without setting it.
+func currentGCPercent() int {
+	p, ok := readMetric("/gc/gogc:percent")
+	if !ok {
+		return 100
+	}
+	return int(p)
 }
