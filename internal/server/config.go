@@ -55,6 +55,21 @@ func str(p func(*Config) *string) func(*Config, string) error {
 	return func(c *Config, v string) error { *p(c) = v; return nil }
 }
 
+// intAtLeast parses an integer setting no smaller than lo.
+func intAtLeast(p func(*Config) *int, lo int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return err
+		}
+		if n < lo {
+			return fmt.Errorf("must be at least %d", lo)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
 var settings = []setting{
 	{"store", "object store URL holding the catalog (file://DIR, s3://BUCKET/PREFIX?endpoint=…&region=…, mem://)", "file://./moraine-data",
 		str(func(c *Config) *string { return &c.Store })},
@@ -83,21 +98,9 @@ var settings = []setting{
 	{"replica-poll", "how often a replica looks for new commits", "200ms",
 		func(c *Config, v string) (err error) { c.ReplicaPoll, err = time.ParseDuration(v); return }},
 	{"max-connections", "maximum concurrent client connections", "200",
-		func(c *Config, v string) (err error) {
-			c.MaxConnections, err = strconv.Atoi(v)
-			if err == nil && c.MaxConnections < 1 {
-				err = fmt.Errorf("must be at least 1")
-			}
-			return
-		}},
+		intAtLeast(func(c *Config) *int { return &c.MaxConnections }, 1)},
 	{"gc-min-heap-mib", "keep the Go collector's heap target at least this many MiB while the catalog is small, trading memory for fewer collections (0: Go's default; ignored when GOGC is set)", "64",
-		func(c *Config, v string) (err error) {
-			c.GCMinHeapMiB, err = strconv.Atoi(v)
-			if err == nil && c.GCMinHeapMiB < 0 {
-				err = fmt.Errorf("must not be negative")
-			}
-			return
-		}},
+		intAtLeast(func(c *Config) *int { return &c.GCMinHeapMiB }, 0)},
 	{"idle-timeout", "close client connections idle this long (0: never)", "0s",
 		func(c *Config, v string) (err error) { c.IdleTimeout, err = time.ParseDuration(v); return }},
 	{"statement-timeout", "cancel statements running this long (0: never)", "0s",

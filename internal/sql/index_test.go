@@ -185,15 +185,27 @@ func BenchmarkUpdateByKey(b *testing.B) {
 			b.Fatal(out)
 		}
 	}
-	for _, bc := range []struct{ name, where string }{
+	benchOneRowUpdate(b, s, n, "UPDATE ducklake_data_file SET end_snapshot = 2 WHERE end_snapshot IS NULL AND ", []benchWhere{
 		{"index", "data_file_id IN (%d)"},
 		{"scan", "data_file_id + 0 IN (%d)"},
-	} {
+	})
+}
+
+// benchWhere is one variant of a benchmarked UPDATE's WHERE; its %d is the
+// row picked.
+type benchWhere struct{ name, where string }
+
+// benchOneRowUpdate times update+where, which must change exactly one row,
+// in a rolled-back transaction, for each variant of where, picking rows
+// spread over 0..n-1.
+func benchOneRowUpdate(b *testing.B, s *Session, n int, update string, variants []benchWhere) {
+	ctx := context.Background()
+	for _, bc := range variants {
 		b.Run(bc.name, func(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i = (i + 7919) % n
-				q := fmt.Sprintf("BEGIN; UPDATE ducklake_data_file SET end_snapshot = 2 WHERE end_snapshot IS NULL AND "+bc.where+"; ROLLBACK", i)
+				q := fmt.Sprintf("BEGIN; "+update+bc.where+"; ROLLBACK", i)
 				if out := runSQL(ctx, s, q, ""); !strings.Contains(out, "UPDATE 1") {
 					b.Fatalf("%s: %s", q, out)
 				}
@@ -300,19 +312,8 @@ func BenchmarkUpdateColumnStats(b *testing.B) {
 			b.Fatal(out)
 		}
 	}
-	for _, bc := range []struct{ name, where string }{
+	benchOneRowUpdate(b, s, tables, "UPDATE ducklake_table_column_stats SET min_value = '0', max_value = '100' WHERE ", []benchWhere{
 		{"prefilter", "table_id = %d AND column_id = 3"},
 		{"plain", "table_id + 0 = %d AND column_id + 0 = 3"},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			i := 0
-			for b.Loop() {
-				i = (i + 7919) % tables
-				q := fmt.Sprintf("BEGIN; UPDATE ducklake_table_column_stats SET min_value = '0', max_value = '100' WHERE "+bc.where+"; ROLLBACK", i)
-				if out := runSQL(ctx, s, q, ""); !strings.Contains(out, "UPDATE 1") {
-					b.Fatalf("%s: %s", q, out)
-				}
-			}
-		})
-	}
+	})
 }

@@ -559,22 +559,25 @@ func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
 			me = &leaseWaiter{wake: make(chan struct{}, 1)}
 			l.queue = append(l.queue, me)
 		}
-		// The first waiter times the holder's LeaseHold; the others wait
-		// for their turn.
-		wait := time.Hour
+		// The first waiter times the holder's LeaseHold once the holder
+		// pinned; everyone else waits to be woken.
+		var expiry <-chan time.Time
+		var tm *time.Timer
 		if l.queue[0] == me && !l.settling && l.holder != nil {
-			wait = l.until.Sub(now)
+			tm = time.NewTimer(l.until.Sub(now))
+			expiry = tm.C
 		}
 		db.mu.Unlock()
-		tm := time.NewTimer(wait)
 		var err error
 		select {
 		case <-me.wake:
-		case <-tm.C:
+		case <-expiry:
 		case <-ctx.Done():
 			err = ctx.Err()
 		}
-		tm.Stop()
+		if tm != nil {
+			tm.Stop()
+		}
 		db.mu.Lock()
 		if err != nil {
 			db.dropWaiterLocked(me)
