@@ -705,12 +705,10 @@ func (t *Txn) Pin(ctx context.Context) error {
 		return nil
 	}
 	early := t.tx.Base()
-	if err := t.admit(ctx); err != nil {
+	if err := t.Rebase(ctx); err != nil { // a deferred transaction has no writes
 		return err
 	}
-	t.tx.Rollback()
-	t.tx = t.begin()
-	t.deferred, t.view = false, nil
+	t.deferred = false
 	if t.readEarly && t.tx.Base().DDLSeq() != early.DDLSeq() {
 		return fmt.Errorf("%w: a table definition changed between the transaction's Describe and its first statement", ErrSerialization)
 	}
