@@ -17,7 +17,7 @@ type exec struct {
 	s      *Session
 	params []tv
 	ctes   map[string]*rel
-	lits   map[*pg.A_Const]tv // literals bound onto a template tree (parse.go)
+	lits   *boundLits // literals bound onto a template tree (parse.go)
 	// subqueries memoizes uncorrelated subqueries for the statement: the
 	// latest-snapshot template compares every row with (SELECT MAX(…)),
 	// which must not be re-run per row.
@@ -29,7 +29,7 @@ type exec struct {
 // constValue reads a literal, through the statement's bindings when its
 // tree is a shared template.
 func (x *exec) constValue(c *pg.A_Const) (tv, error) {
-	if v, ok := x.lits[c]; ok {
+	if v, ok := x.lits.get(c); ok {
 		return v, nil
 	}
 	return constValue(c)

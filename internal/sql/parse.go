@@ -18,7 +18,28 @@ type stmt struct {
 	// lits binds the literals of this text onto a shared template tree:
 	// the executor reads an A_Const through it (exec.constValue). Nil when
 	// the tree was parsed from this very text.
-	lits map[*pg.A_Const]tv
+	lits *boundLits
+}
+
+// boundLits are the values one text gives a template's literals: slot maps
+// each bindable A_Const of the shared tree to its index in vals. slot is
+// the template's, built once; only vals is made per text, so a bind costs
+// one allocation however many literals the text has.
+type boundLits struct {
+	slot map[*pg.A_Const]int
+	vals []tv
+}
+
+// get returns the value bound to c, if c is one of the template's literals.
+func (b *boundLits) get(c *pg.A_Const) (tv, bool) {
+	if b == nil {
+		return tv{}, false
+	}
+	i, ok := b.slot[c]
+	if !ok {
+		return tv{}, false
+	}
+	return b.vals[i], true
 }
 
 // The plan cache. DuckLake sends the same statement templates over and over
@@ -47,6 +68,7 @@ type parseCache struct {
 type template struct {
 	stmts []stmt
 	lits  []litSlot
+	slot  map[*pg.A_Const]int // the index in lits of each value literal's node
 }
 
 // litSlot ties the i-th literal of a template's text to its A_Const.
@@ -310,7 +332,7 @@ func makeTemplate(sql string, stmts []stmt, lits []lexLit) (*template, bool) {
 	for _, s := range stmts {
 		collectConsts(s.node.ProtoReflect(), false, sites)
 	}
-	tpl := &template{stmts: stmts, lits: make([]litSlot, len(lits))}
+	tpl := &template{stmts: stmts, lits: make([]litSlot, len(lits)), slot: make(map[*pg.A_Const]int, len(lits))}
 	used := map[*pg.A_Const]bool{}
 	for i, l := range lits {
 		site, ok := sites[int32(l.start)]
@@ -332,6 +354,9 @@ func makeTemplate(sql string, stmts []stmt, lits []lexLit) (*template, bool) {
 		}
 		used[site.node] = true
 		tpl.lits[i] = litSlot{node: site.node, negate: negate, structural: site.structural, raw: l.raw, str: l.str}
+		if !site.structural {
+			tpl.slot[site.node] = i
+		}
 	}
 	return tpl, true
 }
@@ -341,7 +366,7 @@ func (t *template) bind(lits []lexLit) ([]stmt, bool) {
 	if len(lits) != len(t.lits) {
 		return nil, false
 	}
-	m := make(map[*pg.A_Const]tv, len(lits))
+	b := &boundLits{slot: t.slot, vals: make([]tv, len(lits))}
 	for i, l := range lits {
 		slot := t.lits[i]
 		if l.str != slot.str {
@@ -357,11 +382,11 @@ func (t *template) bind(lits []lexLit) ([]stmt, bool) {
 		if !ok {
 			return nil, false
 		}
-		m[slot.node] = v
+		b.vals[i] = v
 	}
 	out := make([]stmt, len(t.stmts))
 	for i, s := range t.stmts {
-		out[i] = stmt{node: s.node, text: s.text, lits: m}
+		out[i] = stmt{node: s.node, text: s.text, lits: b}
 	}
 	return out, true
 }

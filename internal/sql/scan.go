@@ -136,8 +136,27 @@ func tableRel(t *memcat.Table, qual string) *rel {
 	return r
 }
 
-// tableCols are a table's columns with the hidden ctid column last.
+// tableCols are a table's columns with the hidden ctid column last. The
+// slice is shared (a lake table's is kept in its definition's memo): callers
+// clone it before changing it.
 func tableCols(t *memcat.Table, qual string) []colInfo {
+	memo := t.Memo()
+	if memo == nil {
+		return makeTableCols(t, qual)
+	}
+	key := tableColsKey{qual}
+	if c, ok := memo.Load(key); ok {
+		return c.([]colInfo)
+	}
+	cols := makeTableCols(t, qual)
+	memo.Store(key, cols)
+	return cols
+}
+
+// tableColsKey keys tableCols in a definition's memo.
+type tableColsKey struct{ qual string }
+
+func makeTableCols(t *memcat.Table, qual string) []colInfo {
 	n := len(t.Def.Columns)
 	cols := make([]colInfo, n+1)
 	for i, c := range t.Def.Columns {

@@ -214,18 +214,29 @@ func (x *exec) insert(s *pg.InsertStmt, out sink) error {
 	}
 	var rows [][]tv
 	if len(sel.ValuesLists) > 0 && sel.Op == pg.SetOperation_SETOP_NONE {
+		// One slab for every row's values, and one empty environment (eval
+		// does not write to it): a VALUES list costs two allocations, not
+		// two per value.
+		n := 0
+		for _, l := range sel.ValuesLists {
+			n += len(l.GetList().GetItems())
+		}
+		slab := make([]tv, n)
+		rows = make([][]tv, 0, len(sel.ValuesLists))
+		none := &env{}
 		for _, l := range sel.ValuesLists {
 			items := l.GetList().GetItems()
 			if len(items) > len(idx) {
 				return errf(codeSyntax, "INSERT has more expressions than target columns")
 			}
-			row := make([]tv, len(items))
+			row := slab[:len(items):len(items)]
+			slab = slab[len(items):]
 			for i, it := range items {
 				if it.GetSetToDefault() != nil {
 					row[i] = tv{datum.Null, unknownType}
 					continue
 				}
-				v, err := x.eval(it, &env{})
+				v, err := x.eval(it, none)
 				if err != nil {
 					return err
 				}

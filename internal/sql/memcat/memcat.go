@@ -78,7 +78,16 @@ type Column struct {
 type TableDef struct {
 	Columns []Column
 	PK      []int // indexes into Columns; empty when the table has no primary key
+	// memo belongs to a lake table's definition, which is immutable (DDL
+	// makes a new one): what the SQL layer derives from the definition
+	// alone is kept here once, not rebuilt per statement. Nil for temp
+	// tables, whose definitions ALTER changes in place.
+	memo *sync.Map
 }
+
+// Memo is the definition's cache (see TableDef.memo), nil for a temp table.
+// Values stored in it must be immutable.
+func (t *Table) Memo() *sync.Map { return t.Def.memo }
 
 // ColumnIndex returns the position of the named column, or -1.
 func (d *TableDef) ColumnIndex(name string) int {
@@ -351,7 +360,7 @@ func lakeTable(t *catalog.Table, defs *sync.Map) *Table {
 		}
 	}
 	if def == nil {
-		def = &TableDef{PK: slices.Clone(info.Def.PrimaryKey)}
+		def = &TableDef{PK: slices.Clone(info.Def.PrimaryKey), memo: new(sync.Map)}
 		for _, c := range info.Def.Columns {
 			def.Columns = append(def.Columns, Column{Name: c.Name, Type: c.Type, NotNull: c.NotNull})
 		}
