@@ -181,24 +181,29 @@ func lexShape(sql string) (key string, lits []lexLit, ok bool) {
 		c := sql[i]
 		switch {
 		case c == '\'':
+			// The value is the text between the quotes, with each doubled
+			// quote made single: a substring of sql unless it has one.
 			j := i + 1
-			var v strings.Builder
+			doubled := false
 			for {
 				if j >= len(sql) {
 					return "", nil, false
 				}
 				if sql[j] == '\'' {
 					if j+1 < len(sql) && sql[j+1] == '\'' {
-						v.WriteByte('\'')
+						doubled = true
 						j += 2
 						continue
 					}
 					break
 				}
-				v.WriteByte(sql[j])
 				j++
 			}
-			lits = append(lits, lexLit{start: i, raw: v.String(), str: true})
+			raw := sql[i+1 : j]
+			if doubled {
+				raw = strings.ReplaceAll(raw, "''", "'")
+			}
+			lits = append(lits, lexLit{start: i, raw: raw, str: true})
 			b.WriteString("'?'")
 			i = j + 1
 		case c == '"':
