@@ -122,6 +122,7 @@ type Table struct {
 
 // NewTable returns an empty session-local temp table.
 func NewTable(name string, oid, typOID, pkOID uint32, def TableDef) *Table {
+	def.memo = nil // a temp table's definition changes in place
 	return &Table{Name: name, OID: oid, TypOID: typOID, PKOID: pkOID, Def: def, alloc: new(atomic.Int64)}
 }
 
