@@ -213,6 +213,12 @@ func (db *Database) Begin() *Txn { return &Txn{db: db, base: db.Durable()} }
 // instead of waiting for it to become durable.
 func (db *Database) BeginLatest() *Txn { return &Txn{db: db, base: db.Current()} }
 
+// BeginOn starts a transaction pinned to v, which must be Current or a
+// sealed version that Extends it (Txn.Seal): its commit, and a read-only
+// COMMIT, wait for every sealed version under v to land and fail with a
+// serialization error if one does not.
+func (db *Database) BeginOn(v *Version) *Txn { return &Txn{db: db, base: v} }
+
 // advanceDurable records that v (and so every version before it) is
 // durable.
 func (db *Database) advanceDurable(v *Version) {
@@ -254,6 +260,10 @@ func (db *Database) failDurable(err error) {
 // WaitDurable returns once v is durable, or with an error if the commit
 // pipeline failed first or ctx ended.
 func (db *Database) WaitDurable(ctx context.Context, v *Version) error {
+	// A sealed version is not in the chain of commits until it landed.
+	if err := v.landed(ctx); err != nil {
+		return err
+	}
 	for {
 		db.dur.Lock()
 		d, failed, ch := db.durable.Load(), db.dur.failed, db.dur.advanced
@@ -305,31 +315,51 @@ type Pipeliner interface {
 // visible to later writers and before Commit returns (for the SQL layer's
 // bookkeeping of commits under way).
 func (db *Database) commit(ctx context.Context, t *Txn, published func()) error {
+	// A transaction pinned on a sealed version commits only once that
+	// version landed (speculate.go); the wait is outside the commit lock.
+	if err := t.base.landed(ctx); err != nil {
+		t.drop()
+		return fmt.Errorf("commit: %w", err)
+	}
 	db.commitMu.Lock()
 	cur := db.cur.Load()
+	sealed := t.sealed
 	var next *Version
-	if cur == t.base {
+	switch {
+	case cur == t.base && t.b != nil:
 		// Nothing landed since the transaction began: its working version
 		// is exactly the next version.
 		next = t.b.finish()
-	} else {
+	case cur == t.base:
+		next = sealed // sealed and not written since: lands as it is
+	default:
 		var err error
 		if next, err = cur.Apply(t.ops); err != nil {
 			db.commitMu.Unlock()
+			t.drop()
 			return fmt.Errorf("commit: %w", err)
 		}
 	}
-	t.b = nil
+	t.b, t.sealed = nil, nil
+	// settleSealed decides the sealed version, once next is current or the
+	// commit failed: it lands only as the very version published.
+	settleSealed := func(published bool) {
+		if sealed != nil {
+			sealed.resolve(published && next == sealed)
+		}
+	}
 	c := &Commit{DB: db, Base: cur, Next: next, Ops: t.ops, Pinned: t.base, Followed: t.followed}
 	pl, pipelined := db.srv.opts.Committer.(Pipeliner)
 	if !pipelined {
 		if cm := db.srv.opts.Committer; cm != nil {
 			if err := cm.Persist(ctx, c); err != nil {
 				db.commitMu.Unlock()
+				settleSealed(false)
 				return fmt.Errorf("commit: %w", err)
 			}
 		}
 		db.cur.Store(next)
+		settleSealed(true)
 		db.advanceDurable(next)
 		db.commitMu.Unlock()
 		if published != nil {
@@ -340,9 +370,11 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 	wait, err := pl.Submit(ctx, c)
 	if err != nil {
 		db.commitMu.Unlock()
+		settleSealed(false)
 		return fmt.Errorf("commit: %w", err)
 	}
 	db.cur.Store(next)
+	settleSealed(true)
 	db.commitMu.Unlock()
 	if published != nil {
 		published()

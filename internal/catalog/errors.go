@@ -101,3 +101,11 @@ func errDuplicate(schema, table string, cols, vals string) error {
 		Message: fmt.Sprintf("duplicate key value violates unique constraint %q", c),
 		Detail:  fmt.Sprintf("Key (%s)=(%s) already exists.", cols, vals)}
 }
+
+// errSpeculationFailed is returned by the commit of a transaction that
+// pinned a sealed version whose transaction did not commit it (Txn.Seal).
+func errSpeculationFailed() error {
+	return &Error{Kind: ErrSerialization, Code: "40001",
+		Message: "could not serialize access due to concurrent update",
+		Detail:  "the transaction read the writes of a concurrent transaction that did not commit them"}
+}

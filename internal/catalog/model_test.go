@@ -18,6 +18,12 @@ import (
 // hold exactly the model's rows in ctid order; every pinned version must
 // keep the contents it had; committing must equal replaying the ops on the
 // base (Apply) whenever the base is still current.
+//
+// Seal is part of the model: a follower transaction pinned on the sealed
+// version sees exactly the model at the seal, and when tx ends it commits a
+// key of its own, which must land if and only if tx committed exactly the
+// sealed writes on an unchanged base, and fail with a serialization error
+// otherwise (leaving the current version untouched).
 func TestTxnModel(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		db := NewServer(Options{}).Database("m")
@@ -76,6 +82,54 @@ func TestTxnModel(t *testing.T) {
 			return ks
 		}
 		note := rapid.StringMatching(`[a-z]{0,3}|x{120,140}`)
+		// follower is pinned on tx's sealed version; clean says tx has not
+		// written since it sealed.
+		var follower struct {
+			tx     *Txn
+			sealed *Version
+			clean  bool
+		}
+		wrote := func() { follower.clean = false }
+		// endTx resolves the follower once tx has ended.
+		endTx := func(rt *rapid.T) {
+			f := follower
+			follower.tx = nil
+			if f.tx == nil {
+				return
+			}
+			landed := f.clean && db.Current() == f.sealed
+			if f.sealed.Speculative() {
+				rt.Fatal("tx ended but its sealed version is still undecided")
+			}
+			before := db.Current()
+			id := rapid.Int64Range(300, 400).Draw(rt, "follower id")
+			if _, ok := committed[id]; ok {
+				f.tx.Rollback()
+				return
+			}
+			if _, err := f.tx.InsertRow("public", "snap", snapRow(id, "follower")); err != nil {
+				rt.Fatal(err)
+			}
+			err := f.tx.Commit(ctx)
+			if !landed {
+				if !errors.Is(err, ErrSerialization) {
+					rt.Fatalf("follower of a sealed version that did not land: %v", err)
+				}
+				if db.Current() != before {
+					rt.Fatal("a failed follower changed the current version")
+				}
+				return
+			}
+			if err != nil {
+				rt.Fatalf("follower of a landed sealed version: %v", err)
+			}
+			committed[id] = "follower"
+			pins = append(pins, pin{db.Current(), copyMap(committed)})
+			model = copyMap(committed)
+			txBase = copyMap(committed)
+			tx.Rollback()
+			tx = db.Begin()
+		}
 		rt.Repeat(map[string]func(*rapid.T){
 			"insert": func(rt *rapid.T) {
 				id := rapid.Int64Range(-15, 30).Draw(rt, "id")
@@ -90,6 +144,7 @@ func TestTxnModel(t *testing.T) {
 				if err != nil {
 					rt.Fatal(err)
 				}
+				wrote()
 				model[id] = n
 			},
 			"update": func(rt *rapid.T) {
@@ -107,6 +162,7 @@ func TestTxnModel(t *testing.T) {
 				if _, err := tx.UpdateRow("public", "snap", c, snapRow(id, n)); err != nil {
 					rt.Fatal(err)
 				}
+				wrote()
 				model[id] = n
 			},
 			"delete": func(rt *rapid.T) {
@@ -120,6 +176,7 @@ func TestTxnModel(t *testing.T) {
 				if err := tx.DeleteRow("public", "snap", c); err != nil {
 					rt.Fatal(err)
 				}
+				wrote()
 				if _, _, ok := tb.LookupKey([]datum.Value{datum.IntValue(id)}); !ok {
 					rt.Fatal("an earlier view lost a row")
 				}
@@ -148,12 +205,40 @@ func TestTxnModel(t *testing.T) {
 				pins = append(pins, pin{db.Current(), copyMap(committed)})
 				tx = db.Begin()
 				txBase = copyMap(committed)
+				model = copyMap(committed)
+				endTx(rt)
 			},
 			"rollback": func(rt *rapid.T) {
 				tx.Rollback()
 				tx = db.Begin()
 				model = copyMap(committed)
 				txBase = copyMap(committed)
+				endTx(rt)
+			},
+			"seal": func(rt *rapid.T) {
+				if follower.tx != nil {
+					rt.Skip("sealed already")
+				}
+				v := tx.Seal()
+				if !tx.Dirty() {
+					if v != nil {
+						rt.Fatal("a transaction without writes sealed a version")
+					}
+					return
+				}
+				if v == nil || !v.Speculative() || !v.Extends(tx.Base()) {
+					rt.Fatalf("sealed %v: speculative and extending the base expected", v)
+				}
+				if tx.Seal() != v {
+					rt.Fatal("sealing again without a write gave another version")
+				}
+				if got := contents(v); !same(got, model) {
+					rt.Fatalf("sealed version %v, model %v", got, model)
+				}
+				follower.tx, follower.sealed, follower.clean = db.BeginOn(v), v, true
+				if got := contents(follower.tx.View()); !same(got, model) {
+					rt.Fatalf("follower sees %v, model %v", got, model)
+				}
 			},
 			"other-commit": func(rt *rapid.T) {
 				// A concurrent transaction inserts a fresh key and commits;
@@ -192,6 +277,7 @@ func TestTxnModel(t *testing.T) {
 				tx = db.Begin()
 				model = copyMap(committed)
 				txBase = copyMap(committed)
+				endTx(rt)
 			},
 			"": func(rt *rapid.T) {
 				if got := contents(tx.View()); !same(got, model) {

@@ -95,7 +95,8 @@ func (o Op) String() string {
 type Txn struct {
 	db       *Database
 	base     *Version
-	b        *builder // nil until the first write
+	b        *builder // nil until the first write, and while sealed
+	sealed   *Version // the writes so far, sealed (Seal); nil once written again
 	ops      []Op
 	done     bool
 	followed bool
@@ -117,6 +118,9 @@ func (t *Txn) Database() *Database { return t.db }
 // from it stay as they were).
 func (t *Txn) View() *Version {
 	if t.b == nil {
+		if t.sealed != nil {
+			return t.sealed
+		}
 		return t.base
 	}
 	return t.b.v
@@ -135,7 +139,7 @@ func (t *Txn) Table(schema, name string) (*Table, error) { return t.View().Table
 // and DuckLake's commits update the same stats table many times in a row.
 func (t *Txn) Peek(schema, name string) (*Table, error) {
 	if t.b == nil {
-		return t.base.Table(schema, name)
+		return t.View().Table(schema, name)
 	}
 	return t.b.peek(schema, name)
 }
@@ -154,7 +158,11 @@ func (t *Txn) writer() (*builder, error) {
 	if t.done {
 		return nil, ErrTxnDone
 	}
-	if t.b == nil {
+	switch {
+	case t.b != nil:
+	case t.sealed != nil:
+		t.b = t.unseal()
+	default:
 		t.b = newBuilder(t.base)
 	}
 	return t.b, nil
@@ -302,7 +310,7 @@ func (t *Txn) CommitThen(ctx context.Context, published func()) error {
 		return t.db.WaitDurable(ctx, t.base)
 	}
 	if err := ctx.Err(); err != nil {
-		t.b = nil
+		t.drop()
 		return err
 	}
 	return t.db.commit(ctx, t, published)
@@ -311,7 +319,16 @@ func (t *Txn) CommitThen(ctx context.Context, published func()) error {
 // Rollback discards the transaction's writes. It is idempotent.
 func (t *Txn) Rollback() {
 	t.done = true
+	t.drop()
+}
+
+// drop discards the staged writes; a sealed version of them fails.
+func (t *Txn) drop() {
 	t.b = nil
+	if t.sealed != nil {
+		t.sealed.resolve(false)
+		t.sealed = nil
+	}
 }
 
 // Apply replays ops (a transaction's Ops, whose base may be an older

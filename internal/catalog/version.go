@@ -70,6 +70,8 @@ type Version struct {
 	// ddlSeq counts the commits since the database was loaded that
 	// changed a schema or a table definition (not its rows).
 	ddlSeq uint64
+	// spec is set on a sealed version (Txn.Seal): its fate.
+	spec *speculation
 }
 
 func newVersion() *Version {

@@ -250,6 +250,11 @@ func (s *Session) query(ctx context.Context, sql string, out sink) error {
 			return err
 		}
 	}
+	if s.txn != nil && s.inBlock && !s.failed {
+		// The session goes idle in its transaction (DuckLake: between its
+		// write batch and its COMMIT): a writer waiting may read its writes.
+		s.txn.Seal()
+	}
 	return nil
 }
 

@@ -421,6 +421,9 @@ type DB struct {
 		v   *Version
 	}
 	claims map[string]*Txn
+	// spec is the newest sealed version (Txn.Seal): writing sessions pin
+	// it instead of the current version while it Extends that.
+	spec *catalog.Version
 	// defs caches the TableDef derived from each catalog TableInfo.
 	defs sync.Map
 	// settleWait and leaseHold are SettleWait and LeaseHold (tests widen
@@ -449,9 +452,11 @@ type DB struct {
 
 // writer is a transaction's entry in DB.writers. Guarded by DB.mu.
 type writer struct {
-	since      time.Time     // first claim
-	committing bool          // COMMIT is under way
-	done       chan struct{} // closed when the transaction ended
+	since      time.Time        // first claim
+	committing bool             // COMMIT is under way
+	done       chan struct{}    // closed when the transaction ended
+	sealed     *catalog.Version // its writes, sealed for the next writer (Txn.Seal)
+	sealedCh   chan struct{}    // closed when it seals
 }
 
 // SettleWait bounds how long a new snapshot waits for a transaction that
@@ -502,8 +507,14 @@ func (db *DB) settle(ctx context.Context, self *Txn) error {
 func (db *DB) settleOne(ctx context.Context, w *writer) error {
 	for {
 		db.mu.Lock()
-		committing, deadline := w.committing, w.since.Add(db.settleWait)
+		committing, deadline, sealedCh := w.committing, w.since.Add(db.settleWait), w.sealedCh
+		// A writer that sealed its writes on the head is as good as landed
+		// for a new snapshot: it pins them (pinBaseLocked).
+		sealed := w.sealed != nil && w.sealed.Extends(db.cat.Current())
 		db.mu.Unlock()
+		if sealed {
+			return nil
+		}
 		if committing {
 			select {
 			case <-w.done:
@@ -521,6 +532,8 @@ func (db *DB) settleOne(ctx context.Context, w *writer) error {
 		case <-w.done:
 			tm.Stop()
 			return nil
+		case <-sealedCh:
+			tm.Stop()
 		case <-tm.C:
 		case <-ctx.Done():
 			tm.Stop()
@@ -642,7 +655,7 @@ func (t *Txn) enlist(committing bool) {
 		if db.writers == nil {
 			db.writers = map[*Txn]*writer{}
 		}
-		w = &writer{since: time.Now(), done: make(chan struct{})}
+		w = &writer{since: time.Now(), done: make(chan struct{}), sealedCh: make(chan struct{})}
 		db.writers[t] = w
 	}
 	w.committing = w.committing || committing
@@ -732,9 +745,60 @@ func (t *Txn) Pin(ctx context.Context) error {
 // durable one, which they never wait for.
 func (t *Txn) begin() *catalog.Txn {
 	if t.writer {
-		return t.db.cat.BeginLatest()
+		db := t.db
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		return db.cat.BeginOn(db.pinBaseLocked())
 	}
 	return t.db.cat.Begin()
+}
+
+// pinBaseLocked is the version a writing session pins: the newest sealed
+// version while it extends the current one, else the current one.
+// REQUIRES: db.mu.
+func (db *DB) pinBaseLocked() *catalog.Version {
+	cur := db.cat.Current()
+	if s := db.spec; s != nil {
+		if s != cur && s.Extends(cur) {
+			return s
+		}
+		db.spec = nil // landed (cur is it or newer) or failed
+	}
+	return cur
+}
+
+// Seal lets the writing sessions waiting to pin read t's writes before its
+// COMMIT arrives (catalog.Txn.Seal): the SQL layer calls it when t's
+// session is about to go idle inside its transaction, as DuckLake's is
+// between its write batch and its COMMIT. It does nothing unless a writer
+// is waiting, t claimed a key (settle waits for it), has not started
+// committing, and built on the version writers pin now: a sealed version
+// off that chain could never land as it is.
+//
+// Why: DuckLake's commits form a chain, and the next writer would
+// otherwise wait for the COMMIT's round trip and its validation before it
+// may pin. If t does not commit exactly what it sealed, a transaction
+// pinned on it fails at COMMIT with a serialization error (40001), which
+// DuckLake retries, just as a transaction that read a version whose store
+// write then failed does.
+func (t *Txn) Seal() {
+	db := t.db
+	if db.admitting.Load() == 0 || !t.tx.Dirty() {
+		return
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	w := db.writers[t]
+	if w == nil || w.committing || t.tx.Base() != db.pinBaseLocked() {
+		return
+	}
+	v := t.tx.Seal()
+	if v == nil || v == w.sealed {
+		return
+	}
+	db.spec, w.sealed = v, v
+	close(w.sealedCh)
+	w.sealedCh = make(chan struct{})
 }
 
 // admit waits until t may pin a snapshot. Only transactions of writing
@@ -978,7 +1042,7 @@ func (t *Txn) claim(schema, table string, vals []datum.Value, old datum.Row) err
 		for j, i := range def.PrimaryKey {
 			pk[j] = vals[i]
 		}
-		if _, _, found := head.LookupKey(pk); found && t.db.cat.Current() != t.tx.Base() {
+		if _, _, found := head.LookupKey(pk); found && !t.tx.Base().Extends(t.db.cat.Current()) {
 			e := uniqueError(lakeTable(tb, nil), vals)
 			e.Schema = schema
 			return e
