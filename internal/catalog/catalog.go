@@ -35,6 +35,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Committer makes a commit durable. The catalog calls Persist with the
@@ -66,6 +67,23 @@ type Commit struct {
 type Options struct {
 	// Committer persists commits; nil keeps commits in memory only.
 	Committer Committer
+	// SealedWait bounds how long a transaction pinned on a sealed version
+	// waits, at its commit, for that version's transaction to decide
+	// (speculate.go); 0 means DefaultSealedWait.
+	SealedWait time.Duration
+}
+
+// DefaultSealedWait is Options.SealedWait's default: a DuckLake writer
+// decides within a round trip of sealing, so a second means the sealer
+// holds its transaction open, and its followers give up (40001) rather
+// than wait for a session they cannot see.
+const DefaultSealedWait = time.Second
+
+func (o Options) sealedWait() time.Duration {
+	if o.SealedWait > 0 {
+		return o.SealedWait
+	}
+	return DefaultSealedWait
 }
 
 // Server is the registry of databases.
@@ -261,7 +279,7 @@ func (db *Database) failDurable(err error) {
 // pipeline failed first or ctx ended.
 func (db *Database) WaitDurable(ctx context.Context, v *Version) error {
 	// A sealed version is not in the chain of commits until it landed.
-	if err := v.landed(ctx); err != nil {
+	if err := v.landed(ctx, db.srv.opts.sealedWait()); err != nil {
 		return err
 	}
 	for {
@@ -317,7 +335,7 @@ type Pipeliner interface {
 func (db *Database) commit(ctx context.Context, t *Txn, published func()) error {
 	// A transaction pinned on a sealed version commits only once that
 	// version landed (speculate.go); the wait is outside the commit lock.
-	if err := t.base.landed(ctx); err != nil {
+	if err := t.base.landed(ctx, db.srv.opts.sealedWait()); err != nil {
 		t.drop()
 		return fmt.Errorf("commit: %w", err)
 	}

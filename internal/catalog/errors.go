@@ -109,3 +109,12 @@ func errSpeculationFailed() error {
 		Message: "could not serialize access due to concurrent update",
 		Detail:  "the transaction read the writes of a concurrent transaction that did not commit them"}
 }
+
+// errSpeculationUndecided is returned by the commit of a transaction that
+// pinned a sealed version whose transaction did not decide within
+// Options.SealedWait.
+func errSpeculationUndecided() error {
+	return &Error{Kind: ErrSerialization, Code: "40001",
+		Message: "could not serialize access due to concurrent update",
+		Detail:  "the transaction read the writes of a concurrent transaction that has not committed them in time"}
+}

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"sync/atomic"
+	"time"
 )
 
 // Sealed versions: reading a commit before its COMMIT arrives.
@@ -22,7 +23,9 @@ import (
 // or commits any other way. A transaction pinned on a speculative version
 // may read it freely, but commits (or, without writes, is acknowledged) only
 // after every speculative version under it landed, else it fails with a
-// serialization error. INVARIANT: a version built on a failed speculation
+// serialization error; so does one whose sealed version is still
+// undecided after Options.SealedWait (a sealer holding its transaction
+// open must not hold up its followers' COMMITs forever). INVARIANT: a version built on a failed speculation
 // never becomes current, durable or acknowledged.
 
 // speculation is the fate of a sealed version.
@@ -73,14 +76,23 @@ func (v *Version) Extends(base *Version) bool {
 }
 
 // landed waits until every speculative version under v (v included) is
-// decided, and reports a serialization error if one failed. A landed
-// version's own base was current when it landed, so the walk stops there.
-func (v *Version) landed(ctx context.Context) error {
+// decided, and reports a serialization error if one failed or is still
+// undecided after wait. A landed version's own base was current when it
+// landed, so the walk stops there.
+func (v *Version) landed(ctx context.Context, wait time.Duration) error {
+	var expired <-chan time.Time
 	for x := v; x.spec != nil; x = x.spec.on {
+		if expired == nil && x.spec.state.Load() == specPending {
+			tm := time.NewTimer(wait)
+			defer tm.Stop()
+			expired = tm.C
+		}
 		select {
 		case <-x.spec.decided:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-expired:
+			return errSpeculationUndecided()
 		}
 		switch x.spec.state.Load() {
 		case specLanded:

@@ -100,3 +100,42 @@ func TestSealedFollowerWaitsForFate(t *testing.T) {
 		t.Fatalf("WaitDurable of a failed sealed version: %v", err)
 	}
 }
+
+// TestSealedWaitBounded: a follower does not wait at its COMMIT longer than
+// Options.SealedWait for a sealer that holds its transaction open: it fails
+// with a serialization error, and the sealer can still commit after.
+func TestSealedWaitBounded(t *testing.T) {
+	const wait = 50 * time.Millisecond
+	db := NewServer(Options{SealedWait: wait}).Database("s")
+	setup := db.Begin()
+	if err := setup.CreateTable(snapDef()); err != nil {
+		t.Fatal(err)
+	}
+	if err := setup.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := db.Begin()
+	if _, err := a.InsertRow("public", "snap", snapRow(1, "a")); err != nil {
+		t.Fatal(err)
+	}
+	va := a.Seal()
+	f := db.BeginOn(va)
+	if _, err := f.InsertRow("public", "snap", snapRow(2, "f")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := f.Commit(ctx)
+	if el := time.Since(start); !errors.Is(err, ErrSerialization) || el < wait || el > 50*wait {
+		t.Fatalf("follower of an idle sealer: %v after %v, want a serialization error after ~%v", err, el, wait)
+	}
+	if !va.Speculative() {
+		t.Fatal("a follower's timeout decided the sealer's fate")
+	}
+	if err := a.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	tb, _ := db.Current().Table("public", "snap")
+	if db.Current() != va || tb.Len() != 1 {
+		t.Fatalf("after the sealer's commit: current is the sealed version %v, %d rows; want true, 1", db.Current() == va, tb.Len())
+	}
+}

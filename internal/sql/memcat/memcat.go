@@ -421,9 +421,11 @@ type DB struct {
 		v   *Version
 	}
 	claims map[string]*Txn
-	// spec is the newest sealed version (Txn.Seal): writing sessions pin
-	// it instead of the current version while it Extends that.
-	spec *catalog.Version
+	// spec is the newest sealed version (Txn.Seal), sealed at specAt:
+	// writing sessions pin it instead of the current version while it
+	// Extends that and is younger than settleWait.
+	spec   *catalog.Version
+	specAt time.Time
 	// defs caches the TableDef derived from each catalog TableInfo.
 	defs sync.Map
 	// settleWait and leaseHold are SettleWait and LeaseHold (tests widen
@@ -456,7 +458,8 @@ type writer struct {
 	committing bool             // COMMIT is under way
 	done       chan struct{}    // closed when the transaction ended
 	sealed     *catalog.Version // its writes, sealed for the next writer (Txn.Seal)
-	sealedCh   chan struct{}    // closed when it seals
+	sealedAt   time.Time
+	sealedCh   chan struct{} // closed when it seals
 }
 
 // SettleWait bounds how long a new snapshot waits for a transaction that
@@ -509,8 +512,10 @@ func (db *DB) settleOne(ctx context.Context, w *writer) error {
 		db.mu.Lock()
 		committing, deadline, sealedCh := w.committing, w.since.Add(db.settleWait), w.sealedCh
 		// A writer that sealed its writes on the head is as good as landed
-		// for a new snapshot: it pins them (pinBaseLocked).
-		sealed := w.sealed != nil && w.sealed.Extends(db.cat.Current())
+		// for a new snapshot: it pins them (pinBaseLocked), as long as the
+		// seal is fresh; one that then sits idle is waited for like any
+		// claimer.
+		sealed := w.sealed != nil && time.Since(w.sealedAt) < db.settleWait && w.sealed.Extends(db.cat.Current())
 		db.mu.Unlock()
 		if sealed {
 			return nil
@@ -754,15 +759,18 @@ func (t *Txn) begin() *catalog.Txn {
 }
 
 // pinBaseLocked is the version a writing session pins: the newest sealed
-// version while it extends the current one, else the current one.
+// version while it extends the current one and was sealed less than
+// settleWait ago (a sealer that has not committed by then may be a session
+// holding its transaction open, whose followers would wait for it at their
+// COMMIT), else the current one.
 // REQUIRES: db.mu.
 func (db *DB) pinBaseLocked() *catalog.Version {
 	cur := db.cat.Current()
 	if s := db.spec; s != nil {
-		if s != cur && s.Extends(cur) {
+		if s != cur && time.Since(db.specAt) < db.settleWait && s.Extends(cur) {
 			return s
 		}
-		db.spec = nil // landed (cur is it or newer) or failed
+		db.spec = nil // landed (cur is it or newer), failed, or stale
 	}
 	return cur
 }
@@ -796,7 +804,8 @@ func (t *Txn) Seal() {
 	if v == nil || v == w.sealed {
 		return
 	}
-	db.spec, w.sealed = v, v
+	now := time.Now()
+	db.spec, w.sealed, db.specAt, w.sealedAt = v, v, now, now
 	close(w.sealedCh)
 	w.sealedCh = make(chan struct{})
 }

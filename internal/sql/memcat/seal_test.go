@@ -106,3 +106,35 @@ func TestSealHandsHeadToWaitingWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestStaleSealNotPinned: a seal older than settleWait is no longer handed
+// to new writers (its session may be holding its transaction open): they
+// pin the current version.
+func TestStaleSealNotPinned(t *testing.T) {
+	ctx := context.Background()
+	db := NewServer(nil).Database("lake")
+	db.settleWait, db.leaseHold = 30*time.Millisecond, wideWait
+	snapshotTable(t, db)
+	a, err := db.Begin(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	b := beginAsync(db, true)
+	waitAdmitting(t, db, 1)
+	a.Seal()
+	bt := mustWait(t, b, "a writer behind a sealed claimer")
+	if got := headIDs(t, bt.View()); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("follower sees %v, want [1]", got)
+	}
+	bt.Rollback()
+	time.Sleep(2 * db.settleWait)
+	c := mustWait(t, beginAsync(db, true), "a writer behind a stale seal")
+	if got := headIDs(t, c.View()); len(got) != 0 {
+		t.Fatalf("a writer after the seal went stale sees %v, want []", got)
+	}
+	c.Rollback()
+	a.Rollback()
+}
