@@ -55,9 +55,12 @@ func dump(t *testing.T, tb *Table) []string {
 	return out
 }
 
-func setup(t *testing.T) *Database {
+func setup(t *testing.T) *Database { t.Helper(); return setupWith(t, Options{}) }
+
+// setupWith is setup on a server with opts.
+func setupWith(t *testing.T, opts Options) *Database {
 	t.Helper()
-	db := NewServer(Options{}).Database("lake")
+	db := NewServer(opts).Database("lake")
 	tx := db.Begin()
 	mustNoErr(t, tx.CreateTable(snapDef()))
 	mustNoErr(t, tx.Commit(ctx))

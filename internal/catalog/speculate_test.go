@@ -12,14 +12,7 @@ import (
 // serialization error (40001) if the sealed writes never land — and a
 // follower of a follower waits for the whole chain.
 func TestSealedFollowerWaitsForFate(t *testing.T) {
-	db := NewServer(Options{}).Database("s")
-	setup := db.Begin()
-	if err := setup.CreateTable(snapDef()); err != nil {
-		t.Fatal(err)
-	}
-	if err := setup.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db := setup(t)
 	insert := func(tx *Txn, id int64) {
 		t.Helper()
 		if _, err := tx.InsertRow("public", "snap", snapRow(id, "x")); err != nil {
@@ -106,14 +99,7 @@ func TestSealedFollowerWaitsForFate(t *testing.T) {
 // with a serialization error, and the sealer can still commit after.
 func TestSealedWaitBounded(t *testing.T) {
 	const wait = 50 * time.Millisecond
-	db := NewServer(Options{SealedWait: wait}).Database("s")
-	setup := db.Begin()
-	if err := setup.CreateTable(snapDef()); err != nil {
-		t.Fatal(err)
-	}
-	if err := setup.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
+	db := setupWith(t, Options{SealedWait: wait})
 	a := db.Begin()
 	if _, err := a.InsertRow("public", "snap", snapRow(1, "a")); err != nil {
 		t.Fatal(err)

@@ -515,7 +515,7 @@ func (db *DB) settleOne(ctx context.Context, w *writer) error {
 		// for a new snapshot: it pins them (pinBaseLocked), as long as the
 		// seal is fresh; one that then sits idle is waited for like any
 		// claimer.
-		sealed := w.sealed != nil && time.Since(w.sealedAt) < db.settleWait && w.sealed.Extends(db.cat.Current())
+		sealed := db.pinnableLocked(w.sealed, w.sealedAt)
 		db.mu.Unlock()
 		if sealed {
 			return nil
@@ -767,12 +767,19 @@ func (t *Txn) begin() *catalog.Txn {
 func (db *DB) pinBaseLocked() *catalog.Version {
 	cur := db.cat.Current()
 	if s := db.spec; s != nil {
-		if s != cur && time.Since(db.specAt) < db.settleWait && s.Extends(cur) {
+		if s != cur && db.pinnableLocked(s, db.specAt) {
 			return s
 		}
 		db.spec = nil // landed (cur is it or newer), failed, or stale
 	}
 	return cur
+}
+
+// pinnableLocked reports whether sealed version v, sealed at at, may be
+// pinned by a new writer: it is fresh (younger than settleWait) and
+// extends the current version. REQUIRES: db.mu.
+func (db *DB) pinnableLocked(v *catalog.Version, at time.Time) bool {
+	return v != nil && time.Since(at) < db.settleWait && v.Extends(db.cat.Current())
 }
 
 // Seal lets the writing sessions waiting to pin read t's writes before its
