@@ -200,6 +200,11 @@ type driver struct {
 	q      string // quoted metadata schema
 	cols   []column
 	tables []int64
+	// text holds the statements every commit sends, built once: like
+	// the batch, they are built on the commit chain.
+	text struct {
+		latestInner, latestCopy, tableStats, columnStats string
+	}
 
 	mu struct {
 		sync.Mutex
@@ -235,6 +240,10 @@ func Prepare(ctx context.Context, cfg Config) error {
 func newDriver(cfg Config) *driver {
 	cfg = cfg.withDefaults()
 	d := &driver{cfg: cfg, q: quoteIdent(cfg.Schema), cols: tableColumns(cfg.Columns)}
+	d.text.latestInner = latestSnapshotInner(d.q)
+	d.text.latestCopy = latestSnapshotCopy(d.q)
+	d.text.tableStats = localScan(d.q, "ducklake_table_stats", "table_id", "record_count", "file_size_bytes", "next_row_id")
+	d.text.columnStats = localScan(d.q, "ducklake_table_column_stats", "table_id", "column_id", "contains_null", "contains_nan", "min_value", "max_value", "extra_stats")
 	d.mu.files = map[int64]Landed{}
 	return d
 }
@@ -338,10 +347,10 @@ type stats struct {
 // latestSnapshot runs the postgres_query template: Parse/Describe of the
 // inner SELECT, then the wrapped binary COPY.
 func (d *driver) latestSnapshot(ctx context.Context, conn *pgconn.PgConn) (snapshot, error) {
-	if _, err := conn.Prepare(ctx, "", latestSnapshotInner(d.q), nil); err != nil {
+	if _, err := conn.Prepare(ctx, "", d.text.latestInner, nil); err != nil {
 		return snapshot{}, fmt.Errorf("latest snapshot: describe: %w", err)
 	}
-	rows, err := copyOut(ctx, conn, latestSnapshotCopy(d.q))
+	rows, err := copyOut(ctx, conn, d.text.latestCopy)
 	if err != nil {
 		return snapshot{}, fmt.Errorf("latest snapshot: %w", err)
 	}
@@ -384,7 +393,7 @@ func int8s(row [][]byte, n int) ([]int64, error) {
 
 func (d *driver) readStats(ctx context.Context, conn *pgconn.PgConn) (*stats, error) {
 	st := &stats{tables: map[int64]tableStat{}, cols: map[[2]int64][2]string{}}
-	rows, err := copyOut(ctx, conn, localScan(d.q, "ducklake_table_stats", "table_id", "record_count", "file_size_bytes", "next_row_id"))
+	rows, err := copyOut(ctx, conn, d.text.tableStats)
 	if err != nil {
 		return nil, fmt.Errorf("read table stats: %w", err)
 	}
@@ -395,7 +404,7 @@ func (d *driver) readStats(ctx context.Context, conn *pgconn.PgConn) (*stats, er
 		}
 		st.tables[v[0]] = tableStat{records: v[1], size: v[2], nextRowID: v[3]}
 	}
-	rows, err = copyOut(ctx, conn, localScan(d.q, "ducklake_table_column_stats", "table_id", "column_id", "contains_null", "contains_nan", "min_value", "max_value", "extra_stats"))
+	rows, err = copyOut(ctx, conn, d.text.columnStats)
 	if err != nil {
 		return nil, fmt.Errorf("read column stats: %w", err)
 	}
@@ -696,10 +705,13 @@ func (d *driver) insertBatch(base snapshot, st *stats, table, rows, size int64, 
 	if size > 0 {
 		f.size = size
 	}
-	stmts := []string{snapshotSQL(d.q, s, base.schemaVersion, base.nextCatalogID, base.nextFileID+1)}
+	w := &stmtBuf{b: make([]byte, 0, 4096)}
+	appendSnapshot(w, d.q, s, base.schemaVersion, base.nextCatalogID, base.nextFileID+1)
+	w.end()
 	if hasStats {
-		stmts = append(stmts, fmt.Sprintf("UPDATE %s.ducklake_table_stats SET record_count=%d, file_size_bytes=%d, next_row_id=%d WHERE table_id=%d",
-			d.q, ts.records+rows, ts.size+f.size, start+rows, table))
+		w.str("UPDATE ").str(d.q).str(".ducklake_table_stats SET record_count=").int(ts.records + rows).
+			str(", file_size_bytes=").int(ts.size + f.size).str(", next_row_id=").int(start + rows).
+			str(" WHERE table_id=").int(table).end()
 		for _, c := range d.cols {
 			lo, hi := c.value(start), c.value(start+rows-1)
 			if old, ok := st.cols[[2]int64{table, c.id}]; ok {
@@ -710,21 +722,27 @@ func (d *driver) insertBatch(base snapshot, st *stats, table, rows, size int64, 
 					hi = old[1]
 				}
 			}
-			stmts = append(stmts, fmt.Sprintf("UPDATE %s.ducklake_table_column_stats SET contains_null=CAST(false AS BOOLEAN), contains_nan=CAST(NULL AS BOOLEAN), min_value=%s, max_value=%s, extra_stats=NULL WHERE table_id=%d AND column_id=%d",
-				d.q, quoteLiteral(lo), quoteLiteral(hi), table, c.id))
+			w.str("UPDATE ").str(d.q).str(".ducklake_table_column_stats SET contains_null=CAST(false AS BOOLEAN), contains_nan=CAST(NULL AS BOOLEAN), min_value=").
+				lit(lo).str(", max_value=").lit(hi).str(", extra_stats=NULL WHERE table_id=").int(table).str(" AND column_id=").int(c.id).end()
 		}
 	} else {
-		stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.ducklake_table_stats VALUES (%d, %d, %d, %d)", d.q, table, rows, start+rows, f.size))
-		var vals []string
-		for _, c := range d.cols {
-			vals = append(vals, fmt.Sprintf("(%d, %d, false, NULL, %s, %s, NULL)", table, c.id,
-				quoteLiteral(c.value(start)), quoteLiteral(c.value(start+rows-1))))
+		w.str("INSERT INTO ").str(d.q).str(".ducklake_table_stats VALUES (").int(table).str(", ").int(rows).str(", ").
+			int(start + rows).str(", ").int(f.size).str(")").end()
+		w.str("INSERT INTO ").str(d.q).str(".ducklake_table_column_stats VALUES ")
+		for i, c := range d.cols {
+			if i > 0 {
+				w.str(",")
+			}
+			w.str("(").int(table).str(", ").int(c.id).str(", false, NULL, ").lit(c.value(start)).str(", ").
+				lit(c.value(start + rows - 1)).str(", NULL)")
 		}
-		stmts = append(stmts, fmt.Sprintf("INSERT INTO %s.ducklake_table_column_stats VALUES %s", d.q, strings.Join(vals, ",")))
+		w.end()
 	}
-	stmts = append(stmts, f.insertSQL(d.q), f.statsSQL(d.q),
-		changesSQL(d.q, s, changes.Set{{Kind: changes.InsertedIntoTable, ID: table}}.String(), tag))
-	return joinBatch(stmts), Landed{Snapshot: s, Table: table, File: f.id, Path: d.localPath(table, path), Begin: s, RowIDs: f.rowIDs, Records: rows}
+	f.appendInsert(w, d.q)
+	f.appendStats(w.end(), d.q)
+	appendChanges(w.end(), d.q, s, changes.Set{{Kind: changes.InsertedIntoTable, ID: table}}.String(), tag)
+	w.end()
+	return w.String(), Landed{Snapshot: s, Table: table, File: f.id, Path: d.localPath(table, path), Begin: s, RowIDs: f.rowIDs, Records: rows}
 }
 
 // liveFile is one current data file as the compactor's candidate scan saw it.
