@@ -235,6 +235,7 @@ type loadedRow struct {
 	row  datum.Row
 	tlen int
 	key  string
+	look string // lookup index key, when the table has one
 }
 
 // Load builds a Server from the keyspace pairs it yields (a full scan of a
@@ -458,6 +459,9 @@ func decodeLoaded(b *loadBatch, a *arena, c *loadCat, table string, r datum.Row,
 	if t.pk != nil {
 		lr.key = ti.pkKeyOf(vals)
 	}
+	if t.look != nil {
+		lr.look = ti.lookKeyOf(vals)
+	}
 	b.out = append(b.out, lr)
 	return vals, nil
 }
@@ -477,6 +481,9 @@ func (l *loader) applyBatch(b *loadBatch) error {
 				cols, vs := t.info.keyText(vals)
 				return fmt.Errorf("%w: %v", ErrCorrupt, errDuplicate(r.cat.schema, t.info.Def.Name, cols, vs))
 			}
+		}
+		if t.look != nil {
+			t.look.Set(lookItem{r.look, ct})
 		}
 	}
 	b.out, b.buf, b.offs = nil, nil, nil

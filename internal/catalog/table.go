@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/tidwall/btree"
@@ -22,8 +23,21 @@ type pkItem struct {
 	ctid CTID
 }
 
+// lookItem is one entry of a lookup index: the encoded lookup columns of
+// the row at ctid. Several rows may share a key; the ctid orders them.
+type lookItem struct {
+	key  string
+	ctid CTID
+}
+
 func rowLess(a, b rowItem) bool { return a.ctid < b.ctid }
 func pkLess(a, b pkItem) bool   { return a.key < b.key }
+func lookLess(a, b lookItem) bool {
+	if a.key != b.key {
+		return a.key < b.key
+	}
+	return a.ctid < b.ctid
+}
 
 // btreeDegree trades node size for depth. A transaction's first write to a
 // published table copies every node on the path it changes (the trees are
@@ -40,6 +54,10 @@ func newRowTree() *btree.BTreeG[rowItem] {
 
 func newPKTree() *btree.BTreeG[pkItem] {
 	return btree.NewBTreeGOptions(pkLess, btree.Options{Degree: btreeDegree})
+}
+
+func newLookTree() *btree.BTreeG[lookItem] {
+	return btree.NewBTreeGOptions(lookLess, btree.Options{Degree: btreeDegree})
 }
 
 // TableInfo is the immutable description of a table at one version: its
@@ -59,6 +77,10 @@ type TableInfo struct {
 	types   []datum.Type
 	pkTypes []datum.Type
 	layout  []colLayout
+	// lookCols are the columns of the table's lookup index
+	// (keyspace.TableSpec.Lookup), nil without one; lookTypes their types.
+	lookCols  []int
+	lookTypes []datum.Type
 }
 
 // tupleLen is TupleLen with the table's precomputed layout.
@@ -71,7 +93,43 @@ func newTableInfo(def keyspace.TableDef, oid, indexOID, constraintOID, schemaOID
 	for _, i := range def.PrimaryKey {
 		ti.pkTypes = append(ti.pkTypes, def.Columns[i].Type)
 	}
+	ti.lookCols = lookupColumns(&def)
+	for _, i := range ti.lookCols {
+		ti.lookTypes = append(ti.lookTypes, def.Columns[i].Type)
+	}
 	return ti
+}
+
+// lookupColumns returns the positions in def of the lookup index columns
+// keyspace declares for a DuckLake table without a primary key, matched by
+// name; nil when the table has a primary key, is not a DuckLake table or
+// lacks one of the columns.
+func lookupColumns(def *keyspace.TableDef) []int {
+	spec, ok := keyspace.Known(def.Name)
+	if !ok || len(spec.Lookup) == 0 || len(def.PrimaryKey) > 0 {
+		return nil
+	}
+	cols := make([]int, len(spec.Lookup))
+	for i, c := range spec.Lookup {
+		j := def.ColumnIndex(spec.Columns[c].Name)
+		if j < 0 || def.Columns[j].Type.Kind() != spec.Columns[c].Type.Kind() {
+			return nil
+		}
+		cols[i] = j
+	}
+	return cols
+}
+
+// lookKeyOf extracts and encodes the lookup columns of a full row of
+// values. A NULL encodes as the zero value of its column's kind: the index
+// may then offer rows that do not match, never miss one that does, and its
+// users re-check every row they are offered.
+func (ti *TableInfo) lookKeyOf(vals []datum.Value) string {
+	kv := make([]datum.Value, len(ti.lookCols))
+	for i, c := range ti.lookCols {
+		kv[i] = vals[c]
+	}
+	return string(encodePK(nil, ti.lookTypes, kv))
 }
 
 // Table is one table at one version. A *Table handed out by a Version or a
@@ -80,6 +138,10 @@ type Table struct {
 	info *TableInfo
 	rows *btree.BTreeG[rowItem]
 	pk   *btree.BTreeG[pkItem] // nil when the table has no primary key
+	// look is the lookup index (TableInfo.lookCols), nil without one.
+	// INVARIANT: it holds exactly one entry per row, under the row's
+	// lookKeyOf and ctid.
+	look *btree.BTreeG[lookItem]
 	heap heap
 	// owner is the generation of the builder that may modify this table in
 	// place; 0 once the table is frozen (published or handed out).
@@ -93,6 +155,9 @@ func newTable(info *TableInfo, owner uint64) *Table {
 	t := &Table{info: info, rows: newRowTree(), heap: newHeap(), owner: owner}
 	if len(info.Def.PrimaryKey) > 0 {
 		t.pk = newPKTree()
+	}
+	if info.lookCols != nil {
+		t.look = newLookTree()
 	}
 	return t
 }
@@ -197,6 +262,128 @@ func (t *Table) AscendKeyFrom(first datum.Value, fn func(c CTID, r datum.Row) bo
 	return true
 }
 
+// LookupColumns returns the column positions of the table's lookup index
+// (keyspace.TableSpec.Lookup), nil without one. The slice must not be
+// modified.
+func (t *Table) LookupColumns() []int { return t.info.lookCols }
+
+// LookupPrefix calls fn, in ctid order, for every row whose first
+// len(prefix) lookup columns may equal prefix (non-NULL values of the
+// columns' kinds), until fn returns false. The index only narrows: a row
+// with a NULL there may be offered too, so fn must re-check. ok is false,
+// without calling fn, when the table has no lookup index or prefix does
+// not fit it; the caller then scans.
+func (t *Table) LookupPrefix(prefix []datum.Value, fn func(c CTID, r datum.Row) bool) (ok bool) {
+	ti := t.info
+	if t.look == nil || len(prefix) == 0 || len(prefix) > len(ti.lookCols) {
+		return false
+	}
+	for i, v := range prefix {
+		if v.IsNull() || v.K != ti.lookTypes[i].Kind() {
+			return false
+		}
+	}
+	// Every column encoding is self-delimiting (fixed width, or escaped
+	// and terminated), so the prefix's encoding is a prefix exactly of the
+	// keys of rows that start with those values.
+	p := string(encodePK(nil, ti.lookTypes[:len(prefix)], prefix))
+	var ctids []CTID
+	t.look.Ascend(lookItem{key: p}, func(it lookItem) bool {
+		if !strings.HasPrefix(it.key, p) {
+			return false
+		}
+		ctids = append(ctids, it.ctid)
+		return true
+	})
+	if len(prefix) < len(ti.lookCols) {
+		slices.Sort(ctids) // entries are in ctid order only per whole key
+	}
+	for _, c := range ctids {
+		r, found := t.Lookup(c)
+		if found && !fn(c, r) {
+			break
+		}
+	}
+	return true
+}
+
+// syncLookup rebuilds the lookup index after DDL replaced the table's info
+// old, when the columns it is on changed. REQUIRES: t is owned and its rows
+// are encoded for t.info.
+func (t *Table) syncLookup(old *TableInfo) error {
+	if slices.Equal(old.lookCols, t.info.lookCols) {
+		return nil
+	}
+	ti := t.info
+	if ti.lookCols == nil {
+		t.look = nil
+		return nil
+	}
+	t.look = newLookTree()
+	var err error
+	t.rows.Scan(func(it rowItem) bool {
+		vals, derr := it.row.Decode(ti.types, nil)
+		if derr != nil {
+			err = fmt.Errorf("%w: table %q row %s: %v", ErrCorrupt, ti.Def.Name, it.ctid, derr)
+			return false
+		}
+		t.look.Set(lookItem{ti.lookKeyOf(vals), it.ctid})
+		return true
+	})
+	return err
+}
+
+// CheckIndexes verifies the table's key and lookup indexes against its
+// rows: one entry per row, under the row's key and ctid. It is O(n log n);
+// tests and the checker run it, the server never needs to.
+func (tb *Table) CheckIndexes() error {
+	ti := tb.info
+	want := map[CTID][2]string{}
+	var err error
+	tb.Scan(func(c CTID, r datum.Row) bool {
+		vals, derr := r.Decode(ti.types, nil)
+		if derr != nil {
+			err = derr
+			return false
+		}
+		var k [2]string
+		if tb.pk != nil {
+			k[0] = ti.pkKeyOf(vals)
+		}
+		if tb.look != nil {
+			k[1] = ti.lookKeyOf(vals)
+		}
+		want[c] = k
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("%w: table %q: %v", ErrCorrupt, ti.Def.Name, err)
+	}
+	if tb.pk != nil {
+		if tb.pk.Len() != len(want) {
+			return fmt.Errorf("key index has %d entries for %d rows", tb.pk.Len(), len(want))
+		}
+		tb.pk.Scan(func(it pkItem) bool {
+			if k, ok := want[it.ctid]; !ok || k[0] != it.key {
+				err = fmt.Errorf("key index entry %x for row %s, which has %x (present %v)", it.key, it.ctid, k[0], ok)
+			}
+			return err == nil
+		})
+	}
+	if tb.look != nil {
+		if tb.look.Len() != len(want) {
+			return fmt.Errorf("lookup index has %d entries for %d rows", tb.look.Len(), len(want))
+		}
+		tb.look.Scan(func(it lookItem) bool {
+			if k, ok := want[it.ctid]; !ok || k[1] != it.key {
+				err = fmt.Errorf("lookup index entry %x for row %s, which has %x (present %v)", it.key, it.ctid, k[1], ok)
+			}
+			return err == nil
+		})
+	}
+	return err
+}
+
 // PrimaryKey returns the column positions of the primary key, in key order
 // (nil without one). The slice must not be modified.
 func (t *Table) PrimaryKey() []int { return t.info.Def.PrimaryKey }
@@ -267,6 +454,9 @@ func (t *Table) freeze() *Table {
 	if t.pk != nil {
 		f.pk = t.pk.Copy()
 	}
+	if t.look != nil {
+		f.look = t.look.Copy()
+	}
 	// The frozen copy shares the heap chunks; give the owner a new heap
 	// generation so that its next page write copies the chunk.
 	t.heap.gen = heapGen.Add(1)
@@ -283,6 +473,9 @@ func (t *Table) own(gen uint64) *Table {
 	o := &Table{info: t.info, rows: t.rows.Copy(), heap: t.heap.clone(), owner: gen}
 	if t.pk != nil {
 		o.pk = t.pk.Copy()
+	}
+	if t.look != nil {
+		o.look = t.look.Copy()
 	}
 	return o
 }

@@ -316,7 +316,7 @@ func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt d
 	t.info = newTableInfo(nd, old.OID, old.IndexOID, old.ConstraintOID, old.SchemaOID)
 	if dflt.IsNull() {
 		// Rows encoded with fewer columns read the missing ones as NULL.
-		return nil
+		return t.syncLookup(old)
 	}
 	// PostgreSQL keeps the default as the column's "missing value" and does
 	// not rewrite the heap, so ctids stay; moraine re-encodes the rows so
@@ -338,7 +338,7 @@ func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt d
 	for _, it := range upd {
 		t.rows.Set(it)
 	}
-	return nil
+	return t.syncLookup(old)
 }
 
 func (b *builder) renameColumn(schema, table, from, to string) error {
@@ -360,7 +360,7 @@ func (b *builder) renameColumn(schema, table, from, to string) error {
 	t.heap.target = noBlock // as for addColumn
 	old := t.info
 	t.info = newTableInfo(nd, old.OID, old.IndexOID, old.ConstraintOID, old.SchemaOID)
-	return nil
+	return t.syncLookup(old)
 }
 
 // insert adds a row and returns its ctid and encoding.
@@ -387,6 +387,9 @@ func (b *builder) insert(schema, table string, vals []datum.Value) (CTID, datum.
 	if t.pk != nil {
 		t.pk.Set(pkItem{key, c})
 	}
+	if t.look != nil {
+		t.look.Set(lookItem{ti.lookKeyOf(vals), c})
+	}
 	return c, row, nil
 }
 
@@ -406,12 +409,14 @@ func (b *builder) update(schema, table string, old CTID, vals []datum.Value) (CT
 		return 0, nil, nil, err
 	}
 	var key, prevKey string
-	if t.pk != nil {
-		key = ti.pkKeyOf(vals)
-		pv, err := prev.row.Decode(ti.types, nil)
-		if err != nil {
+	var pv []datum.Value
+	if t.pk != nil || t.look != nil {
+		if pv, err = prev.row.Decode(ti.types, nil); err != nil {
 			return 0, nil, nil, fmt.Errorf("%w: table %q row %s: %v", ErrCorrupt, table, old, err)
 		}
+	}
+	if t.pk != nil {
+		key = ti.pkKeyOf(vals)
 		prevKey = ti.pkKeyOf(pv)
 		if key != prevKey {
 			if _, dup := t.pk.Get(pkItem{key: key}); dup {
@@ -428,6 +433,10 @@ func (b *builder) update(schema, table string, old CTID, vals []datum.Value) (CT
 		t.pk.Delete(pkItem{key: prevKey})
 		t.pk.Set(pkItem{key, c})
 	}
+	if t.look != nil {
+		t.look.Delete(lookItem{ti.lookKeyOf(pv), old})
+		t.look.Set(lookItem{ti.lookKeyOf(vals), c})
+	}
 	return c, prev.row, row, nil
 }
 
@@ -441,12 +450,17 @@ func (b *builder) delete(schema, table string, c CTID) (datum.Row, error) {
 	if !ok {
 		return nil, errNoRow(table, c)
 	}
-	if t.pk != nil {
+	if t.pk != nil || t.look != nil {
 		pv, err := prev.row.Decode(t.info.types, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%w: table %q row %s: %v", ErrCorrupt, table, c, err)
 		}
-		t.pk.Delete(pkItem{key: t.info.pkKeyOf(pv)})
+		if t.pk != nil {
+			t.pk.Delete(pkItem{key: t.info.pkKeyOf(pv)})
+		}
+		if t.look != nil {
+			t.look.Delete(lookItem{t.info.lookKeyOf(pv), c})
+		}
 	}
 	return prev.row, nil
 }

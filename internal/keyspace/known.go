@@ -49,6 +49,12 @@ type TableSpec struct {
 	// tables) whose values form the key of a row; Table.KeyColumns adds
 	// begin_snapshot where it is a key field.
 	EntityKey []int
+	// Lookup lists the columns of a table without a primary key that
+	// DuckLake finds rows by with `=` in its UPDATEs (ducklake_table_stats
+	// by table_id, …): the resident catalog keeps a (non-unique) index on
+	// them, so that a commit's statistics updates do not scan a table whose
+	// rows grow with the number of tables and columns. Empty: no index.
+	Lookup []int
 
 	// Parent is set for embedded tables: the table whose value carries the
 	// rows. ParentLink pairs (child column, parent column) that must be equal.
@@ -131,6 +137,7 @@ type fixedSpec struct {
 	key     string // entity key columns, space separated
 	parent  string // embedded: parent table
 	link    string // embedded: "childcol=parentcol ..."
+	lookup  string // TableSpec.Lookup columns, space separated
 }
 
 // fixedTables is DuckLake's schema at catalog version 1.1-dev1 (1.0 is the
@@ -150,7 +157,7 @@ var fixedTables = []fixedSpec{
 	{name: "ducklake_snapshot", kind: KindSnapshot, columns: "snapshot_id:b snapshot_time:z schema_version:b next_catalog_id:b next_file_id:b", pk: "snapshot_id", key: "snapshot_id"},
 	{name: "ducklake_snapshot_changes", kind: KindSnapshotChanges, columns: "snapshot_id:b changes_made:s author:s commit_message:s commit_extra_info:s", pk: "snapshot_id", key: "snapshot_id"},
 	{name: "ducklake_schema", kind: KindSchema, columns: "schema_id:b schema_uuid:u begin_snapshot:b end_snapshot:b schema_name:s path:s path_is_relative:t", pk: "schema_id", key: "schema_id"},
-	{name: "ducklake_table", kind: KindTable, columns: "table_id:b table_uuid:u begin_snapshot:b end_snapshot:b schema_id:b table_name:s path:s path_is_relative:t", key: "table_id"},
+	{name: "ducklake_table", kind: KindTable, columns: "table_id:b table_uuid:u begin_snapshot:b end_snapshot:b schema_id:b table_name:s path:s path_is_relative:t", key: "table_id", lookup: "table_id"},
 	{name: "ducklake_view", kind: KindView, columns: "view_id:b view_uuid:u begin_snapshot:b end_snapshot:b schema_id:b view_name:s dialect:s sql:s column_aliases:s", key: "view_id"},
 	{name: "ducklake_tag", kind: KindTag, columns: "object_id:b begin_snapshot:b end_snapshot:b key:s value:s", key: "object_id key"},
 	{name: "ducklake_column_tag", kind: KindColumnTag, columns: "table_id:b column_id:b begin_snapshot:b end_snapshot:b key:s value:s", key: "table_id column_id key"},
@@ -158,9 +165,9 @@ var fixedTables = []fixedSpec{
 	{name: "ducklake_file_column_stats", kind: KindFileColumnStats, columns: "data_file_id:b table_id:b column_id:b column_size_bytes:b value_count:b null_count:b min_value:s max_value:s contains_nan:t extra_stats:s", key: "table_id data_file_id column_id"},
 	{name: "ducklake_file_variant_stats", kind: KindFileVariantStats, columns: "data_file_id:b table_id:b column_id:b variant_path:s shredded_type:s column_size_bytes:b value_count:b null_count:b min_value:s max_value:s contains_nan:t extra_stats:s", key: "table_id data_file_id column_id variant_path"},
 	{name: "ducklake_delete_file", kind: KindDeleteFile, columns: "delete_file_id:b table_id:b begin_snapshot:b end_snapshot:b data_file_id:b path:s path_is_relative:t format:s delete_count:b file_size_bytes:b footer_size:b encryption_key:s partial_max:b row_group_count:b", added: 1, pk: "delete_file_id", key: "table_id delete_file_id"},
-	{name: "ducklake_column", kind: KindColumn, columns: "column_id:b begin_snapshot:b end_snapshot:b table_id:b column_order:b column_name:s column_type:s initial_default:s default_value:s nulls_allowed:t parent_column:b default_value_type:s default_value_dialect:s", key: "table_id column_id"},
-	{name: "ducklake_table_stats", kind: KindTableStats, columns: "table_id:b record_count:b next_row_id:b file_size_bytes:b", key: "table_id"},
-	{name: "ducklake_table_column_stats", kind: KindTableColumnStats, columns: "table_id:b column_id:b contains_null:t contains_nan:t min_value:s max_value:s extra_stats:s", key: "table_id column_id"},
+	{name: "ducklake_column", kind: KindColumn, columns: "column_id:b begin_snapshot:b end_snapshot:b table_id:b column_order:b column_name:s column_type:s initial_default:s default_value:s nulls_allowed:t parent_column:b default_value_type:s default_value_dialect:s", key: "table_id column_id", lookup: "table_id column_id"},
+	{name: "ducklake_table_stats", kind: KindTableStats, columns: "table_id:b record_count:b next_row_id:b file_size_bytes:b", key: "table_id", lookup: "table_id"},
+	{name: "ducklake_table_column_stats", kind: KindTableColumnStats, columns: "table_id:b column_id:b contains_null:t contains_nan:t min_value:s max_value:s extra_stats:s", key: "table_id column_id", lookup: "table_id column_id"},
 	{name: "ducklake_partition_info", kind: KindPartition, columns: "partition_id:b table_id:b begin_snapshot:b end_snapshot:b", key: "table_id partition_id"},
 	{name: "ducklake_partition_column", kind: KindPartition, columns: "partition_id:b table_id:b partition_key_index:b column_id:b transform:s", parent: "ducklake_partition_info", link: "partition_id=partition_id table_id=table_id"},
 	{name: "ducklake_file_partition_value", kind: KindDataFile, columns: "data_file_id:b table_id:b partition_key_index:b partition_value:s", parent: "ducklake_data_file", link: "data_file_id=data_file_id table_id=table_id"},
@@ -213,6 +220,12 @@ func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]bool) {
 				panic("keyspace: " + f.name + "." + k + " cannot be a key field")
 			}
 			s.EntityKey = append(s.EntityKey, i)
+		}
+		for _, k := range strings.Fields(f.lookup) {
+			if f.pk != "" {
+				panic("keyspace: " + f.name + " has a primary key and a lookup index")
+			}
+			s.Lookup = append(s.Lookup, idx(k))
 		}
 		for i, c := range s.Columns {
 			switch c.Name {

@@ -117,6 +117,26 @@ INSERT INTO "public".ducklake_file_column_stats VALUES (1, 1, 1, 20053, 5000, 0,
 	{sql: `SELECT data_file_id, value_count, max_value, min_value FROM "public".ducklake_file_column_stats WHERE column_id = 1 AND table_id = 1`},
 	{sql: `SELECT "data_file_id", "begin_snapshot", "end_snapshot", ctid FROM "public"."ducklake_data_file"`},
 	{sql: `SELECT column_id, end_snapshot, ctid FROM "public".ducklake_column ORDER BY column_id DESC LIMIT 1`},
+	// Lookup-index paths of UPDATE/DELETE (index.go): DuckLake's statistics
+	// updates by id on tables without a key. Rows with NULL ids share the
+	// index key of id 0 and must be re-checked; a prefix of the index
+	// columns, an IN list on the first, and an update that moves a row to
+	// another id all read their candidates from the index.
+	{sql: `CREATE TABLE "public"."ducklake_table_column_stats"("table_id" BIGINT, "column_id" BIGINT, "contains_null" BOOLEAN, "contains_nan" BOOLEAN, "min_value" VARCHAR, "max_value" VARCHAR, "extra_stats" VARCHAR)`},
+	{sql: `INSERT INTO "public".ducklake_table_column_stats VALUES (1, 2, false, NULL, 'a', 'k', NULL), (2, 1, true, NULL, '3', '4', NULL), (1, 1, false, NULL, '1', '9', NULL), (NULL, 1, NULL, NULL, 'n', 'n', NULL), (0, NULL, NULL, NULL, 'z', 'z', NULL), (0, 1, NULL, NULL, '0', '0', NULL), (1, 2, true, NULL, 'dup', 'dup', NULL)`},
+	{sql: `UPDATE "public".ducklake_table_column_stats SET max_value = max_value || '!' WHERE table_id = 1`},
+	{sql: `SELECT table_id, column_id, max_value, ctid FROM "public".ducklake_table_column_stats`},
+	{sql: `UPDATE "public".ducklake_table_column_stats SET contains_null=CAST(false AS BOOLEAN), contains_nan=CAST(NULL AS BOOLEAN), min_value='0', max_value='99', extra_stats=NULL WHERE table_id=1 AND column_id=2`},
+	{sql: `UPDATE "public".ducklake_table_column_stats SET extra_stats = 'e' WHERE table_id IN (2, 0, NULL, 2) AND column_id = 1`},
+	{sql: `UPDATE "public".ducklake_table_column_stats SET contains_nan = true WHERE table_id = 0 AND column_id = 1`},
+	{sql: `UPDATE "public".ducklake_table_column_stats SET table_id = 3 WHERE table_id = 2`},
+	{sql: `UPDATE "public".ducklake_table_column_stats SET min_value = 'x' WHERE table_id = 2`},
+	{sql: `DELETE FROM "public".ducklake_table_column_stats WHERE table_id = 1 AND column_id IN (1, 5)`},
+	{sql: `SELECT table_id, column_id, contains_null, contains_nan, min_value, max_value, extra_stats, ctid FROM "public".ducklake_table_column_stats`},
+	{sql: `UPDATE "public".ducklake_column SET end_snapshot = 7 WHERE table_id = 1 AND column_id = 1 AND end_snapshot IS NULL`},
+	{sql: `UPDATE "public".ducklake_table SET end_snapshot = 9 WHERE end_snapshot IS NULL AND table_id IN (1, 4)`},
+	{sql: `SELECT column_id, end_snapshot, ctid FROM "public".ducklake_column`},
+	{sql: `SELECT table_id, end_snapshot, ctid FROM "public".ducklake_table`},
 	{sql: `DELETE FROM "public".ducklake_file_column_stats WHERE data_file_id IN (2, 3)`},
 	{sql: `DELETE FROM "public".ducklake_data_file WHERE ctid IN ('(0,3)')`},
 	{sql: `DELETE FROM "public".ducklake_inlined_data_1_1 WHERE begin_snapshot <= 7 AND (name IS NULL OR id < 0)`},

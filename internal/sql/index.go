@@ -26,6 +26,15 @@ import (
 // delete files by id (`WHERE data_file_id IN (…)`), which on a catalog of
 // a million files would otherwise scan a million rows per statement.
 //
+// DuckLake's tables without a primary key that it updates by id in every
+// commit (ducklake_table_stats by table_id, ducklake_table_column_stats by
+// table_id and column_id; ducklake_table and ducklake_column on DDL) carry
+// a lookup index instead (keyspace.TableSpec.Lookup): UPDATE and DELETE
+// read their candidates from it when the WHERE pins its leading columns
+// with `=`, or its first column with `IN (…)`. Without it each of those
+// statements scans a table that grows with every table and column of the
+// lake.
+//
 // Every path only narrows the input rows: WHERE and the target list still
 // run over them unchanged, and UPDATE/DELETE visit them in ctid order as
 // the scan does, so the result is the scan's by construction.
@@ -200,7 +209,7 @@ func (x *exec) intEqualities(cols []colInfo, filters ...*pg.Node) []colValue {
 // as tableRelFiltered returns them); ok false means scan.
 func (x *exec) indexedTarget(t *memcat.Table, alias string, where *pg.Node) (r *rel, ok bool, err error) {
 	if !t.Indexed() {
-		return nil, false, nil
+		return x.lookupTarget(t, alias, where)
 	}
 	cols := tableCols(t, alias)
 	keys, ok, err := x.keysFromWhere(t, cols, where)
@@ -236,6 +245,22 @@ func (x *exec) keysFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node) ([
 	if len(t.Def.PK) != 1 {
 		return nil, false, nil
 	}
+	vals, ok := x.inValues(cols, where, t.Def.PK[0])
+	if !ok {
+		return nil, false, nil
+	}
+	keys := make([][]datum.Value, len(vals))
+	for i, v := range vals {
+		keys[i] = []datum.Value{v}
+	}
+	return keys, true, nil
+}
+
+// inValues returns the non-NULL values of the first AND-ed conjunct of where
+// of the form `column IN (v, …)` on column col whose values are all known
+// before the scan and of the column's kind (NULLs match no row). ok false
+// means there is no such conjunct.
+func (x *exec) inValues(cols []colInfo, where *pg.Node, col int) (vals []datum.Value, ok bool) {
 	scope := &env{cols: cols} // row nil: a reference to it fails
 	var conj []*pg.Node
 	flattenAnd(where, &conj)
@@ -249,10 +274,10 @@ func (x *exec) keysFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node) ([
 		if cr == nil || list == nil {
 			continue
 		}
-		if ci, err := scope.resolve(names(cr.Fields)); err != nil || ci != t.Def.PK[0] {
+		if ci, err := scope.resolve(names(cr.Fields)); err != nil || ci != col {
 			continue
 		}
-		keys := make([][]datum.Value, 0, len(list.Items))
+		vals = make([]datum.Value, 0, len(list.Items))
 		usable := true
 		for _, item := range list.Items {
 			if !knownBeforeScan(item) {
@@ -260,21 +285,78 @@ func (x *exec) keysFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node) ([
 				break
 			}
 			v, err := x.eval(item, scope)
-			if err != nil || (!v.v.IsNull() && v.v.K != cols[t.Def.PK[0]].typ.Kind()) {
+			if err != nil || (!v.v.IsNull() && v.v.K != cols[col].typ.Kind()) {
 				// An error is the WHERE clause's to report; a cross-kind
 				// comparison is the scan's to decide.
 				usable = false
 				break
 			}
 			if !v.v.IsNull() { // = NULL matches no row
-				keys = append(keys, []datum.Value{v.v})
+				vals = append(vals, v.v)
 			}
 		}
 		if usable {
-			return keys, true, nil
+			return vals, true
 		}
 	}
-	return nil, false, nil
+	return nil, false
+}
+
+// lookupTarget is indexedTarget for a table with a lookup index instead of
+// a primary key (DuckLake's statistics, tables and columns, which it
+// updates by id in every commit: `… ducklake_table_column_stats … WHERE
+// table_id = … AND column_id = …`). The rows come from the longest run of
+// leading lookup columns the conjuncts pin with `=`, or else from the
+// first lookup column's `IN (…)` list; ok false means scan.
+func (x *exec) lookupTarget(t *memcat.Table, alias string, where *pg.Node) (r *rel, ok bool, err error) {
+	lc := t.LookupColumns()
+	if lc == nil {
+		return nil, false, nil
+	}
+	cols := tableCols(t, alias)
+	eqs, ok := x.equalities(cols, where, nil)
+	if !ok {
+		return nil, false, nil
+	}
+	var prefix []datum.Value
+	for _, c := range lc {
+		i := slices.IndexFunc(eqs, func(e colValue) bool { return e.col == c })
+		if i < 0 || eqs[i].v.IsNull() {
+			break // = NULL matches no row; the scan says so
+		}
+		prefix = append(prefix, eqs[i].v)
+	}
+	var prefixes [][]datum.Value
+	if len(prefix) > 0 {
+		prefixes = [][]datum.Value{prefix}
+	} else {
+		vals, ok := x.inValues(cols, where, lc[0])
+		if !ok {
+			return nil, false, nil
+		}
+		for _, v := range vals {
+			prefixes = append(prefixes, []datum.Value{v})
+		}
+	}
+	out := &rel{cols: cols}
+	seen := map[int64]bool{}
+	for _, p := range prefixes {
+		ok, err := t.LookupPrefix(p, func(ctid int64, vals []datum.Value) error {
+			if !seen[ctid] {
+				seen[ctid] = true
+				out.rows = append(out.rows, append(vals, datum.Value{K: datum.KindTID, I: ctid}))
+			}
+			return nil
+		})
+		if err != nil || !ok {
+			return nil, ok, err
+		}
+	}
+	if len(prefixes) > 1 {
+		n := len(cols) - 1
+		slices.SortFunc(out.rows, func(a, b []datum.Value) int { return cmp.Compare(a[n].I, b[n].I) })
+	}
+	return out, true, nil
 }
 
 // knownBeforeScan reports whether n is a shape whose value cannot depend on

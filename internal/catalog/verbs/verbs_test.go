@@ -146,6 +146,21 @@ func TestReloadEqualsMemory(t *testing.T) {
 	if d := catalog.Diff(l.Database().Current(), db2.Current(), 10); d != nil {
 		t.Fatalf("reloaded catalog differs: %v", d)
 	}
+	// The reload rebuilt the in-memory indexes, lookup indexes included.
+	for _, v := range []*catalog.Version{l.Database().Current(), db2.Current()} {
+		sc, _ := v.Schema("public")
+		for _, tb := range sc.Tables() {
+			if err := tb.CheckIndexes(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for name, n := range map[string]int{"ducklake_table_stats": 1, "ducklake_table": 1, "ducklake_column": 2} {
+			tb, err := v.Table("public", name)
+			if err != nil || tb.Len() == 0 || len(tb.LookupColumns()) != n {
+				t.Fatalf("%s: %v, %d rows, lookup columns %v", name, err, tb.Len(), tb.LookupColumns())
+			}
+		}
+	}
 	// Diff sees a change: end one more data file in the reloaded copy.
 	tx := db2.Begin()
 	df, _ := tx.Table("public", "ducklake_data_file")

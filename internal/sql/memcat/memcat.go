@@ -213,6 +213,34 @@ func (t *Table) EdgeKey(last bool, buf []datum.Value) (ctid int64, vals []datum.
 	return t.decodeAt(c, r, buf)
 }
 
+// LookupColumns returns the columns of a lake table's lookup index
+// (catalog.Table.LookupColumns), nil for a table without one.
+func (t *Table) LookupColumns() []int {
+	if t.src == nil {
+		return nil
+	}
+	return t.src.LookupColumns()
+}
+
+// LookupPrefix calls fn, in ctid order, with the rows whose leading lookup
+// columns may equal prefix, decoded; the index only narrows, so fn must
+// re-check them. ok is false when the table cannot answer (no lookup index,
+// a prefix that does not fit it); the caller then scans.
+func (t *Table) LookupPrefix(prefix []datum.Value, fn func(ctid int64, vals []datum.Value) error) (ok bool, err error) {
+	if t.src == nil {
+		return false, nil
+	}
+	n := len(t.src.Types()) + 1 // room for the caller's ctid column
+	ok = t.src.LookupPrefix(prefix, func(c catalog.CTID, r datum.Row) bool {
+		var vals []datum.Value
+		if _, vals, _, err = t.decodeAt(c, r, make([]datum.Value, 0, n)); err == nil {
+			err = fn(int64(c), vals)
+		}
+		return err == nil
+	})
+	return ok, err
+}
+
 func (t *Table) decodeAt(c catalog.CTID, r datum.Row, buf []datum.Value) (int64, []datum.Value, bool, error) {
 	vals, err := r.Decode(t.src.Types(), buf[:0])
 	if err != nil {
