@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moraine-db/moraine/internal/bench"
@@ -88,20 +89,21 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 			fmt.Fprintf(stderr, "bench commits: --store: %q is not local or s3\n", *store)
 			return 2
 		}
-		m, err := bench.StartMoraine(ctx, bench.StoreSpec{Kind: *store, PutLatency: lat})
-		if err != nil {
-			fmt.Fprintf(stderr, "bench commits: %v\n", err)
-			return 1
-		}
-		defer func() {
-			if err := m.Stop(); err != nil {
-				fmt.Fprintf(stderr, "bench commits: stopping moraine: %v\n", err)
+		// A fresh in-process moraine per run, on a fresh store: the
+		// counterpart of the fresh PostgreSQL database each run gets.
+		spec := bench.StoreSpec{Kind: *store, PutLatency: lat}
+		var announce sync.Once
+		targets = append(targets, workload.Target{Name: "moraine", Start: func(ctx context.Context) (string, func() error, error) {
+			m, err := bench.StartMoraine(ctx, spec)
+			if err != nil {
+				return "", nil, err
 			}
-		}()
-		fmt.Fprintf(stdout, "moraine: in-process, store %s\n", m.StoreDesc)
-		*moraine = m.ConnInfo("postgres")
+			announce.Do(func() { fmt.Fprintf(stdout, "moraine: in-process, a fresh server per run, store %s\n", m.StoreDesc) })
+			return m.ConnInfo("postgres"), m.Stop, nil
+		}})
+	} else {
+		targets = append(targets, workload.Target{Name: "moraine", ConnInfo: *moraine})
 	}
-	targets = append(targets, workload.Target{Name: "moraine", ConnInfo: *moraine})
 	mr := *maxRetries
 	if mr == 0 {
 		mr = -1 // workload.Config: 0 means the default, negative means none

@@ -21,6 +21,13 @@ import (
 type Target struct {
 	Name     string // "postgres", "moraine", …
 	ConnInfo string
+	// Start, when set, starts a server of its own for each run and returns
+	// its conninfo (ConnInfo is then ignored) and how to stop it. Every run
+	// wants a fresh catalog: a server that can drop one is handed a fresh
+	// database and drops it afterwards; one that cannot (moraine has no
+	// DROP DATABASE or DROP SCHEMA) would carry every earlier run's
+	// catalog, resident, into the next.
+	Start func(ctx context.Context) (conninfo string, stop func() error, err error)
 }
 
 // BenchConfig is `moraine bench commits`.
@@ -225,7 +232,19 @@ func (r *BenchReport) medianRun(system string, writers int) (BenchRun, bool) {
 	return runs[(len(runs)-1)/2], true
 }
 
-func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (BenchRun, error) {
+func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run BenchRun, err error) {
+	if t.Start != nil {
+		conninfo, stop, err := t.Start(ctx)
+		if err != nil {
+			return BenchRun{}, err
+		}
+		defer func() {
+			if serr := stop(); serr != nil && err == nil {
+				err = fmt.Errorf("stop %s: %w", t.Name, serr)
+			}
+		}()
+		t.ConnInfo = conninfo
+	}
 	dial, schema, cleanup, err := freshCatalog(ctx, t)
 	if err != nil {
 		return BenchRun{}, err
@@ -248,7 +267,7 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (Bench
 	if err != nil {
 		return BenchRun{}, err
 	}
-	run := BenchRun{
+	run = BenchRun{
 		System: t.Name, Writers: writers, Commits: res.Commits, Failed: res.Failed, Retries: res.Retries, Merges: res.Merges,
 		ElapsedMS: ms(res.Elapsed), CommitsPerSec: res.CommitsPerSec(), P50MS: ms(res.Percentile(50)), P99MS: ms(res.Percentile(99)),
 	}
