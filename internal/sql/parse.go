@@ -93,10 +93,13 @@ func (c *parseCache) parse(sql string) ([]stmt, error) {
 		return s, nil
 	}
 	c.mu.Unlock()
-	key, lits, lexOK := lexShape(sql)
+	sb := shapeBufs.Get().(*shapeBuf)
+	defer shapeBufs.Put(sb)
+	lexOK := lexShape(sql, sb)
+	lits := sb.lits
 	if lexOK {
 		c.mu.Lock()
-		tpl := c.shape[key]
+		tpl := c.shape[string(sb.key)] // no copy of the key for a lookup
 		c.mu.Unlock()
 		if tpl != nil {
 			if out, ok := tpl.bind(lits); ok {
@@ -139,7 +142,7 @@ func (c *parseCache) parse(sql string) ([]stmt, error) {
 	c.exact[sql] = out
 	if lexOK && templatable(out) {
 		if tpl, ok := makeTemplate(sql, out, lits); ok {
-			c.shape[key] = tpl
+			c.shape[string(sb.key)] = tpl
 		}
 	}
 	return out, nil
@@ -167,11 +170,24 @@ type lexLit struct {
 	str   bool
 }
 
-// lexShape returns the text with literals replaced by placeholders, and the
-// literals in order. ok is false for texts it cannot reduce with certainty.
-func lexShape(sql string) (key string, lits []lexLit, ok bool) {
-	var b strings.Builder
-	b.Grow(len(sql))
+// shapeBuf holds lexShape's output. The parse of every statement text
+// computes a shape and the shape is needed only for a lookup, so the
+// buffers are reused (shapeBufs) rather than allocated per text: a DuckLake
+// commit batch is kilobytes.
+type shapeBuf struct {
+	key  []byte
+	lits []lexLit
+}
+
+var shapeBufs = sync.Pool{New: func() any { return new(shapeBuf) }}
+
+// lexShape puts into sb the text with literals replaced by placeholders,
+// and the literals in order. ok is false for texts it cannot reduce with
+// certainty.
+func lexShape(sql string, sb *shapeBuf) (ok bool) {
+	b := shapeWriter{sb.key[:0]}
+	lits := sb.lits[:0]
+	defer func() { sb.key, sb.lits = b.buf, lits }()
 	i := 0
 	isIdent := func(c byte) bool {
 		return c == '_' || c >= 0x80 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
@@ -187,7 +203,7 @@ func lexShape(sql string) (key string, lits []lexLit, ok bool) {
 			doubled := false
 			for {
 				if j >= len(sql) {
-					return "", nil, false
+					return false
 				}
 				if sql[j] == '\'' {
 					if j+1 < len(sql) && sql[j+1] == '\'' {
@@ -204,13 +220,13 @@ func lexShape(sql string) (key string, lits []lexLit, ok bool) {
 				raw = strings.ReplaceAll(raw, "''", "'")
 			}
 			lits = append(lits, lexLit{start: i, raw: raw, str: true})
-			b.WriteString("'?'")
+			b.add("'?'")
 			i = j + 1
 		case c == '"':
 			j := i + 1
 			for {
 				if j >= len(sql) {
-					return "", nil, false
+					return false
 				}
 				if sql[j] == '"' {
 					if j+1 < len(sql) && sql[j+1] == '"' {
@@ -221,21 +237,21 @@ func lexShape(sql string) (key string, lits []lexLit, ok bool) {
 				}
 				j++
 			}
-			b.WriteString(sql[i : j+1])
+			b.add(sql[i : j+1])
 			i = j + 1
 		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
 			j := strings.IndexByte(sql[i:], '\n')
 			if j < 0 {
 				j = len(sql) - i
 			}
-			b.WriteString(sql[i : i+j])
+			b.add(sql[i : i+j])
 			i += j
 		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
 			j := strings.Index(sql[i+2:], "*/")
 			if j < 0 || strings.Contains(sql[i+2:i+2+j], "/*") {
-				return "", nil, false // unterminated or nested comment
+				return false // unterminated or nested comment
 			}
-			b.WriteString(sql[i : i+2+j+2])
+			b.add(sql[i : i+2+j+2])
 			i += 2 + j + 2
 		case c == '$':
 			j := i + 1
@@ -243,9 +259,9 @@ func lexShape(sql string) (key string, lits []lexLit, ok bool) {
 				j++
 			}
 			if j == i+1 {
-				return "", nil, false // dollar quoting
+				return false // dollar quoting
 			}
-			b.WriteString(sql[i:j])
+			b.add(sql[i:j])
 			i = j
 		case isIdent(c):
 			j := i + 1
@@ -253,12 +269,12 @@ func lexShape(sql string) (key string, lits []lexLit, ok bool) {
 				j++
 			}
 			if j < len(sql) && sql[j] == '\'' {
-				return "", nil, false // E'', B'', X'', N'' and U&'' literals
+				return false // E'', B'', X'', N'' and U&'' literals
 			}
 			if j < len(sql) && sql[j] == '&' && j+1 < len(sql) && (sql[j+1] == '\'' || sql[j+1] == '"') {
-				return "", nil, false
+				return false
 			}
-			b.WriteString(sql[i:j])
+			b.add(sql[i:j])
 			i = j
 		case isDigit(c) || (c == '.' && i+1 < len(sql) && isDigit(sql[i+1])):
 			j := i
@@ -277,7 +293,7 @@ func lexShape(sql string) (key string, lits []lexLit, ok bool) {
 					k++
 				}
 				if k >= len(sql) || !isDigit(sql[k]) {
-					return "", nil, false
+					return false
 				}
 				for k < len(sql) && isDigit(sql[k]) {
 					k++
@@ -285,18 +301,24 @@ func lexShape(sql string) (key string, lits []lexLit, ok bool) {
 				j = k
 			}
 			if j < len(sql) && (isIdent(sql[j]) || sql[j] == '.') {
-				return "", nil, false // 0x1F, 1_000, 1.2.3, 12abc
+				return false // 0x1F, 1_000, 1.2.3, 12abc
 			}
 			lits = append(lits, lexLit{start: i, raw: sql[i:j]})
-			b.WriteString("?n")
+			b.add("?n")
 			i = j
 		default:
-			b.WriteByte(c)
+			b.addByte(c)
 			i++
 		}
 	}
-	return b.String(), lits, true
+	return true
 }
+
+// shapeWriter appends to a reused buffer.
+type shapeWriter struct{ buf []byte }
+
+func (w *shapeWriter) add(s string)   { w.buf = append(w.buf, s...) }
+func (w *shapeWriter) addByte(c byte) { w.buf = append(w.buf, c) }
 
 type constSite struct {
 	node       *pg.A_Const

@@ -21,35 +21,45 @@ var copySignature = []byte("PGCOPY\n\377\r\n\x00")
 var errCopyFormat = errors.New("workload: malformed binary COPY stream")
 
 // decodeCopy splits a binary COPY stream into rows of raw field values; a
-// NULL field is nil.
+// NULL field is nil. The rows point into b.
 func decodeCopy(b []byte) ([][][]byte, error) {
+	rows, _, err := decodeCopyInto(b, nil, nil)
+	return rows, err
+}
+
+// decodeCopyInto is decodeCopy appending the rows to rows and their fields
+// to cells, both reusable buffers, and returning both.
+func decodeCopyInto(b []byte, rows [][][]byte, cells [][]byte) ([][][]byte, [][]byte, error) {
 	if len(b) < len(copySignature)+8 || !bytes.Equal(b[:len(copySignature)], copySignature) {
-		return nil, fmt.Errorf("%w: bad header", errCopyFormat)
+		return nil, nil, fmt.Errorf("%w: bad header", errCopyFormat)
 	}
 	p := len(copySignature) + 4
 	ext := int(binary.BigEndian.Uint32(b[p:]))
 	p += 4
 	if ext < 0 || p+ext > len(b) {
-		return nil, fmt.Errorf("%w: bad header extension", errCopyFormat)
+		return nil, nil, fmt.Errorf("%w: bad header extension", errCopyFormat)
 	}
 	p += ext
-	var rows [][][]byte
 	for {
 		if p+2 > len(b) {
-			return nil, fmt.Errorf("%w: missing trailer", errCopyFormat)
+			return nil, nil, fmt.Errorf("%w: missing trailer", errCopyFormat)
 		}
 		n := int16(binary.BigEndian.Uint16(b[p:]))
 		p += 2
 		if n == -1 {
-			return rows, nil
+			return rows, cells, nil
 		}
 		if n < 0 {
-			return nil, fmt.Errorf("%w: field count %d", errCopyFormat, n)
+			return nil, nil, fmt.Errorf("%w: field count %d", errCopyFormat, n)
 		}
-		row := make([][]byte, n)
+		start := len(cells)
+		for range n {
+			cells = append(cells, nil)
+		}
+		row := cells[start:len(cells):len(cells)]
 		for i := range row {
 			if p+4 > len(b) {
-				return nil, fmt.Errorf("%w: truncated field length", errCopyFormat)
+				return nil, nil, fmt.Errorf("%w: truncated field length", errCopyFormat)
 			}
 			l := int32(binary.BigEndian.Uint32(b[p:]))
 			p += 4
@@ -57,7 +67,7 @@ func decodeCopy(b []byte) ([][][]byte, error) {
 				continue
 			}
 			if l < 0 || p+int(l) > len(b) {
-				return nil, fmt.Errorf("%w: field length %d", errCopyFormat, l)
+				return nil, nil, fmt.Errorf("%w: field length %d", errCopyFormat, l)
 			}
 			row[i] = b[p : p+int(l)]
 			p += int(l)

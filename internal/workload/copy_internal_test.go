@@ -70,3 +70,43 @@ func FuzzDecodeCopy(f *testing.F) {
 		}
 	})
 }
+
+// TestCopyDecodeReuse: decoding into the buffers of an earlier decode
+// (copyRows) gives the same rows as decoding afresh, whatever the earlier
+// stream held.
+func TestCopyDecodeReuse(t *testing.T) {
+	long := newCopyEncoder()
+	for i := range 50 {
+		long.row(int64(i), "padding", nil, int64(-i))
+	}
+	short := newCopyEncoder()
+	short.row(int64(7), nil)
+	short.row("a", "b")
+	rows, cells, err := decodeCopyInto(long.bytes(), nil, nil)
+	if err != nil || len(rows) != 50 {
+		t.Fatalf("%d rows, %v", len(rows), err)
+	}
+	for _, stream := range [][]byte{short.bytes(), long.bytes(), short.bytes()} {
+		want, err := decodeCopy(stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, cells, err = decodeCopyInto(stream, rows[:0], cells[:0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != len(want) {
+			t.Fatalf("%d rows reused, %d afresh", len(rows), len(want))
+		}
+		for i := range want {
+			if len(rows[i]) != len(want[i]) {
+				t.Fatalf("row %d: %q reused, %q afresh", i, rows[i], want[i])
+			}
+			for j := range want[i] {
+				if !bytes.Equal(rows[i][j], want[i][j]) || (rows[i][j] == nil) != (want[i][j] == nil) {
+					t.Fatalf("row %d: %q reused, %q afresh", i, rows[i], want[i])
+				}
+			}
+		}
+	}
+}

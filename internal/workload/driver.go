@@ -350,18 +350,22 @@ func (d *driver) latestSnapshot(ctx context.Context, conn *pgconn.PgConn) (snaps
 	if _, err := conn.Prepare(ctx, "", d.text.latestInner, nil); err != nil {
 		return snapshot{}, fmt.Errorf("latest snapshot: describe: %w", err)
 	}
-	rows, err := copyOut(ctx, conn, d.text.latestCopy)
+	var snap snapshot
+	err := copyRows(ctx, conn, d.text.latestCopy, func(rows [][][]byte) error {
+		if len(rows) != 1 {
+			return fmt.Errorf("%d rows: No snapshot found in DuckLake", len(rows))
+		}
+		v, err := int8s(rows[0], 4)
+		if err != nil {
+			return err
+		}
+		snap = snapshot{v[0], v[1], v[2], v[3]}
+		return nil
+	})
 	if err != nil {
 		return snapshot{}, fmt.Errorf("latest snapshot: %w", err)
 	}
-	if len(rows) != 1 {
-		return snapshot{}, fmt.Errorf("latest snapshot: %d rows: No snapshot found in DuckLake", len(rows))
-	}
-	v, err := int8s(rows[0], 4)
-	if err != nil {
-		return snapshot{}, fmt.Errorf("latest snapshot: %w", err)
-	}
-	return snapshot{v[0], v[1], v[2], v[3]}, nil
+	return snap, nil
 }
 
 func copyOut(ctx context.Context, conn *pgconn.PgConn, sql string) ([][][]byte, error) {
@@ -370,6 +374,34 @@ func copyOut(ctx context.Context, conn *pgconn.PgConn, sql string) ([][][]byte, 
 		return nil, err
 	}
 	return decodeCopy(buf.Bytes())
+}
+
+// copyScratch is the memory a COPY read decodes into, reused across the
+// reads every commit makes (copyRows): the driver runs in the benchmark's
+// process, and its garbage would be collected on the system's time.
+type copyScratch struct {
+	buf   bytes.Buffer
+	rows  [][][]byte
+	cells [][]byte
+}
+
+var copyScratches = sync.Pool{New: func() any { return new(copyScratch) }}
+
+// copyRows is copyOut for reads whose rows fn consumes before it returns:
+// the rows point into reused memory.
+func copyRows(ctx context.Context, conn *pgconn.PgConn, sql string, fn func(rows [][][]byte) error) error {
+	sc := copyScratches.Get().(*copyScratch)
+	defer copyScratches.Put(sc)
+	sc.buf.Reset()
+	if _, err := conn.CopyTo(ctx, &sc.buf, sql); err != nil {
+		return err
+	}
+	rows, cells, err := decodeCopyInto(sc.buf.Bytes(), sc.rows[:0], sc.cells[:0])
+	if err != nil {
+		return err
+	}
+	sc.rows, sc.cells = rows, cells
+	return fn(rows)
 }
 
 // int8s decodes the first n fields of row as non-null BIGINTs.
@@ -393,27 +425,31 @@ func int8s(row [][]byte, n int) ([]int64, error) {
 
 func (d *driver) readStats(ctx context.Context, conn *pgconn.PgConn) (*stats, error) {
 	st := &stats{tables: map[int64]tableStat{}, cols: map[[2]int64][2]string{}}
-	rows, err := copyOut(ctx, conn, d.text.tableStats)
+	err := copyRows(ctx, conn, d.text.tableStats, func(rows [][][]byte) error {
+		for _, r := range rows {
+			v, err := int8s(r, 4)
+			if err != nil {
+				return err
+			}
+			st.tables[v[0]] = tableStat{records: v[1], size: v[2], nextRowID: v[3]}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read table stats: %w", err)
 	}
-	for _, r := range rows {
-		v, err := int8s(r, 4)
-		if err != nil {
-			return nil, fmt.Errorf("read table stats: %w", err)
+	err = copyRows(ctx, conn, d.text.columnStats, func(rows [][][]byte) error {
+		for _, r := range rows {
+			v, err := int8s(r, 2)
+			if err != nil || len(r) < 6 {
+				return errors.Join(err, errCopyFormat)
+			}
+			st.cols[[2]int64{v[0], v[1]}] = [2]string{string(r[4]), string(r[5])}
 		}
-		st.tables[v[0]] = tableStat{records: v[1], size: v[2], nextRowID: v[3]}
-	}
-	rows, err = copyOut(ctx, conn, d.text.columnStats)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read column stats: %w", err)
-	}
-	for _, r := range rows {
-		v, err := int8s(r, 2)
-		if err != nil || len(r) < 6 {
-			return nil, fmt.Errorf("read column stats: %w", errors.Join(err, errCopyFormat))
-		}
-		st.cols[[2]int64{v[0], v[1]}] = [2]string{string(r[4]), string(r[5])}
 	}
 	return st, nil
 }
