@@ -260,8 +260,19 @@ func (x *exec) insert(s *pg.InsertStmt, out sink) error {
 			rows = append(rows, row)
 		}
 	}
+	// The catalog encodes a row and keeps none of its values, so one
+	// buffer serves every row of a lake table; a temp table keeps them.
+	var buf []datum.Value
+	if wt.schema != "" {
+		buf = make([]datum.Value, len(t.Def.Columns))
+	}
 	for _, row := range rows {
-		vals := make([]datum.Value, len(t.Def.Columns))
+		vals := buf
+		if vals == nil {
+			vals = make([]datum.Value, len(t.Def.Columns))
+		} else {
+			clear(vals) // columns not listed are NULL
+		}
 		for i, v := range row {
 			c := t.Def.Columns[idx[i]]
 			cv, err := assign(v, c)
