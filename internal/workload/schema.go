@@ -123,8 +123,8 @@ func Init(ctx context.Context, conn *pgconn.PgConn, schema, dataPath string) err
 }
 
 // exec runs one simple-protocol Query message (which may hold several
-// statements) and returns its first error.
+// statements) and returns its first error. It reads the results without
+// keeping them (a commit batch has a dozen).
 func exec(ctx context.Context, conn *pgconn.PgConn, sql string) error {
-	_, err := conn.Exec(ctx, sql).ReadAll()
-	return err
+	return conn.Exec(ctx, sql).Close()
 }
