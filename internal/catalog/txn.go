@@ -164,6 +164,11 @@ func (t *Txn) writer() (*builder, error) {
 		t.b = t.unseal()
 	default:
 		t.b = newBuilder(t.base)
+		if t.ops == nil {
+			// A DuckLake data-file commit stages about twenty operations;
+			// growing the slice from nothing would copy them five times.
+			t.ops = make([]Op, 0, 32)
+		}
 	}
 	return t.b, nil
 }
