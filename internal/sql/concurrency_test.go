@@ -127,3 +127,88 @@ func TestLatestSnapshotLinear(t *testing.T) {
 		t.Fatalf("correlated EXISTS: %s", out)
 	}
 }
+
+// TestFreshSessionQueuesLikeAWriter: a session that has not written yet
+// takes its first transaction block's snapshot as a writing session does —
+// after the write under way — so that a burst of new DuckLake connections
+// committing at once does not all pin one head (and all but one fail and
+// back off). Once one of its blocks ended without writing, it reads like
+// any reader: at once, without waiting for the write under way.
+func TestFreshSessionQueuesLikeAWriter(t *testing.T) {
+	ex := testServer()
+	ctx := context.Background()
+	setup := ex.Open("lake", "postgres", "", 1)
+	if out := runSQL(ctx, setup, `CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY);
+INSERT INTO "public".ducklake_snapshot VALUES (0)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	head := func(s *Session) (int, error) {
+		ts := &textSink{}
+		if err := s.query(ctx, `SELECT max(snapshot_id) FROM "public".ducklake_snapshot`, ts); err != nil {
+			return 0, err
+		}
+		lines := strings.Split(strings.TrimSpace(ts.b.String()), "\n")
+		return strconv.Atoi(lines[len(lines)-2])
+	}
+	mustQuery := func(s *Session, sql string) {
+		t.Helper()
+		if err := s.query(ctx, sql, &textSink{}); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	pid := uint32(10)
+	open := func() *Session {
+		pid++
+		s := ex.Open("lake", "postgres", "", pid)
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	// A reader: one of its blocks ended without writing.
+	reader := open()
+	mustQuery(reader, "BEGIN")
+	if _, err := head(reader); err != nil {
+		t.Fatal(err)
+	}
+	mustQuery(reader, "COMMIT")
+
+	next := 0
+	for attempt := 1; ; attempt++ {
+		next++
+		w := open() // claims next and commits it a moment later
+		mustQuery(w, "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+		mustQuery(w, fmt.Sprintf(`INSERT INTO "public".ducklake_snapshot VALUES (%d)`, next))
+		// The reader pins at once, before the commit.
+		mustQuery(reader, "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+		got, err := head(reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != next-1 {
+			t.Fatalf("a reader waited for the write under way: it read %d, want %d", got, next-1)
+		}
+		mustQuery(reader, "COMMIT")
+		// A fresh session waits for it (settle bounds the wait for a
+		// claim to 10 ms from the claim; a machine that took longer than
+		// that to get here is retried).
+		fresh := open()
+		mustQuery(fresh, "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+		res := make(chan int, 1)
+		go func() {
+			h, err := head(fresh)
+			if err != nil {
+				h = -1
+			}
+			res <- h
+		}()
+		time.Sleep(2 * time.Millisecond)
+		mustQuery(w, "COMMIT")
+		got = <-res
+		mustQuery(fresh, "ROLLBACK")
+		if got == next {
+			return
+		}
+		if got != next-1 || attempt == 5 {
+			t.Fatalf("attempt %d: a fresh session's first block read %d, want %d (after the write under way)", attempt, got, next)
+		}
+	}
+}

@@ -68,7 +68,11 @@ type Session struct {
 	txStart    time.Time
 	// wrote: a transaction of this session staged writes before. Its next
 	// transactions pin snapshots under the writers' lease (memcat).
-	wrote bool
+	// reader: it never wrote, and a transaction block of it ended without
+	// writing. Until then its blocks pin under the lease too: a burst of
+	// new DuckLake connections committing at once would otherwise all pin
+	// the same head, and all but one fail and back off.
+	wrote, reader bool
 
 	temps      map[string]*memcat.Table
 	tempOnDrop map[string]bool
@@ -207,6 +211,9 @@ func (s *Session) endTxn() {
 	if s.txn != nil {
 		s.txn.Rollback()
 	}
+	if s.inBlock && !s.wrote {
+		s.reader = true
+	}
 	s.txn = nil
 	s.inBlock, s.failed, s.readOnly, s.repeatable = false, false, false, false
 	s.txStart = time.Time{}
@@ -326,7 +333,7 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 			return out.complete("BEGIN")
 		}
 		if s.txn == nil {
-			s.startTxn(s.db.BeginDeferred(s.wrote))
+			s.startTxn(s.db.BeginDeferred(s.wrote || !s.reader))
 		}
 		s.inBlock = true
 		for _, o := range ts.Options {
