@@ -17,40 +17,55 @@ import (
 // The encoding lives only in memory: it is rebuilt from the rows at load.
 func encodePK(dst []byte, types []datum.Type, vals []datum.Value) []byte {
 	for i, v := range vals {
-		k := types[i].Kind()
-		if k == datum.KindNull {
-			k = v.K
-		}
-		switch k {
-		case datum.KindText, datum.KindBytes, datum.KindNumeric, datum.KindArray, datum.KindUUID:
-			// 0x00 escapes as 0x00 0xFF; the terminator 0x00 0x01 sorts
-			// below any escaped or plain byte, so a prefix sorts first.
-			for j := 0; j < len(v.S); j++ {
-				if c := v.S[j]; c == 0 {
-					dst = append(dst, 0, 0xFF)
-				} else {
-					dst = append(dst, c)
-				}
-			}
-			dst = append(dst, 0, 1)
-		case datum.KindFloat:
-			// Flip the sign bit of positives and every bit of negatives:
-			// the IEEE-754 order trick.
-			u := uint64(v.I)
-			if u>>63 == 1 {
-				u = ^u
-			} else {
-				u |= 1 << 63
-			}
-			dst = binary.BigEndian.AppendUint64(dst, u)
-		case datum.KindInterval, datum.KindTimeTZ:
-			dst = binary.BigEndian.AppendUint64(dst, uint64(v.I)^(1<<63))
-			dst = binary.BigEndian.AppendUint64(dst, uint64(v.J)^(1<<63))
-		default: // bool, int, date, time, timestamps, tid
-			dst = binary.BigEndian.AppendUint64(dst, uint64(v.I)^(1<<63))
-		}
+		dst = appendKeyValue(dst, types[i], v)
 	}
 	return dst
+}
+
+// keyOf encodes columns cols (of types types, in that order) of a full row
+// of values as encodePK does: the key a row has in an index on them.
+func keyOf(cols []int, types []datum.Type, vals []datum.Value) string {
+	var dst []byte
+	for i, c := range cols {
+		dst = appendKeyValue(dst, types[i], vals[c])
+	}
+	return string(dst)
+}
+
+// appendKeyValue appends the encoding of one key column's value.
+func appendKeyValue(dst []byte, t datum.Type, v datum.Value) []byte {
+	k := t.Kind()
+	if k == datum.KindNull {
+		k = v.K
+	}
+	switch k {
+	case datum.KindText, datum.KindBytes, datum.KindNumeric, datum.KindArray, datum.KindUUID:
+		// 0x00 escapes as 0x00 0xFF; the terminator 0x00 0x01 sorts
+		// below any escaped or plain byte, so a prefix sorts first.
+		for j := 0; j < len(v.S); j++ {
+			if c := v.S[j]; c == 0 {
+				dst = append(dst, 0, 0xFF)
+			} else {
+				dst = append(dst, c)
+			}
+		}
+		return append(dst, 0, 1)
+	case datum.KindFloat:
+		// Flip the sign bit of positives and every bit of negatives:
+		// the IEEE-754 order trick.
+		u := uint64(v.I)
+		if u>>63 == 1 {
+			u = ^u
+		} else {
+			u |= 1 << 63
+		}
+		return binary.BigEndian.AppendUint64(dst, u)
+	case datum.KindInterval, datum.KindTimeTZ:
+		dst = binary.BigEndian.AppendUint64(dst, uint64(v.I)^(1<<63))
+		return binary.BigEndian.AppendUint64(dst, uint64(v.J)^(1<<63))
+	default: // bool, int, date, time, timestamps, tid
+		return binary.BigEndian.AppendUint64(dst, uint64(v.I)^(1<<63))
+	}
 }
 
 // orderedKind reports whether encodePK sorts values of kind k as SQL does.

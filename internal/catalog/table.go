@@ -129,11 +129,7 @@ func lookupColumns(def *keyspace.TableDef) []int {
 // may then offer rows that do not match, never miss one that does, and its
 // users re-check every row they are offered.
 func (ti *TableInfo) lookKeyOf(vals []datum.Value) string {
-	kv := make([]datum.Value, len(ti.lookCols))
-	for i, c := range ti.lookCols {
-		kv[i] = vals[c]
-	}
-	return string(encodePK(nil, ti.lookTypes, kv))
+	return keyOf(ti.lookCols, ti.lookTypes, vals)
 }
 
 // Table is one table at one version. A *Table handed out by a Version or a
@@ -394,11 +390,7 @@ func (t *Table) PrimaryKey() []int { return t.info.Def.PrimaryKey }
 
 // pkKeyOf extracts and encodes the primary key of a full row of values.
 func (ti *TableInfo) pkKeyOf(vals []datum.Value) string {
-	kv := make([]datum.Value, len(ti.Def.PrimaryKey))
-	for i, c := range ti.Def.PrimaryKey {
-		kv[i] = vals[c]
-	}
-	return string(encodePK(nil, ti.pkTypes, kv))
+	return keyOf(ti.Def.PrimaryKey, ti.pkTypes, vals)
 }
 
 // keyText renders a row's key for the unique-violation DETAIL.

@@ -339,13 +339,19 @@ func (x *exec) lookupTarget(t *memcat.Table, alias string, where *pg.Node) (r *r
 		}
 	}
 	out := &rel{cols: cols}
-	seen := map[int64]bool{}
+	var seen map[int64]bool // an IN list may repeat a value
+	if len(prefixes) > 1 {
+		seen = map[int64]bool{}
+	}
 	for _, p := range prefixes {
 		ok, err := t.LookupPrefix(p, func(ctid int64, vals []datum.Value) error {
-			if !seen[ctid] {
+			if seen != nil {
+				if seen[ctid] {
+					return nil
+				}
 				seen[ctid] = true
-				out.rows = append(out.rows, append(vals, datum.Value{K: datum.KindTID, I: ctid}))
 			}
+			out.rows = append(out.rows, append(vals, datum.Value{K: datum.KindTID, I: ctid}))
 			return nil
 		})
 		if err != nil || !ok {

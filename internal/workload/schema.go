@@ -53,7 +53,7 @@ const CatalogVersion = "1.1-dev1"
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // quoteLiteral quotes a SQL string literal.
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+func quoteLiteral(s string) string { var w stmtBuf; return w.lit(s).String() }
 
 func newUUID() [16]byte {
 	var u [16]byte
