@@ -34,6 +34,7 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.SetOutput(stderr)
 	writersFlag := fs.String("writers", "1,4,16", "comma-separated writer counts")
 	commits := fs.Int("commits", 200, "commits per writer")
+	warmup := fs.Int("warmup", 400, "commits landed untimed before each run's timed phase, split among its writers (the same on every system); 0 times from the first commit")
 	pg := fs.String("postgres", "", "PostgreSQL conninfo (required), e.g. host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 	moraine := fs.String("moraine", "", "moraine conninfo; empty: start an in-process moraine on --store")
 	store := fs.String("store", "local", "store of the in-process moraine: local (a temp directory) or s3 (in-process S3)")
@@ -70,6 +71,10 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	if *commits < 1 || *tables < 1 || *columns < 1 || *rows < 1 || *rounds < 1 {
 		fmt.Fprintln(stderr, "bench commits: --commits, --tables, --columns, --rows and --rounds must be positive")
+		return 2
+	}
+	if *warmup < 0 {
+		fmt.Fprintln(stderr, "bench commits: --warmup must not be negative")
 		return 2
 	}
 	stop, err := startProfiles(*cpuprofile, *traceOut)
@@ -109,7 +114,7 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		mr = -1 // workload.Config: 0 means the default, negative means none
 	}
 	rep, err := workload.RunBench(ctx, workload.BenchConfig{
-		Targets: targets, Writers: writers, Commits: *commits, Rounds: *rounds, Verify: *verify, Progress: stderr, DataDir: *dataDir,
+		Targets: targets, Writers: writers, Commits: *commits, Warmup: *warmup, Rounds: *rounds, Verify: *verify, Progress: stderr, DataDir: *dataDir,
 		Base: workload.Config{
 			Tables: *tables, Columns: *columns, RowsPerFile: *rows, Compactor: *compactor,
 			MaxRetries: mr, RetryWait: *retryWait, RetryBackoff: *backoff, Seed: uint64(time.Now().UnixNano()),

@@ -64,7 +64,10 @@ func TestBenchCommitsSmoke(t *testing.T) {
 		{"rounds", []string{"--rounds=2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out := benchSmoke(t, benchCommitsMain, append([]string{"--writers=1,2", "--commits=3", "--retry-wait=5ms", "--postgres", pg}, tc.extra...)...)
+			out := benchSmoke(t, benchCommitsMain, append([]string{"--writers=1,2", "--commits=3", "--warmup=4", "--retry-wait=5ms", "--postgres", pg}, tc.extra...)...)
+			if !strings.Contains(out, "timed after 4 untimed warm-up commits") {
+				t.Fatalf("no warm-up line:\n%s", out)
+			}
 			if tc.name == "rounds" && !regexp.MustCompile(`round by round: \S+ \S+; median`).MatchString(out) {
 				t.Fatalf("two rounds: no round-by-round ratios:\n%s", out)
 			}
@@ -73,6 +76,9 @@ func TestBenchCommitsSmoke(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := benchCommitsMain(context.Background(), []string{"--postgres", pg, "--store=gcs"}, &out, &errb); code != 2 {
 		t.Fatalf("bad --store: exit %d", code)
+	}
+	if code := benchCommitsMain(context.Background(), []string{"--postgres", pg, "--warmup=-1"}, &out, &errb); code != 2 {
+		t.Fatalf("negative --warmup: exit %d", code)
 	}
 }
 

@@ -36,6 +36,10 @@ type BenchConfig struct {
 	Writers []int    // writer counts, e.g. 1, 4, 16
 	Commits int      // commits per writer
 	Base    Config   // everything else (tables, compactor, retry settings); Writers/CommitsPerWriter/Dial are set per run
+	// Warmup commits land on each run's catalog before its timed phase,
+	// split evenly among the writers (Config.WarmupPerWriter), on every
+	// target alike; 0 times from the first commit.
+	Warmup int
 	// Rounds repeats every (writer count, target) measurement, the targets
 	// taking turns within a round so that the machine's drift falls on
 	// both alike; 0 means 1. The ratio is the median of the rounds'.
@@ -66,6 +70,7 @@ type BenchReport struct {
 	Benchmark    string     `json:"benchmark"`
 	Machine      string     `json:"machine"`
 	CommitsPer   int        `json:"commits_per_writer"`
+	Warmup       int        `json:"warmup_commits"`
 	Tables       int        `json:"tables"`
 	Compactor    bool       `json:"compactor"`
 	Runs         []BenchRun `json:"runs"`
@@ -130,7 +135,7 @@ func RunBench(ctx context.Context, bc BenchConfig) (*BenchReport, error) {
 	rounds := max(bc.Rounds, 1)
 	rep := &BenchReport{
 		Benchmark: "commits", Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
-		CommitsPer: bc.Commits, Tables: base.Tables, Compactor: base.Compactor, RatioVsPG: math.NaN(), Rounds: rounds,
+		CommitsPer: bc.Commits, Warmup: bc.Warmup, Tables: base.Tables, Compactor: base.Compactor, RatioVsPG: math.NaN(), Rounds: rounds,
 	}
 	for _, w := range bc.Writers {
 		for round := 1; round <= rounds; round++ {
@@ -256,6 +261,7 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 	cfg.Schema = schema
 	cfg.Writers = writers
 	cfg.CommitsPerWriter = bc.Commits
+	cfg.WarmupPerWriter = (bc.Warmup + writers - 1) / writers
 	if bc.DataDir != "" {
 		cfg.DataDir = filepath.Join(bc.DataDir, fmt.Sprintf("%s-w%d", t.Name, writers))
 		cfg.DataPath = ""
@@ -291,6 +297,9 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // two systems, and ends with `ratio_vs_postgres=<x>` (`n/a` when only one
 // system ran).
 func (r *BenchReport) WriteTable(w io.Writer) error {
+	if r.Warmup > 0 {
+		fmt.Fprintf(w, "each run timed after %d untimed warm-up commits on its catalog\n", r.Warmup)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rounds := r.Rounds > 1
 	if rounds {

@@ -104,7 +104,7 @@ func TestRunBench(t *testing.T) {
 	var progress bytes.Buffer
 	rep, err := workload.RunBench(context.Background(), workload.BenchConfig{
 		Targets: []workload.Target{{Name: "postgres", ConnInfo: pg}, {Name: "again", ConnInfo: pg}},
-		Writers: []int{1, 4}, Commits: 5, Verify: true, Progress: &progress,
+		Writers: []int{1, 4}, Commits: 5, Warmup: 6, Verify: true, Progress: &progress,
 		Base: workload.Config{Tables: 2, MaxRetries: 100, RetryWait: 5 * time.Millisecond},
 	})
 	if err != nil {
@@ -117,6 +117,9 @@ func TestRunBench(t *testing.T) {
 		if r.Commits != 5*r.Writers || !r.Verified || r.CommitsPerSec <= 0 || r.P50MS <= 0 || r.P99MS < r.P50MS {
 			t.Errorf("run %+v", r)
 		}
+	}
+	if rep.Warmup != 6 {
+		t.Errorf("report warm-up %d, want 6", rep.Warmup)
 	}
 	if rep.RatioWriters != 4 || math.IsNaN(rep.RatioVsPG) || rep.RatioVsPG <= 0 {
 		t.Errorf("ratio %v at %d writers", rep.RatioVsPG, rep.RatioWriters)

@@ -72,6 +72,14 @@ type Config struct {
 	Columns          int // user columns per table = stats rows per file; default 8
 	RowsPerFile      int // mean records per data file; default 100
 
+	// WarmupPerWriter commits land first, untimed: the writers all finish
+	// them before the timed phase starts, and Result counts only the
+	// timed ones (the warm-up's commits are in Landed and verified). A
+	// server's first commits pay for what a running one already has —
+	// memory the process has not touched yet, connections' first
+	// statements — which is not what a steady stream of commits costs.
+	WarmupPerWriter int
+
 	Compactor      bool          // run a concurrent merge compactor
 	CompactPause   time.Duration // pause between compactor rounds; default 10ms
 	MergeFiles     int           // max sources per merge; default 4
@@ -155,9 +163,10 @@ type Landed struct {
 // Result is what a run measured and acknowledged.
 type Result struct {
 	Config    Config
-	Elapsed   time.Duration   // wall time of the writer phase
+	Elapsed   time.Duration   // wall time of the timed writer phase
 	Latencies []time.Duration // per acknowledged writer commit, BEGIN to COMMIT ack, retries included
-	Commits   int             // acknowledged writer commits
+	Commits   int             // acknowledged writer commits of the timed phase
+	Warmup    int             // acknowledged warm-up commits (untimed)
 	Failed    int             // writer commits that hit a true conflict or exhausted retries
 	Retries   int             // writer retries (attempts beyond the first)
 	Conflicts int             // true conflicts seen by writers
@@ -248,8 +257,9 @@ func newDriver(cfg Config) *driver {
 	return d
 }
 
-// Run drives cfg.Writers writers of cfg.CommitsPerWriter commits each (and
-// the compactor, if enabled) against a catalog made by Prepare. It returns
+// Run drives cfg.Writers writers of cfg.CommitsPerWriter timed commits each,
+// after cfg.WarmupPerWriter untimed ones (and the compactor, if enabled,
+// throughout) against a catalog made by Prepare. It returns
 // an error only for failures outside DuckLake's protocol (connection loss,
 // an unexpected server error); lost races that end in a true conflict or
 // exhausted retries are counted in Result.Failed.
@@ -290,13 +300,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errs := make(chan error, d.cfg.Writers+1)
-	var writers sync.WaitGroup
-	start := time.Now()
+	var writers, warmed sync.WaitGroup
+	timed := make(chan struct{}) // closed when every writer finished its warm-up
 	for i := range conns {
 		writers.Add(1)
+		warmed.Add(1)
 		go func() {
 			defer writers.Done()
-			if err := d.writer(runCtx, conns[i], i); err != nil {
+			err := d.writer(runCtx, conns[i], i, "warm", d.cfg.WarmupPerWriter, false)
+			warmed.Done()
+			if err == nil {
+				select {
+				case <-timed:
+					err = d.writer(runCtx, conns[i], i, "c", d.cfg.CommitsPerWriter, true)
+				case <-runCtx.Done():
+				}
+			}
+			if err != nil {
 				errs <- fmt.Errorf("writer %d: %w", i, err)
 				cancel()
 			}
@@ -314,6 +334,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}()
 	}
+	warmed.Wait()
+	start := time.Now()
+	close(timed)
 	writers.Wait()
 	elapsed := time.Since(start)
 	close(stopCompactor)
@@ -673,13 +696,19 @@ func (d *driver) loadTables(ctx context.Context, conn *pgconn.PgConn) ([]int64, 
 	return ids, nil
 }
 
-func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
-	rng := rand.New(rand.NewPCG(d.cfg.Seed, uint64(w)+1))
-	for c := 0; c < d.cfg.CommitsPerWriter; c++ {
+// writer lands n insert commits on conn as writer w, tagged w<w>-<phase><i>;
+// measure says whether they count in the Result's timed figures.
+func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int, phase string, n int, measure bool) error {
+	seq := uint64(w) + 1
+	if !measure {
+		seq |= 1 << 48 // the warm-up draws apart from the timed phase
+	}
+	rng := rand.New(rand.NewPCG(d.cfg.Seed, seq))
+	for c := 0; c < n; c++ {
 		table := d.tables[rng.IntN(len(d.tables))]
 		rows := int64(d.cfg.RowsPerFile/2 + rng.IntN(d.cfg.RowsPerFile+1))
 		path := "ducklake-" + uuidString(newUUID()) + ".parquet"
-		tag := fmt.Sprintf("w%d-c%d", w, c)
+		tag := fmt.Sprintf("w%d-%s%d", w, phase, c)
 		var size int64
 		if d.cfg.DataDir != "" {
 			// DuckLake writes the Parquet file before it commits.
@@ -707,17 +736,21 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
 		out, err := d.commitTail(ctx, conn, rng, base, st, p)
 		lat := time.Since(start)
 		d.mu.Lock()
-		d.mu.res.Retries += out.retries
-		switch {
-		case err != nil:
-		case out.failed:
-			d.mu.res.Failed++
-			if out.conflict {
-				d.mu.res.Conflicts++
+		if measure {
+			d.mu.res.Retries += out.retries
+			switch {
+			case err != nil:
+			case out.failed:
+				d.mu.res.Failed++
+				if out.conflict {
+					d.mu.res.Conflicts++
+				}
+			default:
+				d.mu.res.Commits++
+				d.mu.res.Latencies = append(d.mu.res.Latencies, lat)
 			}
-		default:
-			d.mu.res.Commits++
-			d.mu.res.Latencies = append(d.mu.res.Latencies, lat)
+		} else if err == nil && !out.failed {
+			d.mu.res.Warmup++
 		}
 		d.mu.Unlock()
 		if err != nil {

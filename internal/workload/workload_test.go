@@ -55,6 +55,36 @@ func runAndVerify(t *testing.T, cfg workload.Config) *workload.Result {
 	return res
 }
 
+// TestWarmupIsUntimed: warm-up commits land (and verify) before any timed
+// commit starts, and only the timed ones count in the figures.
+func TestWarmupIsUntimed(t *testing.T) {
+	cfg := workload.Config{
+		Dial: freshDB(t), Writers: 3, CommitsPerWriter: 4, WarmupPerWriter: 2, Tables: 2,
+		MaxRetries: 1000, RetryWait: 5 * time.Millisecond, Seed: 7,
+	}
+	res := runAndVerify(t, cfg)
+	if res.Commits != 12 || res.Warmup != 6 || len(res.Latencies) != 12 {
+		t.Fatalf("timed %d (latencies %d), warm-up %d; want 12 (12) and 6", res.Commits, len(res.Latencies), res.Warmup)
+	}
+	lastWarm, firstTimed := int64(-1), int64(1<<62)
+	var warm, timed int
+	for _, l := range res.Landed() {
+		if strings.Contains(l.Tag, "-warm") {
+			warm++
+			lastWarm = max(lastWarm, l.Snapshot)
+		} else {
+			timed++
+			firstTimed = min(firstTimed, l.Snapshot)
+		}
+	}
+	if warm != 6 || timed != 12 {
+		t.Fatalf("landed %d warm-up and %d timed commits; want 6 and 12", warm, timed)
+	}
+	if lastWarm >= firstTimed {
+		t.Fatalf("warm-up snapshot %d after timed snapshot %d: the timed phase started before the warm-up ended", lastWarm, firstTimed)
+	}
+}
+
 // TestContendedWritersWithCompactor is issue 6's workload at test size: 16
 // writers over 4 tables plus a concurrent compactor, against a real
 // PostgreSQL, then the catalog is read back and checked. Set
