@@ -222,6 +222,13 @@ INSERT INTO "public".ducklake_file_column_stats VALUES (1, 1, 1, 20053, 5000, 0,
 	{sql: `SELECT note FROM ducklake_ix WHERE id = (SELECT max(id) FROM ducklake_ix)`},
 	{sql: `ROLLBACK`},
 	{sql: `SELECT max(id) FROM ducklake_ix`},
+	// A subquery in a multi-row VALUES reads the table as the statement
+	// found it, not with the statement's earlier rows: both rows compute
+	// the same id, so the second is a duplicate.
+	{sql: `INSERT INTO ducklake_ix VALUES ((SELECT max(id) + 1 FROM ducklake_ix), 5, 'a'), ((SELECT max(id) + 1 FROM ducklake_ix), 5, 'b')`},
+	{sql: `INSERT INTO ducklake_ix VALUES ((SELECT max(id) + 1 FROM ducklake_ix), 5, 'a'), (-100, 5, 'b')`},
+	{sql: `SELECT id, grp, note FROM ducklake_ix WHERE grp IN (5, 9) ORDER BY id`},
+	{sql: `DELETE FROM ducklake_ix WHERE grp = 5`},
 	// Whole-table binary COPY, compared byte for byte: every column type
 	// the catalog uses, NULLs in each, edge values, ctid, rows stored
 	// before an ADD COLUMN (their new columns read as NULL).
