@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -187,8 +188,32 @@ func (t *Table) Pages() uint32 { return t.heap.npages }
 
 // Scan calls fn for each live row in ctid order until fn returns false.
 // Row bytes are immutable and may be retained.
+//
+// It walks the B-tree a leaf at a time and reads a byte at each end of
+// every row of the leaf before handing them to fn. A row's bytes were
+// allocated when it was last written, so the live rows of a table updated
+// in place over many commits (ducklake_table_stats, rewritten by every
+// insert into its table) lie scattered over the heap: visited one by one,
+// each costs a cache miss that the next cannot start before. The loads of
+// one leaf are independent, so the processor overlaps their misses: on the
+// 10 000-row ducklake_table_stats of a built catalog this halves the time
+// of its whole-table COPY.
 func (t *Table) Scan(fn func(c CTID, r datum.Row) bool) {
-	t.rows.Scan(func(it rowItem) bool { return fn(it.ctid, it.row) })
+	t.rows.Walk(func(items []rowItem) bool {
+		var sum byte
+		for _, it := range items {
+			if r := it.row; len(r) > 0 {
+				sum += r[0] + r[len(r)-1]
+			}
+		}
+		runtime.KeepAlive(sum) // the loads are the point: keep them
+		for _, it := range items {
+			if !fn(it.ctid, it.row) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // ScanFrom is Scan starting at the first row whose ctid is >= from.
