@@ -368,3 +368,52 @@ func TestHugeRowsPlace(t *testing.T) {
 		t.Fatalf("400 rows took %d pages", tb.Pages())
 	}
 }
+
+// TestScanOrderAndStop: Scan visits every row once in ctid order, across
+// the B-tree's leaves and the separators between them, and stops at the
+// row where fn returns false, whichever leaf or separator holds it;
+// ScanFrom starts at its ctid.
+func TestScanOrderAndStop(t *testing.T) {
+	db := setup(t)
+	tx := db.Begin()
+	const n = 700 // many leaves at degree 12
+	for i := int64(0); i < n; i++ {
+		_, err := tx.InsertRow("public", "snap", snapRow(i, fmt.Sprintf("row %d", i)))
+		mustNoErr(t, err)
+	}
+	mustNoErr(t, tx.Commit(ctx))
+	tb, err := db.Current().Table("public", "snap")
+	mustNoErr(t, err)
+	var all []CTID
+	tb.Scan(func(c CTID, r datum.Row) bool {
+		if len(all) > 0 && c <= all[len(all)-1] {
+			t.Fatalf("ctid %s after %s", c, all[len(all)-1])
+		}
+		if _, ok := tb.Lookup(c); !ok {
+			t.Fatalf("scanned ctid %s is not a row", c)
+		}
+		all = append(all, c)
+		return true
+	})
+	if len(all) != n || tb.Len() != n {
+		t.Fatalf("scanned %d rows of %d", len(all), tb.Len())
+	}
+	for stop := 1; stop <= n; stop++ {
+		calls := 0
+		tb.Scan(func(c CTID, _ datum.Row) bool {
+			if c != all[calls] {
+				t.Fatalf("stop %d: call %d got %s, want %s", stop, calls, c, all[calls])
+			}
+			calls++
+			return calls < stop
+		})
+		if calls != stop {
+			t.Fatalf("fn returned false at row %d, but Scan called it %d times", stop, calls)
+		}
+	}
+	var from []CTID
+	tb.ScanFrom(all[400], func(c CTID, _ datum.Row) bool { from = append(from, c); return true })
+	if len(from) != n-400 || from[0] != all[400] {
+		t.Fatalf("ScanFrom(%s): %d rows from %v", all[400], len(from), from[:1])
+	}
+}
