@@ -37,8 +37,8 @@ type BenchConfig struct {
 	Commits int      // commits per writer
 	Base    Config   // everything else (tables, compactor, retry settings); Writers/CommitsPerWriter/Dial are set per run
 	// Warmup commits land on each run's catalog before its timed phase,
-	// split evenly among the writers (Config.WarmupPerWriter), on every
-	// target alike; 0 times from the first commit.
+	// split among the writers (Config.Warmup), on every target alike; 0
+	// times from the first commit.
 	Warmup int
 	// Rounds repeats every (writer count, target) measurement, the targets
 	// taking turns within a round so that the machine's drift falls on
@@ -55,6 +55,7 @@ type BenchRun struct {
 	Writers       int     `json:"writers"`
 	Round         int     `json:"round"`
 	Commits       int     `json:"commits"`
+	Warmup        int     `json:"warmup_commits"` // landed untimed before the timed phase
 	Failed        int     `json:"failed"`
 	Retries       int     `json:"retries"`
 	Merges        int     `json:"merges"`
@@ -261,7 +262,7 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 	cfg.Schema = schema
 	cfg.Writers = writers
 	cfg.CommitsPerWriter = bc.Commits
-	cfg.WarmupPerWriter = (bc.Warmup + writers - 1) / writers
+	cfg.Warmup = bc.Warmup
 	if bc.DataDir != "" {
 		cfg.DataDir = filepath.Join(bc.DataDir, fmt.Sprintf("%s-w%d", t.Name, writers))
 		cfg.DataPath = ""
@@ -274,7 +275,7 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 		return BenchRun{}, err
 	}
 	run = BenchRun{
-		System: t.Name, Writers: writers, Commits: res.Commits, Failed: res.Failed, Retries: res.Retries, Merges: res.Merges,
+		System: t.Name, Writers: writers, Commits: res.Commits, Warmup: res.Warmup, Failed: res.Failed, Retries: res.Retries, Merges: res.Merges,
 		ElapsedMS: ms(res.Elapsed), CommitsPerSec: res.CommitsPerSec(), P50MS: ms(res.Percentile(50)), P99MS: ms(res.Percentile(99)),
 	}
 	if bc.Verify {

@@ -114,7 +114,7 @@ func TestRunBench(t *testing.T) {
 		t.Fatalf("%d runs", len(rep.Runs))
 	}
 	for _, r := range rep.Runs {
-		if r.Commits != 5*r.Writers || !r.Verified || r.CommitsPerSec <= 0 || r.P50MS <= 0 || r.P99MS < r.P50MS {
+		if r.Commits != 5*r.Writers || r.Warmup != 6 || !r.Verified || r.CommitsPerSec <= 0 || r.P50MS <= 0 || r.P99MS < r.P50MS {
 			t.Errorf("run %+v", r)
 		}
 	}

@@ -72,13 +72,14 @@ type Config struct {
 	Columns          int // user columns per table = stats rows per file; default 8
 	RowsPerFile      int // mean records per data file; default 100
 
-	// WarmupPerWriter commits land first, untimed: the writers all finish
-	// them before the timed phase starts, and Result counts only the
-	// timed ones (the warm-up's commits are in Landed and verified). A
+	// Warmup commits land first, untimed, split among the writers as
+	// evenly as they divide: the writers all finish theirs before the
+	// timed phase starts, and Result counts only the timed ones (the
+	// warm-up's commits are in Landed and verified). A
 	// server's first commits pay for what a running one already has —
 	// memory the process has not touched yet, connections' first
 	// statements — which is not what a steady stream of commits costs.
-	WarmupPerWriter int
+	Warmup int
 
 	Compactor      bool          // run a concurrent merge compactor
 	CompactPause   time.Duration // pause between compactor rounds; default 10ms
@@ -258,7 +259,7 @@ func newDriver(cfg Config) *driver {
 }
 
 // Run drives cfg.Writers writers of cfg.CommitsPerWriter timed commits each,
-// after cfg.WarmupPerWriter untimed ones (and the compactor, if enabled,
+// after cfg.Warmup untimed ones split among them (and the compactor, if enabled,
 // throughout) against a catalog made by Prepare. It returns
 // an error only for failures outside DuckLake's protocol (connection loss,
 // an unexpected server error); lost races that end in a true conflict or
@@ -307,7 +308,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		warmed.Add(1)
 		go func() {
 			defer writers.Done()
-			err := d.writer(runCtx, conns[i], i, "warm", d.cfg.WarmupPerWriter, false)
+			warm := d.cfg.Warmup / len(conns)
+			if i < d.cfg.Warmup%len(conns) {
+				warm++
+			}
+			err := d.writer(runCtx, conns[i], i, "warm", warm, false)
 			warmed.Done()
 			if err == nil {
 				select {

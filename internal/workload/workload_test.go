@@ -59,12 +59,12 @@ func runAndVerify(t *testing.T, cfg workload.Config) *workload.Result {
 // commit starts, and only the timed ones count in the figures.
 func TestWarmupIsUntimed(t *testing.T) {
 	cfg := workload.Config{
-		Dial: freshDB(t), Writers: 3, CommitsPerWriter: 4, WarmupPerWriter: 2, Tables: 2,
+		Dial: freshDB(t), Writers: 3, CommitsPerWriter: 4, Warmup: 7, Tables: 2,
 		MaxRetries: 1000, RetryWait: 5 * time.Millisecond, Seed: 7,
 	}
 	res := runAndVerify(t, cfg)
-	if res.Commits != 12 || res.Warmup != 6 || len(res.Latencies) != 12 {
-		t.Fatalf("timed %d (latencies %d), warm-up %d; want 12 (12) and 6", res.Commits, len(res.Latencies), res.Warmup)
+	if res.Commits != 12 || res.Warmup != 7 || len(res.Latencies) != 12 {
+		t.Fatalf("timed %d (latencies %d), warm-up %d; want 12 (12) and 7", res.Commits, len(res.Latencies), res.Warmup)
 	}
 	lastWarm, firstTimed := int64(-1), int64(1<<62)
 	var warm, timed int
@@ -77,8 +77,8 @@ func TestWarmupIsUntimed(t *testing.T) {
 			firstTimed = min(firstTimed, l.Snapshot)
 		}
 	}
-	if warm != 6 || timed != 12 {
-		t.Fatalf("landed %d warm-up and %d timed commits; want 6 and 12", warm, timed)
+	if warm != 7 || timed != 12 {
+		t.Fatalf("landed %d warm-up and %d timed commits; want 7 and 12", warm, timed)
 	}
 	if lastWarm >= firstTimed {
 		t.Fatalf("warm-up snapshot %d after timed snapshot %d: the timed phase started before the warm-up ended", lastWarm, firstTimed)
