@@ -77,6 +77,11 @@ type Session struct {
 	temps      map[string]*memcat.Table
 	tempOnDrop map[string]bool
 	settings   map[string]string
+
+	// valuesSlab holds an INSERT … VALUES statement's computed rows (exec.insert);
+	// one statement of a session runs at a time, and it clears what it used.
+	valuesSlab []tv
+	valuesRows [][]tv
 }
 
 var defaultSettings = map[string]string{

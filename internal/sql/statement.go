@@ -214,15 +214,21 @@ func (x *exec) insert(s *pg.InsertStmt, out sink) error {
 	}
 	var rows [][]tv
 	if len(sel.ValuesLists) > 0 && sel.Op == pg.SetOperation_SETOP_NONE {
-		// One slab for every row's values, and one empty environment (eval
-		// does not write to it): a VALUES list costs two allocations, not
-		// two per value.
+		// Every row's values in one slab and the rows in one list, both
+		// the session's, reused (a DuckLake commit inserts a few dozen
+		// values in most statements of its batch), and one empty
+		// environment (eval does not write to it).
 		n := 0
 		for _, l := range sel.ValuesLists {
 			n += len(l.GetList().GetItems())
 		}
-		slab := make([]tv, n)
-		rows = make([][]tv, 0, len(sel.ValuesLists))
+		if cap(x.s.valuesSlab) < n {
+			x.s.valuesSlab = make([]tv, n)
+		}
+		slab := x.s.valuesSlab[:n]
+		defer clear(slab) // keep no statement's values alive
+		rows = x.s.valuesRows[:0]
+		defer func() { x.s.valuesRows = rows[:0]; clear(rows) }()
 		none := &env{}
 		for _, l := range sel.ValuesLists {
 			items := l.GetList().GetItems()
