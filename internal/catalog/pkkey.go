@@ -25,7 +25,8 @@ func encodePK(dst []byte, types []datum.Type, vals []datum.Value) []byte {
 // keyOf encodes columns cols (of types types, in that order) of a full row
 // of values as encodePK does: the key a row has in an index on them.
 func keyOf(cols []int, types []datum.Type, vals []datum.Value) string {
-	var dst []byte
+	var buf [64]byte // most keys are one or two integers: no growth
+	dst := buf[:0]
 	for i, c := range cols {
 		dst = appendKeyValue(dst, types[i], vals[c])
 	}

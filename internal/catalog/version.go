@@ -128,6 +128,21 @@ type builder struct {
 	base *Version
 	v    *Version
 	gen  uint64
+
+	// Scratch reused by every write of the builder (never by what it
+	// stores): a row is encoded here and then copied once into memory of
+	// exactly its size, so a stored row carries no slack capacity and
+	// costs one allocation rather than one per growth of the encoding;
+	// a replaced row's values are decoded here.
+	enc  []byte
+	prev []datum.Value
+}
+
+// encodeRow returns the encoding of vals in memory of its own, of exactly
+// its length.
+func (b *builder) encodeRow(types []datum.Type, vals []datum.Value) datum.Row {
+	b.enc = datum.EncodeRow(b.enc[:0], types, vals)
+	return datum.Row(append(make([]byte, 0, len(b.enc)), b.enc...))
 }
 
 func newBuilder(base *Version) *builder {
@@ -381,7 +396,7 @@ func (b *builder) insert(schema, table string, vals []datum.Value) (CTID, datum.
 			return 0, nil, errDuplicate(schema, table, cols, vs)
 		}
 	}
-	row := datum.Row(datum.EncodeRow(nil, ti.types, vals))
+	row := b.encodeRow(ti.types, vals)
 	c := t.heap.insert(ti.tupleLen(vals))
 	t.rows.Set(rowItem{c, row})
 	if t.pk != nil {
@@ -411,9 +426,10 @@ func (b *builder) update(schema, table string, old CTID, vals []datum.Value) (CT
 	var key, prevKey string
 	var pv []datum.Value
 	if t.pk != nil || t.look != nil {
-		if pv, err = prev.row.Decode(ti.types, nil); err != nil {
+		if pv, err = prev.row.Decode(ti.types, b.prev); err != nil {
 			return 0, nil, nil, fmt.Errorf("%w: table %q row %s: %v", ErrCorrupt, table, old, err)
 		}
+		b.prev = pv
 	}
 	if t.pk != nil {
 		key = ti.pkKeyOf(vals)
@@ -425,7 +441,7 @@ func (b *builder) update(schema, table string, old CTID, vals []datum.Value) (CT
 			}
 		}
 	}
-	row := datum.Row(datum.EncodeRow(nil, ti.types, vals))
+	row := b.encodeRow(ti.types, vals)
 	c := t.heap.update(old, ti.tupleLen(vals))
 	t.rows.Delete(rowItem{ctid: old})
 	t.rows.Set(rowItem{c, row})
@@ -451,10 +467,11 @@ func (b *builder) delete(schema, table string, c CTID) (datum.Row, error) {
 		return nil, errNoRow(table, c)
 	}
 	if t.pk != nil || t.look != nil {
-		pv, err := prev.row.Decode(t.info.types, nil)
+		pv, err := prev.row.Decode(t.info.types, b.prev)
 		if err != nil {
 			return nil, fmt.Errorf("%w: table %q row %s: %v", ErrCorrupt, table, c, err)
 		}
+		b.prev = pv
 		if t.pk != nil {
 			t.pk.Delete(pkItem{key: t.info.pkKeyOf(pv)})
 		}

@@ -202,8 +202,8 @@ func (p *Pipeline) Submit(ctx context.Context, c *catalog.Commit) (wait func(con
 	t.publish(p)
 	p.submitted++
 	by := p.submitted
-	for k, put := range t.keys {
-		p.unsettled[k] = unsettledKey{by: by, put: put}
+	for _, w := range t.keys {
+		p.unsettled[w.key] = unsettledKey{by: by, put: w.put}
 	}
 	return func(ctx context.Context) error {
 		var err error
@@ -242,12 +242,12 @@ func (p *Pipeline) storeFailed(err error) error {
 
 // settle forgets the unsettled keys of submission by once the store shows
 // them (or the pipeline failed).
-func (p *Pipeline) settle(by uint64, keys map[string]bool) {
+func (p *Pipeline) settle(by uint64, keys []keyWrite) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for k := range keys {
-		if u, ok := p.unsettled[k]; ok && u.by == by {
-			delete(p.unsettled, k)
+	for _, w := range keys {
+		if u, ok := p.unsettled[w.key]; ok && u.by == by {
+			delete(p.unsettled, w.key)
 		}
 	}
 }

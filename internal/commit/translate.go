@@ -52,9 +52,15 @@ type childChange struct {
 
 type translation struct {
 	batch    *slate.Batch
-	keys     map[string]bool // every key the batch writes: true put, false delete
+	keys     []keyWrite // every key the batch writes, in key order
 	children map[string]*childChange
 	heads    map[uint32]headState
+}
+
+// keyWrite is a key a batch writes and whether it puts or deletes it.
+type keyWrite struct {
+	key string
+	put bool
 }
 
 type headState struct {
@@ -65,7 +71,7 @@ type translator struct {
 	ctx      context.Context
 	p        *Pipeline
 	c        *catalog.Commit
-	pending  map[string]*pendingKV
+	pending  map[string]pendingKV
 	parents  map[string]*parentTouch
 	children map[string]*childChange
 	defs     map[defRef]bool
@@ -83,7 +89,7 @@ type defRef struct {
 func (p *Pipeline) translate(ctx context.Context, c *catalog.Commit) (*translation, error) {
 	tr := &translator{
 		ctx: ctx, p: p, c: c,
-		pending:  map[string]*pendingKV{},
+		pending:  map[string]pendingKV{},
 		parents:  map[string]*parentTouch{},
 		children: map[string]*childChange{},
 		defs:     map[defRef]bool{},
@@ -140,9 +146,9 @@ func (tr *translator) op(o *catalog.Op) error {
 		tr.catalogs[id] = true
 		return nil
 	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn:
-		if o.Kind == catalog.OpAddColumn && !o.Default.IsNull() {
+		if o.Kind == catalog.OpAddColumn && !o.Column.Default.IsNull() {
 			return &Error{Kind: ErrShape, Code: "0A000", Message: fmt.Sprintf(
-				"moraine does not support ADD COLUMN %q with a non-NULL DEFAULT (DuckLake's migrations add nullable columns)", o.Column.Name)}
+				"moraine does not support ADD COLUMN %q with a non-NULL DEFAULT (DuckLake's migrations add nullable columns)", o.Column.Def.Name)}
 		}
 		id, err := tr.catalogID(o.Schema)
 		if err != nil {
@@ -262,7 +268,7 @@ func (tr *translator) row(id uint32, schema string, codec *keyspace.Table, row d
 			return fmt.Errorf("commit: %w", err)
 		}
 		if !put {
-			tr.pending[string(k)] = &pendingKV{catalogID: id, table: codec.Def.Name}
+			tr.pending[string(k)] = pendingKV{catalogID: id, table: codec.Def.Name}
 			return nil
 		}
 		v, err := codec.EncodeValue(nil, row, nil)
@@ -273,11 +279,11 @@ func (tr *translator) row(id uint32, schema string, codec *keyspace.Table, row d
 		// table without a primary key may hold duplicates in PostgreSQL, but
 		// the keyspace keys rows by their identity, so a second row with the
 		// same identity is refused rather than silently merged.
-		prev := tr.pending[string(k)]
+		prev, had := tr.pending[string(k)]
 		switch {
-		case prev != nil && prev.put:
+		case had && prev.put:
 			return shapeErr("two rows of %s in one commit have the same identity (%s)", codec.Def.Name, keyspace.FormatKey(k))
-		case prev == nil:
+		case !had:
 			exists, err := tr.p.stored(tr.ctx, k)
 			if err != nil {
 				return fmt.Errorf("commit: checking %s: %w", keyspace.FormatKey(k), err)
@@ -286,7 +292,7 @@ func (tr *translator) row(id uint32, schema string, codec *keyspace.Table, row d
 				return shapeErr("a row of %s with the same identity is already stored (%s)", codec.Def.Name, keyspace.FormatKey(k))
 			}
 		}
-		tr.pending[string(k)] = &pendingKV{put: true, value: v, catalogID: id, table: codec.Def.Name}
+		tr.pending[string(k)] = pendingKV{put: true, value: v, catalogID: id, table: codec.Def.Name}
 		return nil
 	}
 }
@@ -361,11 +367,11 @@ func (tr *translator) finishParents() error {
 				return shapeErr("%v", err)
 			}
 			final[string(k)] = true
-			tr.pending[string(k)] = &pendingKV{put: true, value: v, catalogID: pt.catalogID, table: pt.codec.Def.Name}
+			tr.pending[string(k)] = pendingKV{put: true, value: v, catalogID: pt.catalogID, table: pt.codec.Def.Name}
 		}
 		for k := range pt.keys {
 			if !final[k] {
-				tr.pending[k] = &pendingKV{catalogID: pt.catalogID, table: pt.codec.Def.Name}
+				tr.pending[k] = pendingKV{catalogID: pt.catalogID, table: pt.codec.Def.Name}
 			}
 		}
 	}
@@ -446,7 +452,7 @@ func applyChildChange(base []datum.Row, ch *childChange) []datum.Row {
 }
 
 func (tr *translator) put(key, value []byte, id uint32, table string) {
-	tr.pending[string(key)] = &pendingKV{put: true, value: value, catalogID: id, table: table}
+	tr.pending[string(key)] = pendingKV{put: true, value: value, catalogID: id, table: table}
 }
 
 // emit builds the batch: table definitions, rows, heads; sorted by key so the
@@ -457,7 +463,7 @@ func (tr *translator) emit() (*translation, error) {
 		if t, err := tr.c.Next.Table(d.schema, d.table); err == nil {
 			tr.put(k, keyspace.EncodeTableDef(t.Def()), d.catalogID, "")
 		} else {
-			tr.pending[string(k)] = &pendingKV{catalogID: d.catalogID}
+			tr.pending[string(k)] = pendingKV{catalogID: d.catalogID}
 		}
 	}
 	// A put for a table that does not exist after the commit (inserted, then
@@ -474,7 +480,7 @@ func (tr *translator) emit() (*translation, error) {
 			exists[ref] = ok
 		}
 		if !ok {
-			tr.pending[k] = &pendingKV{catalogID: e.catalogID, table: e.table}
+			tr.pending[k] = pendingKV{catalogID: e.catalogID, table: e.table}
 		}
 	}
 	heads := map[uint32]headState{}
@@ -502,17 +508,18 @@ func (tr *translator) emit() (*translation, error) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	b := slate.NewBatch()
-	for _, k := range keys {
-		if e := tr.pending[k]; e.put {
-			b.Put([]byte(k), e.value)
+	// The keys and values are the translator's own and go nowhere else:
+	// the batch takes them without copying.
+	b := slate.NewBatchSized(len(keys))
+	written := make([]keyWrite, len(keys))
+	for i, k := range keys {
+		e := tr.pending[k]
+		if e.put {
+			b.PutOwned([]byte(k), e.value)
 		} else {
-			b.Delete([]byte(k))
+			b.DeleteOwned([]byte(k))
 		}
-	}
-	written := make(map[string]bool, len(tr.pending))
-	for k, e := range tr.pending {
-		written[k] = e.put
+		written[i] = keyWrite{k, e.put}
 	}
 	return &translation{batch: b, keys: written, children: tr.children, heads: heads}, nil
 }

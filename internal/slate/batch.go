@@ -49,15 +49,25 @@ func (b *Batch) Coalesce(d time.Duration) { b.coalesce = d }
 // NewBatch returns an empty batch.
 func NewBatch() *Batch { return &Batch{} }
 
+// NewBatchSized returns an empty batch with room for n operations.
+func NewBatchSized(n int) *Batch { return &Batch{ops: make([]op, 0, n)} }
+
 // Put sets key to value. The batch keeps its own copies.
-func (b *Batch) Put(key, value []byte) {
-	b.ops = append(b.ops, op{kind: kindPut, key: clone(key), value: clone(value)})
+func (b *Batch) Put(key, value []byte) { b.PutOwned(clone(key), clone(value)) }
+
+// PutOwned is Put for a caller that hands key and value over: the batch
+// keeps them as they are, and nobody may modify them afterwards.
+func (b *Batch) PutOwned(key, value []byte) {
+	b.ops = append(b.ops, op{kind: kindPut, key: key, value: value})
 	b.bytes += len(key) + len(value) + 8
 }
 
 // Delete removes key.
-func (b *Batch) Delete(key []byte) {
-	b.ops = append(b.ops, op{kind: kindDelete, key: clone(key)})
+func (b *Batch) Delete(key []byte) { b.DeleteOwned(clone(key)) }
+
+// DeleteOwned is Delete for a caller that hands key over (see PutOwned).
+func (b *Batch) DeleteOwned(key []byte) {
+	b.ops = append(b.ops, op{kind: kindDelete, key: key})
 	b.bytes += len(key) + 8
 }
 

@@ -107,3 +107,42 @@ func TestBasicLifecycle(t *testing.T) {
 	}
 	_ = time.Second
 }
+
+// TestBatchOwnership pins Batch's contract: Put and Delete copy their
+// arguments, so a caller may reuse its buffers at once; PutOwned and
+// DeleteOwned keep them, for a caller that hands them over.
+func TestBatchOwnership(t *testing.T) {
+	ctx := context.Background()
+	d := mustOpen(t, objstore.NewMem(), testOpts())
+	defer d.Close(ctx)
+	put(t, d, "gone", "x")
+
+	key, val := []byte("copied"), []byte("v1")
+	b := NewBatch()
+	b.Put(key, val)
+	dk := []byte("gone")
+	b.Delete(dk)
+	copy(key, "XXXXXX") // reused by the caller after Put
+	copy(val, "ZZ")
+	copy(dk, "XXXX")
+	ok, ov := []byte("owned"), []byte("v2")
+	b.PutOwned(ok, ov)
+	if _, err := d.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := d.Get(ctx, []byte("copied")); err != nil || string(v) != "v1" {
+		t.Fatalf("Put did not copy: copied = %q, %v", v, err)
+	}
+	if _, err := d.Get(ctx, []byte("gone")); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Delete did not copy its key: gone still there (%v)", err)
+	}
+	if v, err := d.Get(ctx, []byte("owned")); err != nil || string(v) != "v2" {
+		t.Fatalf("owned = %q, %v", v, err)
+	}
+	if len(b.ops) != 3 || &b.ops[2].key[0] != &ok[0] || &b.ops[2].value[0] != &ov[0] {
+		t.Fatalf("PutOwned copied its arguments")
+	}
+	if s := NewBatchSized(7); cap(s.ops) != 7 || s.Len() != 0 {
+		t.Fatalf("NewBatchSized(7): cap %d len %d", cap(s.ops), s.Len())
+	}
+}

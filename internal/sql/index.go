@@ -148,8 +148,8 @@ type colValue struct {
 func (x *exec) equalities(cols []colInfo, where *pg.Node, outer *env) (eqs []colValue, ok bool) {
 	scope := &env{cols: cols} // row nil: a reference to it fails
 	pre := &env{cols: cols, outer: outer}
-	var conj []*pg.Node
-	flattenAnd(where, &conj)
+	var buf [8]*pg.Node // DuckLake's WHERE clauses have one or two conjuncts
+	conj := flattenAnd(where, buf[:0])
 	for _, c := range conj {
 		a := c.GetAExpr()
 		if a == nil || a.Kind != pg.A_Expr_Kind_AEXPR_OP || opName(a.Name) != "=" {
@@ -262,8 +262,8 @@ func (x *exec) keysFromWhere(t *memcat.Table, cols []colInfo, where *pg.Node) ([
 // means there is no such conjunct.
 func (x *exec) inValues(cols []colInfo, where *pg.Node, col int) (vals []datum.Value, ok bool) {
 	scope := &env{cols: cols} // row nil: a reference to it fails
-	var conj []*pg.Node
-	flattenAnd(where, &conj)
+	var buf [8]*pg.Node
+	conj := flattenAnd(where, buf[:0])
 	for _, c := range conj {
 		a := c.GetAExpr()
 		if a == nil || a.Kind != pg.A_Expr_Kind_AEXPR_IN || opName(a.Name) != "=" {
@@ -318,7 +318,7 @@ func (x *exec) lookupTarget(t *memcat.Table, alias string, where *pg.Node) (r *r
 	if !ok {
 		return nil, false, nil
 	}
-	var prefix []datum.Value
+	prefix := make([]datum.Value, 0, len(lc))
 	for _, c := range lc {
 		i := slices.IndexFunc(eqs, func(e colValue) bool { return e.col == c })
 		if i < 0 || eqs[i].v.IsNull() {
@@ -382,14 +382,14 @@ func knownBeforeScan(n *pg.Node) bool {
 	return false
 }
 
-func flattenAnd(n *pg.Node, out *[]*pg.Node) {
+func flattenAnd(n *pg.Node, out []*pg.Node) []*pg.Node {
 	if b := n.GetBoolExpr(); b != nil && b.Boolop == pg.BoolExprType_AND_EXPR {
 		for _, a := range b.Args {
-			flattenAnd(a, out)
+			out = flattenAnd(a, out)
 		}
-		return
+		return out
 	}
-	*out = append(*out, n)
+	return append(out, n)
 }
 
 // onlyMinMaxOfFirstKey reports whether every target is min(c) or max(c) of

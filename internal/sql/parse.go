@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,8 +85,31 @@ func newParseCache(max int) *parseCache {
 	return &parseCache{exact: map[string][]stmt{}, shape: map[string]*template{}, max: max}
 }
 
-// parse splits and parses a query string with the PostgreSQL grammar.
-func (c *parseCache) parse(sql string) ([]stmt, error) {
+// parse splits and parses a query string with the PostgreSQL grammar. The
+// statements of a template hit bind their literals into memory of their
+// own; parseInto's may use the caller's reusable bindBuf instead.
+func (c *parseCache) parse(sql string) ([]stmt, error) { return c.parseInto(sql, nil) }
+
+// bindBuf is memory a session reuses for the statements of one query text
+// at a time: what parseInto returned with it must not be used once the
+// buffer is passed to parseInto again or released.
+type bindBuf struct {
+	lits  boundLits
+	stmts []stmt
+}
+
+// release drops the references the last bind left (the literal values
+// alias the query text).
+func (b *bindBuf) release() {
+	clear(b.lits.vals)
+	b.lits.vals = b.lits.vals[:0]
+	clear(b.stmts)
+	b.stmts = b.stmts[:0]
+}
+
+// parseInto is parse, binding a template hit's literals into buf when buf
+// is not nil.
+func (c *parseCache) parseInto(sql string, buf *bindBuf) ([]stmt, error) {
 	c.mu.Lock()
 	if s, ok := c.exact[sql]; ok {
 		c.stats.exactHits++
@@ -102,7 +126,7 @@ func (c *parseCache) parse(sql string) ([]stmt, error) {
 		tpl := c.shape[string(sb.key)] // no copy of the key for a lookup
 		c.mu.Unlock()
 		if tpl != nil {
-			if out, ok := tpl.bind(lits); ok {
+			if out, ok := tpl.bind(lits, buf); ok {
 				c.mu.Lock()
 				c.stats.shapeHits++
 				c.mu.Unlock()
@@ -388,12 +412,20 @@ func makeTemplate(sql string, stmts []stmt, lits []lexLit) (*template, bool) {
 	return tpl, true
 }
 
-// bind binds a text's literals onto the template.
-func (t *template) bind(lits []lexLit) ([]stmt, bool) {
+// bind binds a text's literals onto the template, in buf's memory when buf
+// is not nil.
+func (t *template) bind(lits []lexLit, buf *bindBuf) ([]stmt, bool) {
 	if len(lits) != len(t.lits) {
 		return nil, false
 	}
-	b := &boundLits{slot: t.slot, vals: make([]tv, len(lits))}
+	b := &boundLits{}
+	if buf != nil {
+		b = &buf.lits
+		b.vals = slices.Grow(b.vals[:0], len(lits))[:len(lits)]
+	} else {
+		b.vals = make([]tv, len(lits))
+	}
+	b.slot = t.slot
 	for i, l := range lits {
 		slot := t.lits[i]
 		if l.str != slot.str {
@@ -411,7 +443,13 @@ func (t *template) bind(lits []lexLit) ([]stmt, bool) {
 		}
 		b.vals[i] = v
 	}
-	out := make([]stmt, len(t.stmts))
+	var out []stmt
+	if buf != nil {
+		out = slices.Grow(buf.stmts[:0], len(t.stmts))[:len(t.stmts)]
+		buf.stmts = out
+	} else {
+		out = make([]stmt, len(t.stmts))
+	}
 	for i, s := range t.stmts {
 		out[i] = stmt{node: s.node, text: s.text, lits: b}
 	}

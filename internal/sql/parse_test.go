@@ -1,9 +1,11 @@
 package sql
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -134,4 +136,42 @@ func splitLines(b []byte) [][]byte {
 		b = b[i:]
 	}
 	return out
+}
+
+// TestSessionBindBuffer: a simple query binds a template's literals into
+// memory its session reuses for the next query, which is only right for
+// statements that die with their query. A prepared statement's must be its
+// own: a later query of the same shape must not change them.
+func TestSessionBindBuffer(t *testing.T) {
+	ctx := context.Background()
+	s := testServer().Open("lake", "postgres", "", 1)
+	defer s.Close()
+	if out := runSQL(ctx, s, `SELECT 10 AS a, 'x' AS b`, ""); !strings.Contains(out, "10") {
+		t.Fatalf("first query: %s", out)
+	}
+	st, err := s.Prepare(ctx, `SELECT 20 AS a, 'y' AS b`, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := st.(*prepared)
+	if ps.stmts[0].lits == nil {
+		t.Fatal("the prepared text was not a template hit; the test needs one")
+	}
+	out := runSQL(ctx, s, `SELECT 30 AS a, 'z' AS b`, "")
+	if !strings.Contains(out, "30") || !strings.Contains(out, "z") {
+		t.Fatalf("second query: %s", out)
+	}
+	if s.ex.cache.stats.shapeHits < 2 {
+		t.Fatalf("shape hits %d: the queries did not share a template", s.ex.cache.stats.shapeHits)
+	}
+	var got []string
+	for _, v := range ps.stmts[0].lits.vals {
+		got = append(got, datum.FormatText(v.t, v.v))
+	}
+	if strings.Join(got, ",") != "20,y" {
+		t.Fatalf("the prepared statement's literals are %v after a later query, want [20 y]", got)
+	}
+	if len(s.bound.lits.vals) != 0 || len(s.bound.stmts) != 0 {
+		t.Fatalf("the session's bind buffer still holds %d values and %d statements after its query", len(s.bound.lits.vals), len(s.bound.stmts))
+	}
 }

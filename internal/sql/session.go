@@ -82,6 +82,8 @@ type Session struct {
 	// one statement of a session runs at a time, and it clears what it used.
 	valuesSlab []tv
 	valuesRows [][]tv
+	// bound holds the literals of the simple query running (query).
+	bound bindBuf
 }
 
 var defaultSettings = map[string]string{
@@ -245,7 +247,8 @@ func (s *Session) Query(ctx context.Context, sql string, w *pgwire.ResultWriter)
 
 // query runs a simple-query string, writing each statement's result to out.
 func (s *Session) query(ctx context.Context, sql string, out sink) error {
-	stmts, err := s.ex.cache.parse(sql)
+	stmts, err := s.ex.cache.parseInto(sql, &s.bound)
+	defer s.bound.release()
 	if err != nil {
 		s.fail()
 		return err

@@ -432,7 +432,7 @@ func (x *exec) update(s *pg.UpdateStmt, out sink) error {
 		col  int
 		expr *pg.Node
 	}
-	var sets []set
+	sets := make([]set, 0, len(s.TargetList))
 	for _, n := range s.TargetList {
 		rt := n.GetResTarget()
 		if len(rt.Indirection) > 0 {
