@@ -1,21 +1,29 @@
 // Package workload is a DuckLake-shaped commit workload driver. It talks to a
 // catalog server (PostgreSQL, or moraine posing as one) over the PostgreSQL
-// protocol and follows DuckLake's commit protocol exactly
-// (ducklake-catalog-protocol.md §4):
+// protocol and sends what DuckDB with DuckLake sends for a data-file commit,
+// message for message as the captured conversations show it
+// (../shared/fixtures, e.g. s01_basic; ducklake-catalog-protocol.md §4,
+// postgres-scanner-wire.md §5.2):
 //
-//  1. BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ;
-//  2. read the latest snapshot with the postgres_query template (Parse and
-//     Describe, then the same SELECT wrapped in a binary COPY) and the table
-//     statistics with whole-table binary COPY scans, as DuckDB's postgres
-//     extension does;
-//  3. send ONE simple Query holding the whole write set, beginning with
+//  1. `SELECT 1`: the postgres extension's pool takes an idle connection
+//     for the DuckLake transaction and checks it;
+//  2. BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+//  3. the latest snapshot with the postgres_query template: Parse+Sync and
+//     Describe+Sync (libpq's PQprepare and PQdescribePrepared, two round
+//     trips), then the same SELECT wrapped in a binary COPY;
+//  4. whole-table binary COPY scans of the column and table statistics, and
+//     of the table and schema paths (DuckLake's data paths for the new file);
+//  5. ONE simple Query holding the whole write set, beginning with
 //     INSERT INTO ducklake_snapshot VALUES (base+1, NOW(), …);
-//  4. COMMIT.
+//  6. COMMIT;
+//  7. `SELECT 1` and `DISCARD ALL`: the pool checks and resets the
+//     connection it gets back.
 //
 // On an error whose lowercased text contains `primary key`, `unique`,
-// `conflict` or `concurrent` the writer rolls back, sleeps retry_wait ×
-// U(0.5,1) × backoff^attempt, begins again, runs the conflict query (the
-// whole-table scans of §3.7), applies DuckLake's conflict matrix
+// `conflict` or `concurrent` the writer rolls back (the pool gets the
+// connection back), sleeps retry_wait × U(0.5,1) × backoff^attempt, takes
+// the connection again, begins, runs the conflict query (the whole-table
+// scans of §3.7, in DuckDB's order), applies DuckLake's conflict matrix
 // (internal/commit/changes) to the change sets committed since its original
 // base, and retries on the newest base with recomputed ids and statistics.
 // Any other error, a true conflict, or exhausted retries ends that commit.
@@ -47,6 +55,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/moraine-db/moraine/internal/commit/changes"
 )
@@ -213,7 +222,8 @@ type driver struct {
 	// text holds the statements every commit sends, built once: like
 	// the batch, they are built on the commit chain.
 	text struct {
-		latestInner, latestCopy, tableStats, columnStats string
+		latestInner, latestCopy, tableStats, columnStats         string
+		tablePaths, schemaPaths, snapshots, snapshotIDs, changes string
 	}
 
 	mu struct {
@@ -254,6 +264,11 @@ func newDriver(cfg Config) *driver {
 	d.text.latestCopy = latestSnapshotCopy(d.q)
 	d.text.tableStats = localScan(d.q, "ducklake_table_stats", "table_id", "record_count", "file_size_bytes", "next_row_id")
 	d.text.columnStats = localScan(d.q, "ducklake_table_column_stats", "table_id", "column_id", "contains_null", "contains_nan", "min_value", "max_value", "extra_stats")
+	d.text.tablePaths = localScan(d.q, "ducklake_table", "schema_id", "table_id", "path", "path_is_relative")
+	d.text.schemaPaths = localScan(d.q, "ducklake_schema", "schema_id", "path", "path_is_relative")
+	d.text.snapshots = localScan(d.q, "ducklake_snapshot", "snapshot_id", "schema_version", "next_catalog_id", "next_file_id")
+	d.text.snapshotIDs = localScan(d.q, "ducklake_snapshot", "snapshot_id")
+	d.text.changes = localScan(d.q, "ducklake_snapshot_changes", "snapshot_id", "changes_made")
 	d.mu.files = map[int64]Landed{}
 	return d
 }
@@ -372,10 +387,10 @@ type stats struct {
 	cols   map[[2]int64][2]string // (table, column) → (min, max)
 }
 
-// latestSnapshot runs the postgres_query template: Parse/Describe of the
-// inner SELECT, then the wrapped binary COPY.
+// latestSnapshot runs the postgres_query template: Parse, then Describe, of
+// the inner SELECT, then the wrapped binary COPY.
 func (d *driver) latestSnapshot(ctx context.Context, conn *pgconn.PgConn) (snapshot, error) {
-	if _, err := conn.Prepare(ctx, "", d.text.latestInner, nil); err != nil {
+	if err := d.describeLatest(ctx, conn); err != nil {
 		return snapshot{}, fmt.Errorf("latest snapshot: describe: %w", err)
 	}
 	var snap snapshot
@@ -394,6 +409,89 @@ func (d *driver) latestSnapshot(ctx context.Context, conn *pgconn.PgConn) (snaps
 		return snapshot{}, fmt.Errorf("latest snapshot: %w", err)
 	}
 	return snap, nil
+}
+
+// describeLatest prepares the latest-snapshot SELECT as libpq's PQprepare
+// and PQdescribePrepared do: Parse+Sync, then Describe+Sync, each waited
+// for (two round trips; pgconn's Prepare would send both in one).
+func (d *driver) describeLatest(ctx context.Context, conn *pgconn.PgConn) error {
+	fe := conn.Frontend()
+	for _, m := range [...]pgproto3.FrontendMessage{&pgproto3.Parse{Query: d.text.latestInner}, &pgproto3.Describe{ObjectType: 'S'}} {
+		fe.Send(m)
+		fe.Send(&pgproto3.Sync{})
+		if err := fe.Flush(); err != nil {
+			return err
+		}
+		if err := awaitReady(ctx, conn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// awaitReady reads the answers to what was sent up to ReadyForQuery and
+// returns the first error the server reported among them.
+func awaitReady(ctx context.Context, conn *pgconn.PgConn) error {
+	var first error
+	for {
+		msg, err := conn.ReceiveMessage(ctx)
+		if err != nil {
+			return err
+		}
+		switch m := msg.(type) {
+		case *pgproto3.ErrorResponse:
+			if first == nil {
+				first = pgconn.ErrorResponseToPgError(m)
+			}
+		case *pgproto3.ReadyForQuery:
+			return first
+		}
+	}
+}
+
+// poolTake and poolReturn are what DuckDB's postgres extension sends when
+// its connection pool hands a connection to a DuckLake transaction and gets
+// it back (postgres-scanner-wire.md §5.2, default settings): a health check
+// `SELECT 1` each way, and `DISCARD ALL` to reset the returned session.
+func poolTake(ctx context.Context, conn *pgconn.PgConn) error {
+	if err := selectOne(ctx, conn); err != nil {
+		return fmt.Errorf("pool health check: %w", err)
+	}
+	return nil
+}
+
+func poolReturn(ctx context.Context, conn *pgconn.PgConn) error {
+	if err := selectOne(ctx, conn); err != nil {
+		return fmt.Errorf("pool health check: %w", err)
+	}
+	if err := exec(ctx, conn, "DISCARD ALL"); err != nil {
+		return fmt.Errorf("pool reset: %w", err)
+	}
+	return nil
+}
+
+// selectOne runs `SELECT 1`, which must answer one row (libpq's TUPLES_OK
+// is what the pool checks).
+func selectOne(ctx context.Context, conn *pgconn.PgConn) error {
+	mrr := conn.Exec(ctx, "SELECT 1")
+	n := 0
+	for mrr.NextResult() {
+		rr := mrr.ResultReader()
+		for rr.NextRow() {
+			n++
+		}
+		if _, err := rr.Close(); err != nil {
+			mrr.Close()
+			return err
+		}
+	}
+	if err := mrr.Close(); err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("SELECT 1 answered %d rows", n)
+	}
+	return nil
 }
 
 func copyOut(ctx context.Context, conn *pgconn.PgConn, sql string) ([][][]byte, error) {
@@ -451,10 +549,27 @@ func int8s(row [][]byte, n int) ([]int64, error) {
 	return out, nil
 }
 
+// newStats returns stats sized for the catalog, so that filling them never
+// rehashes: the reads run on the commit chain (between the next writer's
+// latest-snapshot read and its batch).
+func (d *driver) newStats() *stats {
+	return &stats{tables: make(map[int64]tableStat, len(d.tables)), cols: make(map[[2]int64][2]string, len(d.tables)*len(d.cols))}
+}
+
+// readStats reads the column and then the table statistics, in the order
+// DuckDB reads them for a commit.
 func (d *driver) readStats(ctx context.Context, conn *pgconn.PgConn) (*stats, error) {
-	// Sized for the catalog, so that filling them never rehashes: this runs
-	// between the next writer's reads and its batch, on the commit chain.
-	st := &stats{tables: make(map[int64]tableStat, len(d.tables)), cols: make(map[[2]int64][2]string, len(d.tables)*len(d.cols))}
+	st := d.newStats()
+	if err := d.readColumnStats(ctx, conn, st); err != nil {
+		return nil, err
+	}
+	if err := d.readTableStats(ctx, conn, st); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (d *driver) readTableStats(ctx context.Context, conn *pgconn.PgConn, st *stats) error {
 	err := copyRows(ctx, conn, d.text.tableStats, func(rows [][][]byte) error {
 		for _, r := range rows {
 			v, err := int8s(r, 4)
@@ -466,9 +581,13 @@ func (d *driver) readStats(ctx context.Context, conn *pgconn.PgConn) (*stats, er
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read table stats: %w", err)
+		return fmt.Errorf("read table stats: %w", err)
 	}
-	err = copyRows(ctx, conn, d.text.columnStats, func(rows [][][]byte) error {
+	return nil
+}
+
+func (d *driver) readColumnStats(ctx context.Context, conn *pgconn.PgConn, st *stats) error {
+	err := copyRows(ctx, conn, d.text.columnStats, func(rows [][][]byte) error {
 		// Every min and max in one string, which the map's values slice:
 		// one allocation instead of two per row.
 		n := 0
@@ -496,9 +615,32 @@ func (d *driver) readStats(ctx context.Context, conn *pgconn.PgConn) (*stats, er
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read column stats: %w", err)
+		return fmt.Errorf("read column stats: %w", err)
 	}
-	return st, nil
+	return nil
+}
+
+// readPaths reads the table and schema paths, from which DuckLake builds
+// the new file's path, as it does before every commit that adds files.
+// Every table needs a path, and the metadata schema's main schema one.
+func (d *driver) readPaths(ctx context.Context, conn *pgconn.PgConn) error {
+	for _, q := range [...]struct{ what, sql string }{{"table", d.text.tablePaths}, {"schema", d.text.schemaPaths}} {
+		err := copyRows(ctx, conn, q.sql, func(rows [][][]byte) error {
+			if len(rows) == 0 {
+				return fmt.Errorf("no %s rows", q.what)
+			}
+			for _, r := range rows {
+				if len(r) < 3 || r[len(r)-2] == nil {
+					return fmt.Errorf("%s row without a path: %w", q.what, errCopyFormat)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read %s paths: %w", q.what, err)
+		}
+	}
+	return nil
 }
 
 // conflictQuery is DuckLake's retry read (§3.7) as DuckDB runs it over a
@@ -506,16 +648,21 @@ func (d *driver) readStats(ctx context.Context, conn *pgconn.PgConn) (*stats, er
 // snapshot changes, reduced client-side. It returns the change sets committed
 // after origBase, in snapshot order, and fresh statistics.
 func (d *driver) conflictQuery(ctx context.Context, conn *pgconn.PgConn, origBase int64) (changes.Set, *stats, error) {
-	st, err := d.readStats(ctx, conn)
-	if err != nil {
+	st := d.newStats()
+	if err := d.readTableStats(ctx, conn, st); err != nil {
 		return nil, nil, err
 	}
-	if _, err := copyOut(ctx, conn, localScan(d.q, "ducklake_snapshot", "snapshot_id", "schema_version", "next_catalog_id", "next_file_id")); err != nil {
-		return nil, nil, fmt.Errorf("conflict query: snapshots: %w", err)
+	for _, q := range [...]string{d.text.snapshots, d.text.snapshotIDs} {
+		if _, err := copyOut(ctx, conn, q); err != nil {
+			return nil, nil, fmt.Errorf("conflict query: snapshots: %w", err)
+		}
 	}
-	rows, err := copyOut(ctx, conn, localScan(d.q, "ducklake_snapshot_changes", "snapshot_id", "changes_made"))
+	rows, err := copyOut(ctx, conn, d.text.changes)
 	if err != nil {
 		return nil, nil, fmt.Errorf("conflict query: changes: %w", err)
+	}
+	if err := d.readColumnStats(ctx, conn, st); err != nil {
+		return nil, nil, err
 	}
 	type change struct {
 		id int64
@@ -562,6 +709,7 @@ type plan struct {
 	kind  string
 	tag   string
 	mine  changes.Set
+	paths bool // the batch adds files: DuckLake reads the data paths first
 	build func(base snapshot, st *stats) (batch string, landed Landed)
 }
 
@@ -574,8 +722,11 @@ type outcome struct {
 }
 
 // commitTail sends plan's batch in the transaction the caller began (base
-// and st read in it) and runs DuckLake's retry loop. It returns a non-nil
-// error only for failures outside the protocol.
+// and st read in it) and runs DuckLake's retry loop, giving the connection
+// back to the pool and taking it again around each back-off. The last
+// transaction has ended (committed or rolled back) when it returns; giving
+// the connection back after it is the caller's. It returns a non-nil error
+// only for failures outside the protocol.
 func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.Rand, base snapshot, st *stats, p plan) (outcome, error) {
 	origBase := base.id
 	var out outcome
@@ -601,6 +752,9 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 			out.failed = true
 			return out, nil
 		}
+		if err := poolReturn(ctx, conn); err != nil {
+			return out, err
+		}
 		wait := float64(d.cfg.RetryWait) * (0.5 + 0.5*rng.Float64()) * math.Pow(d.cfg.RetryBackoff, float64(attempt))
 		select {
 		case <-time.After(time.Duration(wait)):
@@ -608,6 +762,9 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 			return out, ctx.Err()
 		}
 		out.retries++
+		if err := poolTake(ctx, conn); err != nil {
+			return out, err
+		}
 		if err := exec(ctx, conn, "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 			return out, fmt.Errorf("retry begin: %w", err)
 		}
@@ -619,6 +776,9 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 				return out, nil
 			}
 			base, err = d.latestSnapshot(ctx, conn)
+		}
+		if err == nil && p.paths {
+			err = d.readPaths(ctx, conn)
 		}
 		if err != nil {
 			_ = exec(ctx, conn, "ROLLBACK")
@@ -637,7 +797,12 @@ func (d *driver) recordLanded(l Landed) {
 	}
 }
 
+// begin takes the connection from the pool, begins the DuckLake
+// transaction and reads its snapshot.
 func (d *driver) begin(ctx context.Context, conn *pgconn.PgConn) (snapshot, error) {
+	if err := poolTake(ctx, conn); err != nil {
+		return snapshot{}, err
+	}
 	if err := exec(ctx, conn, "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ"); err != nil {
 		return snapshot{}, fmt.Errorf("begin: %w", err)
 	}
@@ -741,7 +906,7 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int, phase s
 				return err
 			}
 		}
-		p := plan{kind: "insert", tag: tag,
+		p := plan{kind: "insert", tag: tag, paths: true,
 			mine: changes.Set{{Kind: changes.InsertedIntoTable, ID: table}},
 			build: func(base snapshot, st *stats) (string, Landed) {
 				return d.insertBatch(base, st, table, rows, size, path, tag)
@@ -753,12 +918,20 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int, phase s
 			return err
 		}
 		st, err := d.readStats(ctx, conn)
+		if err == nil {
+			err = d.readPaths(ctx, conn)
+		}
 		if err != nil {
 			_ = exec(ctx, conn, "ROLLBACK")
 			return err
 		}
 		out, err := d.commitTail(ctx, conn, rng, base, st, p)
 		lat := time.Since(start)
+		if err == nil {
+			// The transaction is over for DuckDB (and for the latency);
+			// the pool takes its connection back before the next one.
+			err = poolReturn(ctx, conn)
+		}
 		d.mu.Lock()
 		if measure {
 			d.mu.res.Retries += out.retries
@@ -873,19 +1046,28 @@ func (d *driver) compactor(ctx context.Context, conn *pgconn.PgConn, stop <-chan
 			if err := exec(ctx, conn, "COMMIT"); err != nil {
 				return fmt.Errorf("empty compaction commit: %w", err)
 			}
+			if err := poolReturn(ctx, conn); err != nil {
+				return err
+			}
 			continue
 		}
 		tag := fmt.Sprintf("compactor-%d", round)
 		m, err := d.planMerge(table, sources)
+		if err == nil {
+			err = d.readPaths(ctx, conn)
+		}
 		if err != nil {
 			_ = exec(ctx, conn, "ROLLBACK")
 			return err
 		}
-		p := plan{kind: "merge", tag: tag,
+		p := plan{kind: "merge", tag: tag, paths: true,
 			mine:  changes.Set{{Kind: changes.MergeAdjacent, ID: table}},
 			build: func(base snapshot, _ *stats) (string, Landed) { return d.mergeBatch(base, table, sources, m, tag) },
 		}
 		out, err := d.commitTail(ctx, conn, rng, base, nil, p)
+		if err == nil {
+			err = poolReturn(ctx, conn)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
