@@ -212,3 +212,99 @@ INSERT INTO "public".ducklake_snapshot VALUES (0)`, ""); strings.Contains(out, "
 		}
 	}
 }
+
+// TestPoolChecksDoNotQueue: DuckDB's connection pool sends `SELECT 1` and
+// `DISCARD ALL` around every DuckLake transaction, outside any block, on a
+// session that writes. They read no table, so they must answer at once
+// while another writer holds the writers' lease mid-transaction, rather
+// than queue for it (and join the commit chain). A read of a table by the
+// same session still queues: it pins like a writer's.
+func TestPoolChecksDoNotQueue(t *testing.T) {
+	ex := testServer()
+	ctx := context.Background()
+	setup := ex.Open("lake", "postgres", "", 1)
+	if out := runSQL(ctx, setup, `CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY);
+INSERT INTO "public".ducklake_snapshot VALUES (0)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	holder := ex.Open("lake", "postgres", "", 2)
+	defer holder.Close()
+	pool := ex.Open("lake", "postgres", "", 3)
+	defer pool.Close()
+	// Waits long enough that waiting cannot pass for scheduling noise.
+	pool.db.SetWaits(time.Hour, time.Hour)
+	for _, q := range []string{`INSERT INTO "public".ducklake_snapshot VALUES (1)`, "BEGIN", `INSERT INTO "public".ducklake_snapshot VALUES (2)`} {
+		s := pool // the pool's session has written before
+		if q == "BEGIN" || strings.Contains(q, "(2)") {
+			s = holder // holds the lease until it ends its block
+		}
+		if out := runSQL(ctx, s, q, ""); strings.Contains(out, "ERROR") {
+			t.Fatalf("%s: %s", q, out)
+		}
+	}
+	for _, q := range []string{"SELECT 1", "DISCARD ALL", "SELECT 1", "SET application_name = 'x'", "SHOW application_name", "SELECT CAST(1 AS BIGINT), 'a'"} {
+		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		start := time.Now()
+		ts := &textSink{}
+		err := pool.query(qctx, q, ts)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s while another writer holds the lease: %v (after %v)", q, err, time.Since(start))
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("%s took %v: it waited for the lease", q, d)
+		}
+	}
+	// A read of a table does wait: for the holder's commit.
+	done := make(chan int, 1)
+	go func() {
+		ts := &textSink{}
+		if err := pool.query(ctx, `SELECT max(snapshot_id) FROM "public".ducklake_snapshot`, ts); err != nil {
+			t.Error(err)
+		}
+		lines := strings.Split(strings.TrimSpace(ts.b.String()), "\n")
+		n, _ := strconv.Atoi(lines[len(lines)-2])
+		done <- n
+	}()
+	select {
+	case n := <-done:
+		t.Fatalf("a writing session's read did not wait for the lease: it read %d", n)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if out := runSQL(ctx, holder, "COMMIT", ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	if n := <-done; n != 2 {
+		t.Fatalf("after the holder's commit the read saw %d, want 2", n)
+	}
+}
+
+func TestReadsNothing(t *testing.T) {
+	for _, c := range []struct {
+		sql  string
+		want bool
+	}{
+		{"SELECT 1", true},
+		{"SELECT 1, 'x', CAST(2 AS BIGINT)", true},
+		{"DISCARD ALL", true},
+		{"SET application_name = 'x'", true},
+		{"SHOW search_path", true},
+		{"SELECT max(snapshot_id) FROM t", false},
+		{"SELECT (SELECT 1 FROM t)", false},
+		{"SELECT 1 WHERE true", false},
+		{"SELECT now()", false},
+		{"SELECT 'a'::regclass", true}, // the durable version answers it
+		{"SELECT 1 UNION SELECT 2", false},
+		{"INSERT INTO t VALUES (1)", false},
+		{"VALUES (1)", false},
+		{"WITH a AS (SELECT 1) SELECT 1", false},
+	} {
+		stmts, err := newParseCache(16).parse(c.sql)
+		if err != nil {
+			t.Fatalf("%s: %v", c.sql, err)
+		}
+		if got := readsNothing(stmts[0].node); got != c.want {
+			t.Errorf("readsNothing(%s) = %v, want %v", c.sql, got, c.want)
+		}
+	}
+}

@@ -311,7 +311,14 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 		return s.runTxn(ctx, ts, out)
 	}
 	if s.txn == nil {
-		if err := s.beginTxn(ctx); err != nil {
+		if readsNothing(n) {
+			// No snapshot to take: a statement that reads no table must
+			// not queue for the writers' lease or wait for a commit under
+			// way. DuckDB's connection pool sends `SELECT 1` and `DISCARD
+			// ALL` around every DuckLake transaction, on a session that
+			// writes: pinned like a writer's, they joined the commit chain.
+			s.startTxn(s.db.BeginDeferred(false))
+		} else if err := s.beginTxn(ctx); err != nil {
 			return err
 		}
 	} else if s.txn.Deferred() {
@@ -331,6 +338,38 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	}
 	x := &exec{ctx: ctx, s: s, params: params, lits: st.lits}
 	return asPg(x.statement(n, out))
+}
+
+// readsNothing reports statements that read no table and write nothing:
+// session commands (DISCARD, SET, SHOW) and a SELECT of constants only,
+// without FROM, WITH, WHERE or set operations (a health check's `SELECT 1`).
+func readsNothing(n *pg.Node) bool {
+	switch {
+	case n.GetDiscardStmt() != nil, n.GetVariableShowStmt() != nil:
+		return true
+	case n.GetVariableSetStmt() != nil:
+		return true
+	}
+	sel := n.GetSelectStmt()
+	if sel == nil || len(sel.FromClause) > 0 || sel.WithClause != nil || sel.WhereClause != nil ||
+		sel.Op != pg.SetOperation_SETOP_NONE || len(sel.ValuesLists) > 0 || len(sel.GroupClause) > 0 ||
+		sel.HavingClause != nil || len(sel.LockingClause) > 0 || sel.IntoClause != nil || len(sel.TargetList) == 0 {
+		return false
+	}
+	for _, t := range sel.TargetList {
+		rt := t.GetResTarget()
+		if rt == nil {
+			return false
+		}
+		v := rt.Val
+		if tc := v.GetTypeCast(); tc != nil {
+			v = tc.Arg
+		}
+		if v.GetAConst() == nil {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) error {

@@ -579,6 +579,16 @@ func (db *DB) settleOne(ctx context.Context, w *writer) error {
 // holds the pin lease without claiming a key.
 const LeaseHold = 10 * time.Millisecond
 
+// SetWaits sets how long this database's writers wait for a claimed
+// commit (SettleWait) and hold the pin lease (LeaseHold). Tests of the
+// layers above widen them to tell who waits from scheduling noise; nothing
+// else should change them.
+func (db *DB) SetWaits(settle, lease time.Duration) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.settleWait, db.leaseHold = settle, lease
+}
+
 // acquireLease makes t the holder of the pin lease, waiting while another
 // transaction holds it (at most until that holder's LeaseHold runs out).
 //
