@@ -134,22 +134,34 @@ func TestLatestSnapshotLinear(t *testing.T) {
 // committing at once does not all pin one head (and all but one fail and
 // back off). Once one of its blocks ended without writing, it reads like
 // any reader: at once, without waiting for the write under way.
-func TestFreshSessionQueuesLikeAWriter(t *testing.T) {
+// snapshotServer returns a server whose database lake holds a
+// ducklake_snapshot table with snapshot 0, for the tests of how writers pin.
+func snapshotServer(t *testing.T) *Executor {
+	t.Helper()
 	ex := testServer()
-	ctx := context.Background()
 	setup := ex.Open("lake", "postgres", "", 1)
-	if out := runSQL(ctx, setup, `CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY);
+	defer setup.Close()
+	if out := runSQL(context.Background(), setup, `CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY);
 INSERT INTO "public".ducklake_snapshot VALUES (0)`, ""); strings.Contains(out, "ERROR") {
 		t.Fatal(out)
 	}
-	head := func(s *Session) (int, error) {
-		ts := &textSink{}
-		if err := s.query(ctx, `SELECT max(snapshot_id) FROM "public".ducklake_snapshot`, ts); err != nil {
-			return 0, err
-		}
-		lines := strings.Split(strings.TrimSpace(ts.b.String()), "\n")
-		return strconv.Atoi(lines[len(lines)-2])
+	return ex
+}
+
+// headOf is the newest snapshot id s reads.
+func headOf(ctx context.Context, s *Session) (int, error) {
+	ts := &textSink{}
+	if err := s.query(ctx, `SELECT max(snapshot_id) FROM "public".ducklake_snapshot`, ts); err != nil {
+		return 0, err
 	}
+	lines := strings.Split(strings.TrimSpace(ts.b.String()), "\n")
+	return strconv.Atoi(lines[len(lines)-2])
+}
+
+func TestFreshSessionQueuesLikeAWriter(t *testing.T) {
+	ex := snapshotServer(t)
+	ctx := context.Background()
+	head := func(s *Session) (int, error) { return headOf(ctx, s) }
 	mustQuery := func(s *Session, sql string) {
 		t.Helper()
 		if err := s.query(ctx, sql, &textSink{}); err != nil {
@@ -220,13 +232,8 @@ INSERT INTO "public".ducklake_snapshot VALUES (0)`, ""); strings.Contains(out, "
 // than queue for it (and join the commit chain). A read of a table by the
 // same session still queues: it pins like a writer's.
 func TestPoolChecksDoNotQueue(t *testing.T) {
-	ex := testServer()
+	ex := snapshotServer(t)
 	ctx := context.Background()
-	setup := ex.Open("lake", "postgres", "", 1)
-	if out := runSQL(ctx, setup, `CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY);
-INSERT INTO "public".ducklake_snapshot VALUES (0)`, ""); strings.Contains(out, "ERROR") {
-		t.Fatal(out)
-	}
 	holder := ex.Open("lake", "postgres", "", 2)
 	defer holder.Close()
 	pool := ex.Open("lake", "postgres", "", 3)
@@ -258,12 +265,10 @@ INSERT INTO "public".ducklake_snapshot VALUES (0)`, ""); strings.Contains(out, "
 	// A read of a table does wait: for the holder's commit.
 	done := make(chan int, 1)
 	go func() {
-		ts := &textSink{}
-		if err := pool.query(ctx, `SELECT max(snapshot_id) FROM "public".ducklake_snapshot`, ts); err != nil {
+		n, err := headOf(ctx, pool)
+		if err != nil {
 			t.Error(err)
 		}
-		lines := strings.Split(strings.TrimSpace(ts.b.String()), "\n")
-		n, _ := strconv.Atoi(lines[len(lines)-2])
 		done <- n
 	}()
 	select {
