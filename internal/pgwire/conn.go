@@ -47,6 +47,10 @@ type conn struct {
 
 	stmts   map[string]*preparedStmt
 	portals map[string]*boundPortal
+	// discarded is set when a statement completed as DISCARD ALL: the
+	// connection then drops its prepared statements and portals, as
+	// PostgreSQL's DISCARD ALL (DEALLOCATE ALL, CLOSE ALL) does.
+	discarded bool
 
 	skipToSync bool
 	// pendingStatus holds ParameterStatus reports until ReadyForQuery.
@@ -578,13 +582,17 @@ func (c *conn) sendError(err error) {
 
 // simpleQuery handles a Query message.
 func (c *conn) simpleQuery(sql string) {
+	// A simple Query destroys the unnamed portal and the unnamed
+	// statement, as in PostgreSQL.
 	c.closePortal("")
+	c.closeStatement("")
 	w := c.resetWriter(false, nil, 0)
 	err := c.runStatement(func(ctx context.Context) error {
 		w.ctx = ctx
 		return c.sess.Query(ctx, sql, w)
 	})
 	w.finishStatement()
+	c.applyDiscard(nil)
 	if err == nil && w.inResult() {
 		err = &Error{Code: CodeInternalError, Message: "executor left a statement result unfinished"}
 	}
@@ -767,6 +775,7 @@ func (c *conn) handleExecute(m *pgproto3.Execute) {
 		return bp.portal.Execute(ctx, w, maxRows)
 	})
 	w.finishStatement()
+	c.applyDiscard(bp)
 	if err == nil && w.inResult() {
 		err = &Error{Code: CodeInternalError, Message: "executor left a portal result unfinished"}
 	}
@@ -815,6 +824,28 @@ func (c *conn) endOfTransactionCleanup() {
 	}
 	for name := range c.portals {
 		c.closePortal(name)
+	}
+}
+
+// applyDiscard carries out a DISCARD ALL that just completed: every named
+// prepared statement is deallocated and every portal but the one that ran
+// it (active) is closed. The unnamed statement stays, as in PostgreSQL,
+// whose DEALLOCATE ALL only drops named statements (a DISCARD ALL sent as a
+// simple Query has destroyed it already, as every simple Query does).
+func (c *conn) applyDiscard(active *boundPortal) {
+	if !c.discarded {
+		return
+	}
+	c.discarded = false
+	for name, bp := range c.portals {
+		if bp != active {
+			c.closePortal(name)
+		}
+	}
+	for name := range c.stmts {
+		if name != "" {
+			c.closeStatement(name)
+		}
 	}
 }
 

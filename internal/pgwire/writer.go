@@ -237,6 +237,9 @@ func (w *ResultWriter) Complete(tag string) error {
 	w.c.send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
 	w.state = wsIdle
 	w.results++
+	if tag == "DISCARD ALL" {
+		w.c.discarded = true
+	}
 	return w.c.maybeFlush()
 }
 

@@ -416,3 +416,69 @@ func TestDifferential(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscardAllDeallocates: DISCARD ALL (which DuckDB's connection pool
+// sends whenever it gets a connection back, and which poolers such as
+// PgBouncer send between clients) deallocates the named prepared
+// statements of the session, so a name can be prepared again and an old
+// one is gone — on PostgreSQL and on moraine alike. The unnamed statement
+// survives on both.
+func TestDiscardAllDeallocates(t *testing.T) {
+	conninfo := testenv.Postgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pc, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	defer pc.Close(ctx)
+	addr := wiretest.Serve(t, New(memcat.NewServer(nil)), nil)
+	wc, err := pgconn.Connect(ctx, fmt.Sprintf("postgres://postgres@%s/lake?sslmode=disable", addr))
+	if err != nil {
+		t.Fatalf("connect to moraine: %v", err)
+	}
+	defer wc.Close(ctx)
+	run := func(c *pgconn.PgConn) []string {
+		var out []string
+		note := func(what string, err error) {
+			var pe *pgconn.PgError
+			switch {
+			case errors.As(err, &pe):
+				out = append(out, fmt.Sprintf("%s: ERROR %s %s", what, pe.Code, pe.Message))
+			case err != nil:
+				out = append(out, fmt.Sprintf("%s: %v", what, err))
+			default:
+				out = append(out, what+": ok")
+			}
+		}
+		exec := func(name string) {
+			res := c.ExecPrepared(ctx, name, nil, nil, nil).Read()
+			if res.Err != nil {
+				note("execute "+name, res.Err)
+				return
+			}
+			out = append(out, fmt.Sprintf("execute %s: %q", name, res.Rows))
+		}
+		_, err := c.Prepare(ctx, "s1", "SELECT 1", nil)
+		note("prepare s1", err)
+		_, err = c.Prepare(ctx, "s2", "SELECT 2", nil)
+		note("prepare s2", err)
+		_, err = c.Prepare(ctx, "", "SELECT 5", nil)
+		note("prepare unnamed", err)
+		_, err = c.Prepare(ctx, "s1", "SELECT 9", nil)
+		note("prepare s1 again", err)
+		_, err = c.Exec(ctx, "DISCARD ALL").ReadAll()
+		note("discard all", err)
+		_, err = c.Prepare(ctx, "s1", "SELECT 3", nil)
+		note("prepare s1 after discard", err)
+		exec("s1")
+		exec("s2")
+		exec("")
+		return out
+	}
+	want, got := run(pc), run(wc)
+	if strings.Join(want, "\n") != strings.Join(got, "\n") {
+		t.Fatalf("--- postgres ---\n%s\n--- moraine ---\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+	t.Logf("%s", strings.Join(got, "\n"))
+}
