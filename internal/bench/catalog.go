@@ -13,6 +13,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/catalog/verbs"
+	"github.com/moraine-db/moraine/internal/workload"
 )
 
 // LakeShape is the size of the catalog `bench catalog` builds.
@@ -136,8 +137,8 @@ type Read struct {
 	Name  string // short label
 	Phase string // "attach" or "first query"
 	SQL   string // a COPY … TO STDOUT (FORMAT "binary")
-	// Describe, when set, is first sent as Parse/Describe of an unnamed
-	// statement (DuckLake's postgres_query path does this before the COPY).
+	// Describe, when set, is first prepared as the unnamed statement the
+	// way DuckDB does it (workload.Describe: Parse+Sync, Describe+Sync).
 	Describe string
 }
 
@@ -200,7 +201,7 @@ func TimeReads(ctx context.Context, conn *pgconn.PgConn, reads []Read, reps int)
 			cw := &countingWriter{}
 			t0 := time.Now()
 			if r.Describe != "" {
-				if _, err := conn.Prepare(ctx, "", r.Describe, nil); err != nil {
+				if err := workload.Describe(ctx, conn, r.Describe); err != nil {
 					return nil, fmt.Errorf("%s: describe: %w", r.Name, err)
 				}
 			}

@@ -411,12 +411,18 @@ func (d *driver) latestSnapshot(ctx context.Context, conn *pgconn.PgConn) (snaps
 	return snap, nil
 }
 
-// describeLatest prepares the latest-snapshot SELECT as libpq's PQprepare
-// and PQdescribePrepared do: Parse+Sync, then Describe+Sync, each waited
-// for (two round trips; pgconn's Prepare would send both in one).
 func (d *driver) describeLatest(ctx context.Context, conn *pgconn.PgConn) error {
+	return Describe(ctx, conn, d.text.latestInner)
+}
+
+// Describe prepares sql as the unnamed statement the way DuckDB's postgres
+// extension does through libpq's PQprepare and PQdescribePrepared:
+// Parse+Sync, then Describe+Sync, each waited for — two round trips where
+// pgconn's Prepare would make one. It returns the first error the server
+// reported.
+func Describe(ctx context.Context, conn *pgconn.PgConn, sql string) error {
 	fe := conn.Frontend()
-	for _, m := range [...]pgproto3.FrontendMessage{&pgproto3.Parse{Query: d.text.latestInner}, &pgproto3.Describe{ObjectType: 'S'}} {
+	for _, m := range [...]pgproto3.FrontendMessage{&pgproto3.Parse{Query: sql}, &pgproto3.Describe{ObjectType: 'S'}} {
 		fe.Send(m)
 		fe.Send(&pgproto3.Sync{})
 		if err := fe.Flush(); err != nil {
