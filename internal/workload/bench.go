@@ -63,7 +63,11 @@ type BenchRun struct {
 	CommitsPerSec float64 `json:"commits_per_sec"`
 	P50MS         float64 `json:"p50_ms"`
 	P99MS         float64 `json:"p99_ms"`
-	Verified      bool    `json:"verified"`
+	// LinkP50MS and LinkMeanMS describe the commit chain: the time from one
+	// snapshot's batch answer to the next one's (Result.ChainLinks).
+	LinkP50MS  float64 `json:"link_p50_ms"`
+	LinkMeanMS float64 `json:"link_mean_ms"`
+	Verified   bool    `json:"verified"`
 }
 
 // BenchReport is the whole benchmark, as printed and as written to JSON.
@@ -148,8 +152,8 @@ func RunBench(ctx context.Context, bc BenchConfig) (*BenchReport, error) {
 				run.Round = round
 				rep.Runs = append(rep.Runs, run)
 				if bc.Progress != nil {
-					fmt.Fprintf(bc.Progress, "%s writers=%d round %d: %.1f commits/s, p50 %.2fms, p99 %.2fms, %d failed, %d retries\n",
-						t.Name, w, round, run.CommitsPerSec, run.P50MS, run.P99MS, run.Failed, run.Retries)
+					fmt.Fprintf(bc.Progress, "%s writers=%d round %d: %.1f commits/s, p50 %.2fms, p99 %.2fms, chain link p50 %.2fms, %d failed, %d retries\n",
+						t.Name, w, round, run.CommitsPerSec, run.P50MS, run.P99MS, run.LinkP50MS, run.Failed, run.Retries)
 				}
 			}
 		}
@@ -278,6 +282,13 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 		System: t.Name, Writers: writers, Commits: res.Commits, Warmup: res.Warmup, Failed: res.Failed, Retries: res.Retries, Merges: res.Merges,
 		ElapsedMS: ms(res.Elapsed), CommitsPerSec: res.CommitsPerSec(), P50MS: ms(res.Percentile(50)), P99MS: ms(res.Percentile(99)),
 	}
+	if links := res.ChainLinks(); len(links) > 0 {
+		var sum time.Duration
+		for _, l := range links {
+			sum += l
+		}
+		run.LinkP50MS, run.LinkMeanMS = ms(links[len(links)/2]), ms(sum/time.Duration(len(links)))
+	}
 	if bc.Verify {
 		conn, err := dial(ctx)
 		if err != nil {
@@ -304,9 +315,9 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rounds := r.Rounds > 1
 	if rounds {
-		fmt.Fprintln(tw, "system\twriters\tround\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\t")
+		fmt.Fprintln(tw, "system\twriters\tround\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\tlink p50 ms\tlink mean ms\t")
 	} else {
-		fmt.Fprintln(tw, "system\twriters\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\t")
+		fmt.Fprintln(tw, "system\twriters\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\tlink p50 ms\tlink mean ms\t")
 	}
 	for _, run := range r.Runs {
 		if rounds {
@@ -314,8 +325,8 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 		} else {
 			fmt.Fprintf(tw, "%s\t%d\t", run.System, run.Writers)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t\n", run.Commits, run.Failed,
-			run.Retries, run.CommitsPerSec, run.P50MS, run.P99MS)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", run.Commits, run.Failed,
+			run.Retries, run.CommitsPerSec, run.P50MS, run.P99MS, run.LinkP50MS, run.LinkMeanMS)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

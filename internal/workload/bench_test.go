@@ -34,7 +34,7 @@ func TestWriteTable(t *testing.T) {
 	}
 	out := buf.String()
 	for _, want := range []string{
-		"commits/s", "moraine/postgres writers=1: commits/s x2.00, p50 latency x0.50",
+		"commits/s", "link p50 ms", "moraine/postgres writers=1: commits/s x2.00, p50 latency x0.50",
 		"moraine/postgres writers=16: commits/s x2.50, p50 latency x0.25",
 	} {
 		if !strings.Contains(out, want) {
@@ -116,6 +116,11 @@ func TestRunBench(t *testing.T) {
 	for _, r := range rep.Runs {
 		if r.Commits != 5*r.Writers || r.Warmup != 6 || !r.Verified || r.CommitsPerSec <= 0 || r.P50MS <= 0 || r.P99MS < r.P50MS {
 			t.Errorf("run %+v", r)
+		}
+		// Five or more consecutive snapshots land in every timed phase: the
+		// chain's links are measured, and each is shorter than the phase.
+		if r.LinkP50MS <= 0 || r.LinkMeanMS <= 0 || r.LinkP50MS > r.ElapsedMS {
+			t.Errorf("chain links of run %+v", r)
 		}
 	}
 	if rep.Warmup != 6 {

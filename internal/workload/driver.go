@@ -49,6 +49,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -168,13 +169,15 @@ type Landed struct {
 	RowIDs   []Span  // row ids File holds
 	Records  int64
 	Attempts int
+	// Answered is when the answer to the batch that landed arrived.
+	Answered time.Time
 }
 
 // Result is what a run measured and acknowledged.
 type Result struct {
 	Config    Config
 	Elapsed   time.Duration   // wall time of the timed writer phase
-	Latencies []time.Duration // per acknowledged writer commit, BEGIN to COMMIT ack, retries included
+	Latencies []time.Duration // per acknowledged writer commit, the pool's take to COMMIT ack, retries included
 	Commits   int             // acknowledged writer commits of the timed phase
 	Warmup    int             // acknowledged warm-up commits (untimed)
 	Failed    int             // writer commits that hit a true conflict or exhausted retries
@@ -186,8 +189,9 @@ type Result struct {
 	MergeConflicts int
 	MergeFailed    int
 
-	landed   []Landed
-	tableIDs []int64
+	landed    []Landed
+	tableIDs  []int64
+	timedFrom time.Time // the timed phase's start
 }
 
 // CommitsPerSec is acknowledged writer commits per second of wall time.
@@ -209,6 +213,29 @@ func (r *Result) Percentile(p float64) time.Duration {
 	rank := int(math.Ceil(p/100*float64(len(s)))) - 1
 	rank = max(0, min(rank, len(s)-1))
 	return s[rank]
+}
+
+// ChainLinks returns, for every commit of the timed phase whose snapshot's
+// predecessor also landed in it, the time from the predecessor's batch
+// answer to its own, sorted. DuckLake's commits form a chain (each takes
+// snapshot base+1 from the head it read), so a link is what one commit
+// adds to the chain: the next writer's reads and batch after the
+// previous batch, plus whatever it waited for (a lock, a back-off).
+func (r *Result) ChainLinks() []time.Duration {
+	at := make(map[int64]time.Time, len(r.landed))
+	for _, l := range r.landed {
+		if !l.Answered.IsZero() && !l.Answered.Before(r.timedFrom) {
+			at[l.Snapshot] = l.Answered
+		}
+	}
+	var out []time.Duration
+	for s, t := range at {
+		if prev, ok := at[s-1]; ok {
+			out = append(out, t.Sub(prev))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Landed returns the acknowledged commits in acknowledgement order.
@@ -367,6 +394,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := d.mu.res
 	res.Config = d.cfg
 	res.Elapsed = elapsed
+	res.timedFrom = start
 	res.landed = d.mu.landed
 	res.tableIDs = d.tables
 	d.mu.Unlock()
@@ -740,6 +768,7 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 		batch, l := p.build(base, st)
 		err := exec(ctx, conn, batch)
 		if err == nil {
+			l.Answered = time.Now()
 			if err = exec(ctx, conn, "COMMIT"); err == nil {
 				l.Tag, l.Kind, l.Attempts = p.tag, p.kind, attempt+1
 				d.recordLanded(l)
