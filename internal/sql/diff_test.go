@@ -41,6 +41,10 @@ type diffStep struct {
 var diffScript = []diffStep{
 	{sql: `SET TimeZone = 'UTC'`},
 	{sql: `SELECT 1`},
+	// The connection pool's reset, alone and (refused) in a
+	// multi-statement query, whose statements form an implicit block.
+	{sql: `DISCARD ALL`},
+	{sql: `SELECT 1; DISCARD ALL`},
 	{sql: `SELECT to_regclass('duckdb_secrets')`},
 	{sql: `SELECT current_setting('search_path'), current_setting('standard_conforming_strings')`},
 	// DuckLake's existence probe on a fresh lake.

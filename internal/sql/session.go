@@ -60,9 +60,12 @@ type Session struct {
 	user   string
 	pid    uint32
 
-	txn        *memcat.Txn // nil outside any transaction
-	inBlock    bool        // an explicit BEGIN is open
-	failed     bool        // the block saw an error: only ROLLBACK/COMMIT work
+	txn     *memcat.Txn // nil outside any transaction
+	inBlock bool        // an explicit BEGIN is open
+	// multi: the simple query running holds several statements, which
+	// PostgreSQL runs as an implicit transaction block.
+	multi      bool
+	failed     bool // the block saw an error: only ROLLBACK/COMMIT work
 	readOnly   bool
 	repeatable bool // REPEATABLE READ or SERIALIZABLE: one snapshot for the block
 	txStart    time.Time
@@ -249,6 +252,8 @@ func (s *Session) Query(ctx context.Context, sql string, w *pgwire.ResultWriter)
 func (s *Session) query(ctx context.Context, sql string, out sink) error {
 	stmts, err := s.ex.cache.parseInto(sql, &s.bound)
 	defer s.bound.release()
+	s.multi = len(stmts) > 1
+	defer func() { s.multi = false }()
 	if err != nil {
 		s.fail()
 		return err

@@ -50,7 +50,9 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 		if n.GetDiscardStmt().Target != pg.DiscardMode_DISCARD_ALL {
 			return unsupported("DISCARD %s", strings.TrimPrefix(n.GetDiscardStmt().Target.String(), "DISCARD_"))
 		}
-		if x.s.inBlock {
+		if x.s.inBlock || x.s.multi {
+			// Also in the implicit block of a multi-statement query, as
+			// PostgreSQL's PreventInTransactionBlock.
 			return errf(codeActiveTx, "DISCARD ALL cannot run inside a transaction block")
 		}
 		x.s.resetSettings()
