@@ -418,12 +418,12 @@ func (t *template) bind(lits []lexLit, buf *bindBuf) ([]stmt, bool) {
 	if len(lits) != len(t.lits) {
 		return nil, false
 	}
-	b := &boundLits{}
+	var b *boundLits
 	if buf != nil {
 		b = &buf.lits
 		b.vals = slices.Grow(b.vals[:0], len(lits))[:len(lits)]
 	} else {
-		b.vals = make([]tv, len(lits))
+		b = &boundLits{vals: make([]tv, len(lits))}
 	}
 	b.slot = t.slot
 	for i, l := range lits {

@@ -418,7 +418,7 @@ type stats struct {
 // latestSnapshot runs the postgres_query template: Parse, then Describe, of
 // the inner SELECT, then the wrapped binary COPY.
 func (d *driver) latestSnapshot(ctx context.Context, conn *pgconn.PgConn) (snapshot, error) {
-	if err := d.describeLatest(ctx, conn); err != nil {
+	if err := Describe(ctx, conn, d.text.latestInner); err != nil {
 		return snapshot{}, fmt.Errorf("latest snapshot: describe: %w", err)
 	}
 	var snap snapshot
@@ -437,10 +437,6 @@ func (d *driver) latestSnapshot(ctx context.Context, conn *pgconn.PgConn) (snaps
 		return snapshot{}, fmt.Errorf("latest snapshot: %w", err)
 	}
 	return snap, nil
-}
-
-func (d *driver) describeLatest(ctx context.Context, conn *pgconn.PgConn) error {
-	return Describe(ctx, conn, d.text.latestInner)
 }
 
 // Describe prepares sql as the unnamed statement the way DuckDB's postgres

@@ -283,34 +283,16 @@ func (c *teeConn) Write(p []byte) (int, error) {
 // so that what the client writes is the protocol itself).
 func freshConfig(t *testing.T) *pgconn.Config {
 	t.Helper()
-	ctx := context.Background()
-	base, err := pgconn.ParseConfig(testenv.Postgres(t))
+	cfg, drop, err := workload.FreshDatabaseConfig(context.Background(), testenv.Postgres(t), "moraine_fid")
 	if err != nil {
-		t.Fatal(err)
-	}
-	base.TLSConfig, base.Fallbacks = nil, nil
-	name := fmt.Sprintf("moraine_fid_%d", time.Now().UnixNano())
-	admin, err := pgconn.ConnectConfig(ctx, base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-	if err := admin.Exec(ctx, `CREATE DATABASE "`+name+`"`).Close(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		admin, err := pgconn.ConnectConfig(ctx, base)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer admin.Close(ctx)
-		if err := admin.Exec(ctx, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`).Close(); err != nil {
+		if err := drop(context.Background()); err != nil {
 			t.Error(err)
 		}
 	})
-	cfg := base.Copy()
-	cfg.Database = name
+	cfg.TLSConfig, cfg.Fallbacks = nil, nil
 	return cfg
 }
 

@@ -14,6 +14,18 @@ import (
 // (forcibly disconnecting leftovers). The workload needs an empty catalog
 // per run; a fresh database keeps runs and concurrent test packages apart.
 func FreshDatabase(ctx context.Context, conninfo, prefix string) (dial func(context.Context) (*pgconn.PgConn, error), drop func(context.Context) error, err error) {
+	cfg, drop, err := FreshDatabaseConfig(ctx, conninfo, prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	dial = func(ctx context.Context) (*pgconn.PgConn, error) { return pgconn.ConnectConfig(ctx, cfg.Copy()) }
+	return dial, drop, nil
+}
+
+// FreshDatabaseConfig is FreshDatabase for a caller that connects itself
+// (a test that wraps the connection): it returns the new database's
+// connection config.
+func FreshDatabaseConfig(ctx context.Context, conninfo, prefix string) (cfg *pgconn.Config, drop func(context.Context) error, err error) {
 	base, err := pgconn.ParseConfig(conninfo)
 	if err != nil {
 		return nil, nil, fmt.Errorf("workload: parse conninfo: %w", err)
@@ -29,11 +41,8 @@ func FreshDatabase(ctx context.Context, conninfo, prefix string) (dial func(cont
 	if err := exec(ctx, admin, "CREATE DATABASE "+quoteIdent(name)); err != nil {
 		return nil, nil, fmt.Errorf("workload: create database %s: %w", name, err)
 	}
-	dial = func(ctx context.Context) (*pgconn.PgConn, error) {
-		cfg := base.Copy()
-		cfg.Database = name
-		return pgconn.ConnectConfig(ctx, cfg)
-	}
+	cfg = base.Copy()
+	cfg.Database = name
 	drop = func(ctx context.Context) error {
 		admin, err := pgconn.ConnectConfig(ctx, base)
 		if err != nil {
@@ -45,5 +54,5 @@ func FreshDatabase(ctx context.Context, conninfo, prefix string) (dial func(cont
 		}
 		return nil
 	}
-	return dial, drop, nil
+	return cfg, drop, nil
 }
