@@ -53,16 +53,28 @@ func lookLess(a, b lookItem) bool {
 // 8% slower.
 const btreeDegree = 12
 
-func newRowTree() *btree.BTreeG[rowItem] {
-	return btree.NewBTreeGOptions(rowLess, btree.Options{Degree: btreeDegree})
-}
+// treeOptions leaves out the B-tree's own read-write lock. Concurrency here
+// is by immutability: a published table's trees are never written (writers
+// copy them, see own and copyTree), and an owned table's trees belong to one
+// builder. The lock would only cost every read of a shared tree two atomic
+// updates of one cache line that all cores contend for.
+var treeOptions = btree.Options{Degree: btreeDegree, NoLocks: true}
 
-func newPKTree() *btree.BTreeG[pkItem] {
-	return btree.NewBTreeGOptions(pkLess, btree.Options{Degree: btreeDegree})
-}
+func newRowTree() *btree.BTreeG[rowItem] { return btree.NewBTreeGOptions(rowLess, treeOptions) }
 
-func newLookTree() *btree.BTreeG[lookItem] {
-	return btree.NewBTreeGOptions(lookLess, btree.Options{Degree: btreeDegree})
+func newPKTree() *btree.BTreeG[pkItem] { return btree.NewBTreeGOptions(pkLess, treeOptions) }
+
+func newLookTree() *btree.BTreeG[lookItem] { return btree.NewBTreeGOptions(lookLess, treeOptions) }
+
+// copyTree returns a copy of a published tree that the caller may write,
+// without writing to the published one. (The B-tree's own Copy gives its
+// receiver a new copy-on-write id so that the receiver's later writes copy
+// shared nodes too: a write to the published tree's header, which other
+// goroutines read and copy concurrently. A published tree is never written
+// again, so the copy is taken from a private duplicate of its header.)
+func copyTree[T any](t *btree.BTreeG[T]) *btree.BTreeG[T] {
+	header := *t
+	return header.IsoCopy()
 }
 
 // TableInfo is the immutable description of a table at one version: its
@@ -471,6 +483,8 @@ func (t *Table) freeze() *Table {
 	if t.view != nil {
 		return t.view
 	}
+	// Copy, unlike copyTree, gives the owner's trees new copy-on-write ids,
+	// which is what it must do: from here on their nodes are shared with f.
 	f := &Table{info: t.info, rows: t.rows.Copy(), heap: t.heap.clone()}
 	if t.pk != nil {
 		f.pk = t.pk.Copy()
@@ -491,12 +505,12 @@ func (t *Table) own(gen uint64) *Table {
 	if t.owner == gen {
 		return t
 	}
-	o := &Table{info: t.info, rows: t.rows.Copy(), heap: t.heap.clone(), owner: gen}
+	o := &Table{info: t.info, rows: copyTree(t.rows), heap: t.heap.clone(), owner: gen}
 	if t.pk != nil {
-		o.pk = t.pk.Copy()
+		o.pk = copyTree(t.pk)
 	}
 	if t.look != nil {
-		o.look = t.look.Copy()
+		o.look = copyTree(t.look)
 	}
 	return o
 }
