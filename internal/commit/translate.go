@@ -89,7 +89,9 @@ type defRef struct {
 func (p *Pipeline) translate(ctx context.Context, c *catalog.Commit) (*translation, error) {
 	tr := &translator{
 		ctx: ctx, p: p, c: c,
-		pending:  map[string]pendingKV{},
+		// Most ops write one key; sized once, the map does not rehash as
+		// a commit's twenty-odd keys go in.
+		pending:  make(map[string]pendingKV, len(c.Ops)),
 		parents:  map[string]*parentTouch{},
 		children: map[string]*childChange{},
 		defs:     map[defRef]bool{},
