@@ -24,6 +24,56 @@ type exec struct {
 	subqueries map[*pg.SubLink]*rel
 	correlated map[*pg.SubLink]bool
 	outer      *env // the enclosing row of the SELECT being evaluated (FROM functions read it)
+	// matched is the session's scratch while an UPDATE or DELETE runs (nil
+	// otherwise): the rows it reads to match and the new values it hands
+	// the catalog live only until the statement ends.
+	matched *valueScratch
+}
+
+// valueScratch hands out value buffers from chunks that an UPDATE or DELETE
+// of the session reuses once the one before it ended: DuckLake's commits
+// update nine statistics rows each, and the buffers a match needs (the row
+// read through the index, the row being evaluated, the new values) were
+// most of what those statements allocated.
+//
+// INVARIANT: a buffer is dead once the statement that took it ends. Only
+// matchRows and the UPDATE and DELETE around it take buffers, and nothing
+// they produce outlives them: the catalog encodes the values it is given,
+// a temp table's new values are allocated apart, and an UPDATE or DELETE
+// returns only its command tag.
+type valueScratch struct{ buf []datum.Value }
+
+// take returns n zeroed values.
+func (s *valueScratch) take(n int) []datum.Value {
+	if len(s.buf)+n > cap(s.buf) {
+		// The full chunk stays with the buffers already handed out; later
+		// statements reuse the new one.
+		s.buf = make([]datum.Value, 0, max(2*cap(s.buf), n, 64))
+	}
+	v := s.buf[len(s.buf) : len(s.buf)+n : len(s.buf)+n]
+	s.buf = s.buf[:len(s.buf)+n]
+	return v
+}
+
+// reset makes the chunk reusable, dropping what its values referenced.
+func (s *valueScratch) reset() {
+	clear(s.buf)
+	s.buf = s.buf[:0]
+}
+
+// matchBuf returns n zeroed values for matching rows: from the scratch in an
+// UPDATE or DELETE, else newly allocated.
+func (x *exec) matchBuf(n int) []datum.Value {
+	if x.matched == nil {
+		return make([]datum.Value, n)
+	}
+	return x.matched.take(n)
+}
+
+// endMatch ends an UPDATE's or DELETE's use of the scratch.
+func (x *exec) endMatch() {
+	x.matched.reset()
+	x.matched = nil
 }
 
 // constValue reads a literal, through the statement's bindings when its

@@ -74,7 +74,7 @@ func (x *exec) indexedFrom(s *pg.SelectStmt, outer *env) (r *rel, ok bool, err e
 			return nil, false, err
 		}
 		out := &rel{cols: cols}
-		ctid, vals, found, err := t.LookupKey(key, make([]datum.Value, 0, len(cols)))
+		ctid, vals, found, err := t.LookupKey(key, x.matchBuf(len(cols))[:0])
 		if err != nil {
 			return nil, true, err
 		}
@@ -219,7 +219,7 @@ func (x *exec) indexedTarget(t *memcat.Table, alias string, where *pg.Node) (r *
 	out := &rel{cols: cols}
 	seen := make(map[int64]bool, len(keys))
 	for _, key := range keys {
-		ctid, vals, found, err := t.LookupKey(key, make([]datum.Value, 0, len(cols)))
+		ctid, vals, found, err := t.LookupKey(key, x.matchBuf(len(cols))[:0])
 		if err != nil {
 			return nil, true, err
 		}
@@ -351,7 +351,10 @@ func (x *exec) lookupTarget(t *memcat.Table, alias string, where *pg.Node) (r *r
 				}
 				seen[ctid] = true
 			}
-			out.rows = append(out.rows, append(vals, datum.Value{K: datum.KindTID, I: ctid}))
+			row := x.matchBuf(len(vals) + 1)
+			copy(row, vals)
+			row[len(vals)] = datum.Value{K: datum.KindTID, I: ctid}
+			out.rows = append(out.rows, row)
 			return nil
 		})
 		if err != nil || !ok {

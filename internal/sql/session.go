@@ -85,6 +85,8 @@ type Session struct {
 	// one statement of a session runs at a time, and it clears what it used.
 	valuesSlab []tv
 	valuesRows [][]tv
+	// matched holds an UPDATE's or DELETE's per-row buffers (matchScratch).
+	matched valueScratch
 	// bound holds the literals of the simple query running (query).
 	bound bindBuf
 }

@@ -374,7 +374,7 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 		cols = append(append([]colInfo{}, target.cols...), other.cols...)
 	}
 	ctidCol := len(t.Def.Columns)
-	e := &env{cols: cols, row: make([]datum.Value, len(cols))}
+	e := &env{cols: cols, row: x.matchBuf(len(cols))}
 	for _, row := range target.rows {
 		copy(e.row, row)
 		if other == nil {
@@ -454,8 +454,15 @@ func (x *exec) update(s *pg.UpdateStmt, out sink) error {
 		vals []datum.Value
 	}
 	var changes []change
+	x.matched = &x.s.matched
+	defer x.endMatch()
 	err = x.matchRows(t, alias, s.FromClause, s.WhereClause, func(ctid int64, e *env) error {
-		vals := make([]datum.Value, len(t.Def.Columns))
+		var vals []datum.Value
+		if wt.schema == "" {
+			vals = make([]datum.Value, len(t.Def.Columns)) // a temp table keeps it
+		} else {
+			vals = x.matchBuf(len(t.Def.Columns)) // the catalog encodes it
+		}
 		copy(vals, e.row[:len(t.Def.Columns)])
 		for _, st := range sets {
 			v, err := x.eval(st.expr, e)
@@ -500,6 +507,8 @@ func (x *exec) delete(s *pg.DeleteStmt, out sink) error {
 		alias = s.Relation.Alias.Aliasname
 	}
 	var ctids []int64
+	x.matched = &x.s.matched
+	defer x.endMatch()
 	err = x.matchRows(wt.t, alias, s.UsingClause, s.WhereClause, func(ctid int64, _ *env) error {
 		ctids = append(ctids, ctid)
 		return nil
