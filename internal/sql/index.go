@@ -343,8 +343,9 @@ func (x *exec) lookupTarget(t *memcat.Table, alias string, where *pg.Node) (r *r
 	if len(prefixes) > 1 {
 		seen = map[int64]bool{}
 	}
+	decoded := x.matchBuf(len(cols))
 	for _, p := range prefixes {
-		ok, err := t.LookupPrefix(p, func(ctid int64, vals []datum.Value) error {
+		ok, err := t.LookupPrefix(p, decoded, func(ctid int64, vals []datum.Value) error {
 			if seen != nil {
 				if seen[ctid] {
 					return nil

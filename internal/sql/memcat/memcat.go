@@ -224,15 +224,14 @@ func (t *Table) LookupColumns() []int {
 
 // LookupPrefix calls fn, in ctid order, with the rows whose leading lookup
 // columns may equal prefix, decoded; the index only narrows, so fn must
-// re-check them. vals is valid only during the call (the next row is
-// decoded into it): fn copies what it keeps. ok is false when the table
-// cannot answer (no lookup index, a prefix that does not fit it); the
-// caller then scans.
-func (t *Table) LookupPrefix(prefix []datum.Value, fn func(ctid int64, vals []datum.Value) error) (ok bool, err error) {
+// re-check them. The rows are decoded into buf, reused from one row to the
+// next (vals is valid only during the call: fn copies what it keeps). ok is
+// false when the table cannot answer (no lookup index, a prefix that does
+// not fit it); the caller then scans.
+func (t *Table) LookupPrefix(prefix, buf []datum.Value, fn func(ctid int64, vals []datum.Value) error) (ok bool, err error) {
 	if t.src == nil {
 		return false, nil
 	}
-	var buf []datum.Value
 	ok = t.src.LookupPrefix(prefix, func(c catalog.CTID, r datum.Row) bool {
 		var vals []datum.Value
 		if _, vals, _, err = t.decodeAt(c, r, buf); err == nil {
