@@ -314,14 +314,14 @@ func (x *exec) set(s *pg.VariableSetStmt, out sink) error {
 		if _, known := defaultSettings[name]; !known && !strings.Contains(name, ".") {
 			return errf(codeUndefinedObject, "unrecognized configuration parameter %q", s.Name)
 		}
-		x.s.settings[name] = val
+		x.s.set(name, val)
 		if rep, ok := reported[name]; ok {
 			out.parameter(rep, val)
 		}
 		return out.complete("SET")
 	case pg.VariableSetKind_VAR_SET_DEFAULT, pg.VariableSetKind_VAR_RESET:
 		if def, ok := defaultSettings[name]; ok {
-			x.s.settings[name] = def
+			x.s.set(name, def)
 			if rep, ok := reported[name]; ok {
 				out.parameter(rep, def)
 			}

@@ -80,6 +80,8 @@ type Session struct {
 	temps      map[string]*memcat.Table
 	tempOnDrop map[string]bool
 	settings   map[string]string
+	// settingsSet: a SET or RESET ran since the settings were last reset.
+	settingsSet bool
 
 	// valuesSlab holds an INSERT … VALUES statement's computed rows (exec.insert);
 	// one statement of a session runs at a time, and it clears what it used.
@@ -124,7 +126,15 @@ var reported = map[string]string{
 	"standard_conforming_strings": "standard_conforming_strings", "is_superuser": "is_superuser",
 }
 
+// resetSettings restores every setting's default, keeping application_name
+// (its default is the startup packet's). DuckDB's connection pool runs
+// DISCARD ALL each time it takes a connection back, nearly always with
+// nothing to reset: then it costs nothing.
 func (s *Session) resetSettings() {
+	if s.settings != nil && !s.settingsSet {
+		return
+	}
+	s.settingsSet = false
 	app := ""
 	if s.settings != nil {
 		app = s.settings["application_name"]
@@ -134,6 +144,12 @@ func (s *Session) resetSettings() {
 		s.settings[k] = v
 	}
 	s.settings["application_name"] = app
+}
+
+// set changes a setting for the session.
+func (s *Session) set(name, val string) {
+	s.settings[name] = val
+	s.settingsSet = true
 }
 
 func (s *Session) setting(name string) (string, bool) {
