@@ -161,6 +161,14 @@ type copyPlan struct {
 	fields [2]byte // the tuple's field count, big endian
 }
 
+// forUse returns a copy of a memoized plan with its own cells (the scratch
+// walk fills); everything else is read-only and shared.
+func (p *copyPlan) forUse() *copyPlan {
+	q := *p
+	q.cells = make([]cellRef, len(p.stored))
+	return &q
+}
+
 // newCopyPlan returns a plan for the output columns cols of a table whose
 // definition has defTypes and whose rows are encoded with stored; idx[j]
 // is output column j's position in the table, len(defTypes) for ctid. ok is

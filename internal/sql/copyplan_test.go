@@ -2,11 +2,13 @@ package sql
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -395,4 +397,64 @@ func FuzzCopyPlanRow(f *testing.F) {
 			t.Fatalf("tuples differ\ngeneral %x\nplan    %x", want.buf, got.buf)
 		}
 	})
+}
+
+// TestCopyPlanMemo: a lake table's definition memo keeps one binary COPY
+// plan per column list. A second COPY of the same columns shares the plan's
+// read-only parts and gets its own cells; another column list gets its own
+// plan; and every plan writes what the general path writes.
+func TestCopyPlanMemo(t *testing.T) {
+	ctx := context.Background()
+	ex := testServer()
+	s := ex.Open("lake", "postgres", "", 1)
+	defer s.Close()
+	if out := runSQL(ctx, s, `CREATE TABLE ducklake_memo(id BIGINT PRIMARY KEY, name VARCHAR, n BIGINT);
+INSERT INTO ducklake_memo VALUES (1, 'a', 10), (2, NULL, 20), (3, 'c', NULL)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	plan := func(sql string) (*copyPlan, *streamRead, encodedScan) {
+		t.Helper()
+		stmts, err := ex.cache.parse(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := &exec{ctx: ctx, s: s, lits: stmts[0].lits}
+		sr, ok := x.streamable(stmts[0].node.GetSelectStmt())
+		if !ok {
+			t.Fatalf("%s: not a stream read", sql)
+		}
+		p, scan, ok := sr.encodedPlan()
+		if !ok {
+			t.Fatalf("%s: no plan", sql)
+		}
+		return p, sr, scan
+	}
+	check := func(p *copyPlan, sr *streamRead, scan encodedScan) {
+		t.Helper()
+		var want, got copyRecorder
+		if err := copyValues(&want, 1, sr.cols, sr.source()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.copyRows(&got, scan); err != nil {
+			t.Fatal(err)
+		}
+		if want.rows != 3 || got.rows != 3 || !bytes.Equal(want.buf, got.buf) {
+			t.Fatalf("streams differ (%d vs %d rows)", want.rows, got.rows)
+		}
+	}
+	p1, sr1, scan1 := plan(`SELECT id, name, n FROM ducklake_memo`)
+	p2, sr2, scan2 := plan(`SELECT id, name, n FROM ducklake_memo`)
+	if &p1.out[0] != &p2.out[0] || &p1.stored[0] != &p2.stored[0] {
+		t.Error("a second COPY of the same columns built its plan again")
+	}
+	if &p1.cells[0] == &p2.cells[0] {
+		t.Error("two COPYs share one plan's cells")
+	}
+	p3, sr3, scan3 := plan(`SELECT n, ctid, id FROM ducklake_memo`)
+	if len(p3.out) != 3 || p3.out[0].src != 2 || p3.out[1].src != -1 || p3.out[2].src != 0 {
+		t.Fatalf("another column list got plan %+v", p3.out)
+	}
+	check(p1, sr1, scan1)
+	check(p2, sr2, scan2)
+	check(p3, sr3, scan3)
 }

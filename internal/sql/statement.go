@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -727,15 +728,49 @@ func (sr *streamRead) encodedPlan() (*copyPlan, encodedScan, bool) {
 	if !ok {
 		return nil, nil, false
 	}
+	// A plan depends on the table's definition and the columns read, so a
+	// lake table's definition memo keeps one per column list: DuckLake reads
+	// the same few tables the same way in every commit. A plan's cells are
+	// its scratch, so each COPY gets its own.
+	memo := sr.t.Memo()
+	var key copyPlanKey
+	if memo != nil {
+		key = copyPlanKey{planColumns(sr.idx)}
+		if tmpl, ok := memo.Load(key); ok {
+			if tmpl == nil {
+				return nil, nil, false
+			}
+			return tmpl.(*copyPlan).forUse(), scan, true
+		}
+	}
 	def := make([]datum.Type, len(sr.t.Def.Columns))
 	for i, c := range sr.t.Def.Columns {
 		def[i] = c.Type
 	}
 	p, ok := newCopyPlan(sr.t.Name, def, stored, sr.cols, sr.idx)
+	if memo != nil {
+		if ok {
+			memo.Store(key, p)
+			return p.forUse(), scan, true
+		}
+		memo.Store(key, nil)
+	}
 	if !ok {
 		return nil, nil, false
 	}
 	return p, scan, true
+}
+
+// copyPlanKey keys a binary COPY plan in a definition's memo: the positions
+// of the columns read, as planColumns encodes them.
+type copyPlanKey struct{ cols string }
+
+func planColumns(idx []int) string {
+	b := make([]byte, 0, 2*len(idx))
+	for _, i := range idx {
+		b = binary.AppendUvarint(b, uint64(i))
+	}
+	return string(b)
 }
 
 // source streams the rows decoded, one []datum.Value per row.
