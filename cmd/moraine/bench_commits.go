@@ -49,6 +49,7 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	dataDir := fs.String("data-dir", "", "write real Parquet data files under this directory (for a server that holds compactions to their row ids)")
 	rounds := fs.Int("rounds", 1, "measure every writer count this many times, the systems taking turns; the ratio is the median of the rounds'")
 	verify := fs.Bool("verify", true, "read each catalog back and check it after its run")
+	phases := fs.Bool("phases", false, "also break each run's commit-chain link down by phase (snapshot wait, statistics reads, path reads, batch) and count the late links, whose writer began only after the previous batch was answered")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file")
 	pngOut := fs.String("png", "", "write a bar chart of the results to this PNG file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process (driver and in-process moraine) to this file")
@@ -114,7 +115,7 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		mr = -1 // workload.Config: 0 means the default, negative means none
 	}
 	rep, err := workload.RunBench(ctx, workload.BenchConfig{
-		Targets: targets, Writers: writers, Commits: *commits, Warmup: *warmup, Rounds: *rounds, Verify: *verify, Progress: stderr, DataDir: *dataDir,
+		Targets: targets, Writers: writers, Commits: *commits, Warmup: *warmup, Rounds: *rounds, Verify: *verify, Phases: *phases, Progress: stderr, DataDir: *dataDir,
 		Base: workload.Config{
 			Tables: *tables, Columns: *columns, RowsPerFile: *rows, Compactor: *compactor,
 			MaxRetries: mr, RetryWait: *retryWait, RetryBackoff: *backoff, Seed: uint64(time.Now().UnixNano()),

@@ -62,6 +62,7 @@ func TestBenchCommitsSmoke(t *testing.T) {
 		{"local", nil},
 		{"s3", []string{"--store=s3", "--put-latency=5ms"}},
 		{"rounds", []string{"--rounds=2"}},
+		{"phases", []string{"--phases", "--writers=2", "--commits=6"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out := benchSmoke(t, benchCommitsMain, append([]string{"--writers=1,2", "--commits=3", "--warmup=4", "--retry-wait=5ms", "--postgres", pg}, tc.extra...)...)
@@ -70,6 +71,11 @@ func TestBenchCommitsSmoke(t *testing.T) {
 			}
 			if tc.name == "rounds" && !regexp.MustCompile(`round by round: \S+ \S+; median`).MatchString(out) {
 				t.Fatalf("two rounds: no round-by-round ratios:\n%s", out)
+			}
+			// Two writers on one chain: both systems report broken-down links.
+			phaseRow := regexp.MustCompile(`(?m)^\s*(postgres|moraine)\s+2\s+1\s+[1-9]\d*\s+-?\d+/-?\d+\s+\d+/\d+\s+\d+/\d+\s+\d+/\d+\s+\d+/\d+\s+\d+\s+[\d.]+%$`)
+			if got := len(phaseRow.FindAllString(out, -1)); (tc.name == "phases") != (got == 2) {
+				t.Fatalf("%s: %d phase rows:\n%s", tc.name, got, out)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -43,8 +44,11 @@ type BenchConfig struct {
 	// Rounds repeats every (writer count, target) measurement, the targets
 	// taking turns within a round so that the machine's drift falls on
 	// both alike; 0 means 1. The ratio is the median of the rounds'.
-	Rounds   int
-	Verify   bool   // read each catalog back and check it after the run
+	Rounds int
+	Verify bool // read each catalog back and check it after the run
+	// Phases breaks every run's chain link down (Result.ChainPhases) into
+	// BenchRun.Phases, printed as a second table.
+	Phases   bool
 	DataDir  string // when set, each run writes real Parquet files under DataDir/<system>-w<writers>
 	Progress io.Writer
 }
@@ -68,6 +72,59 @@ type BenchRun struct {
 	LinkP50MS  float64 `json:"link_p50_ms"`
 	LinkMeanMS float64 `json:"link_mean_ms"`
 	Verified   bool    `json:"verified"`
+	// Phases is the chain link broken down (BenchConfig.Phases).
+	Phases *PhaseSummary `json:"phases,omitempty"`
+}
+
+// PhaseSummary summarizes a run's chain links broken down (LinkPhases):
+// the median and mean of each phase in microseconds, and the late links
+// (LinkPhases.Late) — how many, and their share of all the links' time.
+type PhaseSummary struct {
+	Links     int        `json:"links"`
+	Wait      [2]float64 `json:"wait_us"` // [median, mean]
+	Stats     [2]float64 `json:"stats_us"`
+	Paths     [2]float64 `json:"paths_us"`
+	Batch     [2]float64 `json:"batch_us"`
+	Link      [2]float64 `json:"link_us"`
+	Late      int        `json:"late_links"`
+	LateShare float64    `json:"late_time_share"`
+}
+
+// SummarizePhases returns nil for no links.
+func SummarizePhases(links []LinkPhases) *PhaseSummary {
+	if len(links) == 0 {
+		return nil
+	}
+	stat := func(f func(LinkPhases) time.Duration) [2]float64 {
+		v := make([]time.Duration, len(links))
+		var sum time.Duration
+		for i, l := range links {
+			v[i] = f(l)
+			sum += v[i]
+		}
+		slices.Sort(v)
+		us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+		return [2]float64{us(v[len(v)/2]), us(sum / time.Duration(len(v)))}
+	}
+	s := &PhaseSummary{Links: len(links),
+		Wait:  stat(func(l LinkPhases) time.Duration { return l.Wait }),
+		Stats: stat(func(l LinkPhases) time.Duration { return l.Stats }),
+		Paths: stat(func(l LinkPhases) time.Duration { return l.Paths }),
+		Batch: stat(func(l LinkPhases) time.Duration { return l.Batch }),
+		Link:  stat(func(l LinkPhases) time.Duration { return l.Link }),
+	}
+	var all, late time.Duration
+	for _, l := range links {
+		all += l.Link
+		if l.Late {
+			s.Late++
+			late += l.Link
+		}
+	}
+	if all > 0 {
+		s.LateShare = float64(late) / float64(all)
+	}
+	return s
 }
 
 // BenchReport is the whole benchmark, as printed and as written to JSON.
@@ -289,6 +346,9 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 		}
 		run.LinkP50MS, run.LinkMeanMS = ms(links[len(links)/2]), ms(sum/time.Duration(len(links)))
 	}
+	if bc.Phases {
+		run.Phases = SummarizePhases(res.ChainPhases())
+	}
 	if bc.Verify {
 		conn, err := dial(ctx)
 		if err != nil {
@@ -331,6 +391,9 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := r.writePhases(w); err != nil {
+		return err
+	}
 	systems, writers := r.axes()
 	for _, s := range systems {
 		if s == r.BaselineLabel {
@@ -363,6 +426,31 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "ratio_vs_postgres=%.3f\n", r.RatioVsPG)
 	return err
+}
+
+// writePhases prints the runs' chain links broken down, when measured:
+// median/mean microseconds of each phase, and the late links.
+func (r *BenchReport) writePhases(w io.Writer) error {
+	measured := false
+	for _, run := range r.Runs {
+		measured = measured || run.Phases != nil
+	}
+	if !measured {
+		return nil
+	}
+	fmt.Fprintln(w, "chain link by phase, median/mean µs: snapshot answer after the previous batch's, statistics reads, path reads, batch; late: links whose writer took its connection only after the previous batch was answered")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\twriters\tround\tlinks\twait\tstats\tpaths\tbatch\tlink\tlate\tlate time\t")
+	pair := func(v [2]float64) string { return fmt.Sprintf("%.0f/%.0f", v[0], v[1]) }
+	for _, run := range r.Runs {
+		p := run.Phases
+		if p == nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.1f%%\t\n", run.System, run.Writers, run.Round, p.Links,
+			pair(p.Wait), pair(p.Stats), pair(p.Paths), pair(p.Batch), pair(p.Link), p.Late, 100*p.LateShare)
+	}
+	return tw.Flush()
 }
 
 // WriteJSON writes the report as indented JSON.

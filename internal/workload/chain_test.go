@@ -27,3 +27,49 @@ func TestChainLinks(t *testing.T) {
 		t.Fatalf("ChainLinks = %v, want %v", got, want)
 	}
 }
+
+// TestChainPhases: a link breaks down into the wait for the snapshot's
+// answer after the previous batch's (negative when it came first), the
+// statistics reads, the path reads and the batch, which add up to the
+// link. Links whose commit was retried (no phases) or whose predecessor
+// did not land in the timed phase have none; a link is late when its
+// writer took its connection from the pool only after the previous batch
+// was answered. SummarizePhases gives each phase's median and mean, and the
+// late links' share of the time.
+func TestChainPhases(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	us := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Microsecond) }
+	ph := func(began, pinned, stats, paths int) Phases {
+		return Phases{Began: us(began), Pinned: us(pinned), StatsRead: us(stats), PathsRead: us(paths)}
+	}
+	r := &Result{timedFrom: us(1000), landed: []Landed{
+		{Snapshot: 9, Answered: us(900)},                                       // warm-up
+		{Snapshot: 10, Answered: us(1100), Phases: ph(950, 1000, 1050, 1080)},  // predecessor in the warm-up
+		{Snapshot: 11, Answered: us(1500), Phases: ph(1000, 1090, 1200, 1260)}, // waited; snapshot answered 10 µs early
+		{Snapshot: 12, Answered: us(1800)},                                     // retried: no phases
+		{Snapshot: 13, Answered: us(4800), Phases: ph(2000, 2100, 2300, 2400)}, // late: began after 12's answer
+	}}
+	got := r.ChainPhases()
+	want := []LinkPhases{
+		{Snapshot: 11, Wait: -10 * time.Microsecond, Stats: 110 * time.Microsecond, Paths: 60 * time.Microsecond, Batch: 240 * time.Microsecond, Link: 400 * time.Microsecond},
+		{Snapshot: 13, Wait: 300 * time.Microsecond, Stats: 200 * time.Microsecond, Paths: 100 * time.Microsecond, Batch: 2400 * time.Microsecond, Link: 3000 * time.Microsecond, Late: true},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ChainPhases =\n%+v\nwant\n%+v", got, want)
+	}
+	for _, l := range got {
+		if l.Wait+l.Stats+l.Paths+l.Batch != l.Link {
+			t.Errorf("snapshot %d: phases add up to %v, the link is %v", l.Snapshot, l.Wait+l.Stats+l.Paths+l.Batch, l.Link)
+		}
+	}
+	s := SummarizePhases(got)
+	if s.Links != 2 || s.Late != 1 || s.LateShare != 3000.0/3400 {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.Wait != [2]float64{300, 145} || s.Batch != [2]float64{2400, 1320} || s.Link != [2]float64{3000, 1700} {
+		t.Fatalf("summary medians/means %+v", s)
+	}
+	if SummarizePhases(nil) != nil {
+		t.Fatal("a summary of no links")
+	}
+}

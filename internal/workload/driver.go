@@ -43,6 +43,7 @@ package workload
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -171,6 +172,16 @@ type Landed struct {
 	Attempts int
 	// Answered is when the answer to the batch that landed arrived.
 	Answered time.Time
+	// Phases of a writer's commit landed at its first attempt (zero
+	// otherwise): Result.ChainPhases breaks the chain link down with them.
+	Phases Phases
+}
+
+// Phases time a writer's commit: when the pool took the connection, and
+// when the latest snapshot, the statistics and the data paths had been
+// read. The batch's answer is Landed.Answered.
+type Phases struct {
+	Began, Pinned, StatsRead, PathsRead time.Time
 }
 
 // Result is what a run measured and acknowledged.
@@ -236,6 +247,53 @@ func (r *Result) ChainLinks() []time.Duration {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// ChainPhases breaks the chain links of the timed phase down (see
+// ChainLinks), for every link whose commit landed at its first attempt: from
+// the predecessor's batch answer to the commit's latest-snapshot answer
+// (Wait; negative when the snapshot was answered first, as when the
+// predecessor's seal woke it while its own answer was on the way), its
+// statistics reads, its path reads, and its batch. A link is Late when its
+// writer took its connection from the pool only after the predecessor's
+// batch was answered. On moraine, whose writers queue for the snapshot
+// behind the commit under way, a late link means nobody was queued: every
+// writer was still in the tail of its last commit (mostly waiting for it to
+// be durable). On PostgreSQL every link is late by construction: a writer
+// that began earlier read the old snapshot and fails on its key.
+func (r *Result) ChainPhases() []LinkPhases {
+	at := make(map[int64]Landed, len(r.landed))
+	for _, l := range r.landed {
+		if !l.Answered.IsZero() && !l.Answered.Before(r.timedFrom) {
+			at[l.Snapshot] = l
+		}
+	}
+	var out []LinkPhases
+	for s, l := range at {
+		prev, ok := at[s-1]
+		ph := l.Phases
+		if !ok || ph.Began.IsZero() {
+			continue
+		}
+		out = append(out, LinkPhases{
+			Snapshot: s,
+			Wait:     ph.Pinned.Sub(prev.Answered),
+			Stats:    ph.StatsRead.Sub(ph.Pinned),
+			Paths:    ph.PathsRead.Sub(ph.StatsRead),
+			Batch:    l.Answered.Sub(ph.PathsRead),
+			Link:     l.Answered.Sub(prev.Answered),
+			Late:     ph.Began.After(prev.Answered),
+		})
+	}
+	slices.SortFunc(out, func(a, b LinkPhases) int { return cmp.Compare(a.Snapshot, b.Snapshot) })
+	return out
+}
+
+// LinkPhases is one chain link broken down (Result.ChainPhases).
+type LinkPhases struct {
+	Snapshot                        int64
+	Wait, Stats, Paths, Batch, Link time.Duration
+	Late                            bool
 }
 
 // Landed returns the acknowledged commits in acknowledgement order.
@@ -736,11 +794,12 @@ func retryable(err error) bool {
 
 // plan is one transaction's intended change, rebuilt on every attempt.
 type plan struct {
-	kind  string
-	tag   string
-	mine  changes.Set
-	paths bool // the batch adds files: DuckLake reads the data paths first
-	build func(base snapshot, st *stats) (batch string, landed Landed)
+	kind   string
+	tag    string
+	mine   changes.Set
+	paths  bool // the batch adds files: DuckLake reads the data paths first
+	build  func(base snapshot, st *stats) (batch string, landed Landed)
+	phases Phases // of the first attempt (writer commits)
 }
 
 // outcome of commitTail.
@@ -767,6 +826,9 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 			l.Answered = time.Now()
 			if err = exec(ctx, conn, "COMMIT"); err == nil {
 				l.Tag, l.Kind, l.Attempts = p.tag, p.kind, attempt+1
+				if attempt == 0 {
+					l.Phases = p.phases
+				}
 				d.recordLanded(l)
 				out.landed = l
 				return out, nil
@@ -948,10 +1010,13 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int, phase s
 		if err != nil {
 			return err
 		}
+		p.phases = Phases{Began: start, Pinned: time.Now()}
 		st, err := d.readStats(ctx, conn)
+		p.phases.StatsRead = time.Now()
 		if err == nil {
 			err = d.readPaths(ctx, conn)
 		}
+		p.phases.PathsRead = time.Now()
 		if err != nil {
 			_ = exec(ctx, conn, "ROLLBACK")
 			return err
