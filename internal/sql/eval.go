@@ -37,10 +37,12 @@ type exec struct {
 // most of what those statements allocated.
 //
 // INVARIANT: a buffer is dead once the statement that took it ends. Only
-// matchRows and the UPDATE and DELETE around it take buffers, and nothing
-// they produce outlives them: the catalog encodes the values it is given,
-// a temp table's new values are allocated apart, and an UPDATE or DELETE
-// returns only its command tag.
+// an UPDATE or DELETE takes buffers — for matchRows, for its index lookups,
+// and for key lookups of the subqueries it evaluates (indexedFrom, whose
+// results live in the statement's memo) — and nothing they produce
+// outlives it: the catalog encodes the values it is given, a temp table's
+// new values are allocated apart, values are copied out of buffers by
+// value, and an UPDATE or DELETE returns only its command tag.
 type valueScratch struct{ buf []datum.Value }
 
 // take returns n zeroed values.
