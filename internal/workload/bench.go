@@ -97,14 +97,13 @@ func SummarizePhases(links []LinkPhases) *PhaseSummary {
 	}
 	stat := func(f func(LinkPhases) time.Duration) [2]float64 {
 		v := make([]time.Duration, len(links))
-		var sum time.Duration
 		for i, l := range links {
 			v[i] = f(l)
-			sum += v[i]
 		}
 		slices.Sort(v)
+		p50, mean := medianMean(v)
 		us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-		return [2]float64{us(v[len(v)/2]), us(sum / time.Duration(len(v)))}
+		return [2]float64{us(p50), us(mean)}
 	}
 	s := &PhaseSummary{Links: len(links),
 		Wait:  stat(func(l LinkPhases) time.Duration { return l.Wait }),
@@ -340,11 +339,8 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 		ElapsedMS: ms(res.Elapsed), CommitsPerSec: res.CommitsPerSec(), P50MS: ms(res.Percentile(50)), P99MS: ms(res.Percentile(99)),
 	}
 	if links := res.ChainLinks(); len(links) > 0 {
-		var sum time.Duration
-		for _, l := range links {
-			sum += l
-		}
-		run.LinkP50MS, run.LinkMeanMS = ms(links[len(links)/2]), ms(sum/time.Duration(len(links)))
+		p50, mean := medianMean(links)
+		run.LinkP50MS, run.LinkMeanMS = ms(p50), ms(mean)
 	}
 	if bc.Phases {
 		run.Phases = SummarizePhases(res.ChainPhases())
@@ -364,6 +360,15 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// medianMean returns the median and the mean of sorted, non-empty v.
+func medianMean(v []time.Duration) (p50, mean time.Duration) {
+	var sum time.Duration
+	for _, d := range v {
+		sum += d
+	}
+	return v[len(v)/2], sum / time.Duration(len(v))
+}
 
 // WriteTable prints the runs, a ratio line per writer count when there are
 // two systems, and ends with `ratio_vs_postgres=<x>` (`n/a` when only one

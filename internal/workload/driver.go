@@ -233,20 +233,27 @@ func (r *Result) Percentile(p float64) time.Duration {
 // adds to the chain: the next writer's reads and batch after the
 // previous batch, plus whatever it waited for (a lock, a back-off).
 func (r *Result) ChainLinks() []time.Duration {
-	at := make(map[int64]time.Time, len(r.landed))
-	for _, l := range r.landed {
-		if !l.Answered.IsZero() && !l.Answered.Before(r.timedFrom) {
-			at[l.Snapshot] = l.Answered
-		}
-	}
+	at := r.answeredBySnapshot()
 	var out []time.Duration
-	for s, t := range at {
+	for s, l := range at {
 		if prev, ok := at[s-1]; ok {
-			out = append(out, t.Sub(prev))
+			out = append(out, l.Answered.Sub(prev.Answered))
 		}
 	}
 	slices.Sort(out)
 	return out
+}
+
+// answeredBySnapshot indexes by snapshot the commits whose batch was
+// answered in the timed phase: the ends of its chain links.
+func (r *Result) answeredBySnapshot() map[int64]Landed {
+	at := make(map[int64]Landed, len(r.landed))
+	for _, l := range r.landed {
+		if !l.Answered.IsZero() && !l.Answered.Before(r.timedFrom) {
+			at[l.Snapshot] = l
+		}
+	}
+	return at
 }
 
 // ChainPhases breaks the chain links of the timed phase down (see
@@ -262,12 +269,7 @@ func (r *Result) ChainLinks() []time.Duration {
 // be durable). On PostgreSQL every link is late by construction: a writer
 // that began earlier read the old snapshot and fails on its key.
 func (r *Result) ChainPhases() []LinkPhases {
-	at := make(map[int64]Landed, len(r.landed))
-	for _, l := range r.landed {
-		if !l.Answered.IsZero() && !l.Answered.Before(r.timedFrom) {
-			at[l.Snapshot] = l
-		}
-	}
+	at := r.answeredBySnapshot()
 	var out []LinkPhases
 	for s, l := range at {
 		prev, ok := at[s-1]
