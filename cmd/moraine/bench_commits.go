@@ -23,8 +23,9 @@ func init() { registerBench("commits", benchCommits) }
 // one, a moraine server, each writer count on a fresh catalog. It prints a
 // table and ends with `ratio_vs_postgres=<x>`: moraine's commits/s divided
 // by PostgreSQL's at the highest writer count (with --rounds, the median of
-// the rounds' ratios). Without --moraine it starts
-// its own moraine in-process on --store (with --put-latency on S3 PUTs).
+// the rounds' ratios). Without --moraine it starts its own moraine on
+// --store (with --put-latency on S3 PUTs): in-process, or with --process as
+// a child `moraine serve` process of this executable.
 func benchCommits(ctx context.Context, args []string) int {
 	return benchCommitsMain(ctx, args, os.Stdout, os.Stderr)
 }
@@ -38,6 +39,7 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	pg := fs.String("postgres", "", "PostgreSQL conninfo (required), e.g. host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 	moraine := fs.String("moraine", "", "moraine conninfo; empty: start an in-process moraine on --store")
 	store := fs.String("store", "local", "store of the in-process moraine: local (a temp directory) or s3 (in-process S3)")
+	process := fs.Bool("process", false, "run each fresh moraine as a child `moraine serve` process, as deployed (its clients then pay the cross-process wake-ups PostgreSQL's pay), instead of in-process")
 	putLatency := fs.String("put-latency", "0", `latency added to every S3 PUT of the in-process moraine (--store s3): a duration or "lo-hi"`)
 	tables := fs.Int("tables", 4, "tables the writers spread over")
 	columns := fs.Int("columns", 8, "columns per table (= stats rows per file)")
@@ -85,6 +87,10 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	defer stop()
 	targets := []workload.Target{{Name: "postgres", ConnInfo: *pg}}
+	if *process && *moraine != "" {
+		fmt.Fprintln(stderr, "bench commits: --process starts its own moraine; it does not go with --moraine")
+		return 2
+	}
 	if *moraine == "" {
 		lat, err := fault.ParseLatency(*putLatency)
 		if err != nil {
@@ -98,13 +104,22 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		// A fresh in-process moraine per run, on a fresh store: the
 		// counterpart of the fresh PostgreSQL database each run gets.
 		spec := bench.StoreSpec{Kind: *store, PutLatency: lat}
+		where := "in-process"
+		if *process {
+			exe, err := os.Executable()
+			if err != nil {
+				fmt.Fprintf(stderr, "bench commits: --process: %v\n", err)
+				return 1
+			}
+			spec.Process, where = exe, "a child process"
+		}
 		var announce sync.Once
 		targets = append(targets, workload.Target{Name: "moraine", Start: func(ctx context.Context) (string, func() error, error) {
 			m, err := bench.StartMoraine(ctx, spec)
 			if err != nil {
 				return "", nil, err
 			}
-			announce.Do(func() { fmt.Fprintf(stdout, "moraine: in-process, a fresh server per run, store %s\n", m.StoreDesc) })
+			announce.Do(func() { fmt.Fprintf(stdout, "moraine: %s, a fresh server per run, store %s\n", where, m.StoreDesc) })
 			return m.ConnInfo("postgres"), m.Stop, nil
 		}})
 	} else {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/bench"
 	"github.com/moraine-db/moraine/internal/testenv"
 )
 
@@ -63,11 +67,20 @@ func TestBenchCommitsSmoke(t *testing.T) {
 		{"s3", []string{"--store=s3", "--put-latency=5ms"}},
 		{"rounds", []string{"--rounds=2"}},
 		{"phases", []string{"--phases", "--writers=2", "--commits=6"}},
+		// The child is this test binary run as moraine (TestMain).
+		{"process", []string{"--process"}},
+		{"process-s3", []string{"--process", "--store=s3", "--put-latency=5ms"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if strings.HasPrefix(tc.name, "process") {
+				t.Setenv("MORAINE_TEST_AS_MAIN", "1")
+			}
 			out := benchSmoke(t, benchCommitsMain, append([]string{"--writers=1,2", "--commits=3", "--warmup=4", "--retry-wait=5ms", "--postgres", pg}, tc.extra...)...)
 			if !strings.Contains(out, "timed after 4 untimed warm-up commits") {
 				t.Fatalf("no warm-up line:\n%s", out)
+			}
+			if child := strings.Contains(out, "moraine: a child process, a fresh server per run"); child != strings.HasPrefix(tc.name, "process") {
+				t.Fatalf("%s: says it ran a child process: %v:\n%s", tc.name, child, out)
 			}
 			if tc.name == "rounds" && !regexp.MustCompile(`round by round: \S+ \S+; median`).MatchString(out) {
 				t.Fatalf("two rounds: no round-by-round ratios:\n%s", out)
@@ -85,6 +98,54 @@ func TestBenchCommitsSmoke(t *testing.T) {
 	}
 	if code := benchCommitsMain(context.Background(), []string{"--postgres", pg, "--warmup=-1"}, &out, &errb); code != 2 {
 		t.Fatalf("negative --warmup: exit %d", code)
+	}
+	if code := benchCommitsMain(context.Background(), []string{"--postgres", pg, "--process", "--moraine", pg}, &out, &errb); code != 2 {
+		t.Fatalf("--process with --moraine: exit %d", code)
+	}
+}
+
+// TestBenchChildProcess: with StoreSpec.Process the benchmark's moraine is
+// a separate `moraine serve` process that serves DuckLake's SQL, stops
+// cleanly when asked, and whose failure to start is reported with its log.
+func TestBenchChildProcess(t *testing.T) {
+	t.Setenv("MORAINE_TEST_AS_MAIN", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m, err := bench.StartMoraine(ctx, bench.StoreSpec{Kind: "local", Process: os.Args[0]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Server != nil || m.PID == 0 || m.PID == os.Getpid() {
+		t.Fatalf("not a child process: in-process server %v, pid %d (ours %d)", m.Server != nil, m.PID, os.Getpid())
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", m.PID))
+	if err != nil || !strings.Contains(string(cmdline), "serve\x00") {
+		t.Fatalf("child %d's command line %q: %v", m.PID, cmdline, err)
+	}
+	c, err := pgconn.Connect(ctx, m.ConnInfo("lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(ctx, "CREATE TABLE ducklake_metadata (key VARCHAR NOT NULL, value VARCHAR NOT NULL, scope VARCHAR, scope_id BIGINT); INSERT INTO ducklake_metadata VALUES ('version', '0.3', NULL, NULL), ('data_path', '/lake/', NULL, NULL); SELECT count(*) FROM ducklake_metadata").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(res[len(res)-1].Rows[0][0]); got != "2" {
+		t.Fatalf("count = %q from the child", got)
+	}
+	c.Close(ctx)
+	if err := m.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if _, err := pgconn.Connect(ctx, m.ConnInfo("lake")+" connect_timeout=2"); err == nil {
+		t.Fatal("the child still accepts connections after Stop")
+	}
+
+	// A child that cannot start: its configuration error reaches the caller.
+	t.Setenv("MORAINE_LOG_LEVEL", "loud")
+	_, err = bench.StartMoraine(ctx, bench.StoreSpec{Kind: "local", Process: os.Args[0]})
+	if err == nil || !strings.Contains(err.Error(), "exited before ready") || !strings.Contains(err.Error(), "log-level") {
+		t.Fatalf("a child with a bad setting: %v", err)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package bench holds what the `moraine bench` subcommands share: starting
-// an in-process moraine (on a local directory or on an in-process S3 whose
-// PUTs are slowed down), naming the PostgreSQL they compare against, and
-// the side-by-side table / ratio line / JSON output.
+// a moraine (in-process, or as a child `moraine serve` process; on a local
+// directory or on an in-process S3 whose PUTs are slowed down), naming the
+// PostgreSQL they compare against, and the side-by-side table / ratio line /
+// JSON output.
 package bench
 
 import (
@@ -28,21 +29,33 @@ import (
 	"github.com/moraine-db/moraine/internal/sql/memcat"
 )
 
-// Moraine is a moraine server started in-process for one benchmark.
+// Moraine is a moraine server started for one benchmark.
 type Moraine struct {
+	// Server is the in-process server; nil when moraine runs as a child
+	// process (StoreSpec.Process).
 	Server *server.Server
+	// PID is the child process's id; 0 when moraine runs in-process.
+	PID int
 	// StoreDesc says what the store is, for the printed table.
 	StoreDesc string
+	addr      string // the address it accepts PostgreSQL clients on
 	cancel    context.CancelFunc
 	done      chan error
 	cleanup   []func()
 }
 
-// StoreSpec says which store an in-process moraine runs on.
+// StoreSpec says which store a benchmark's moraine runs on, and where it
+// runs.
 type StoreSpec struct {
 	Kind       string        // "local" (a fresh temp directory) or "s3" (in-process S3)
 	PutLatency fault.Latency // added to every S3 PUT (s3 only)
 	Dir        string        // parent of the temp directory; "" means os.TempDir
+	// Process, when set, is a moraine executable to run as a child
+	// `moraine serve` process, as a deployment runs it: its clients then
+	// pay the cross-process wake-ups PostgreSQL's pay, which an in-process
+	// server (the default) spares them. An S3 store stays in this process;
+	// the child reaches it over loopback HTTP.
+	Process string
 }
 
 // ErrStoreKind is returned for a StoreSpec.Kind that is not local or s3.
@@ -73,7 +86,15 @@ func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
 	default:
 		return nil, fmt.Errorf("start moraine: %q: %w", spec.Kind, ErrStoreKind)
 	}
-	cfg, err := server.ParseConfig([]string{"--store", storeURL, "--listen", "127.0.0.1:0", "--max-connections", "1000"}, nil, io.Discard)
+	args := []string{"--store", storeURL, "--listen", "127.0.0.1:0", "--max-connections", "1000"}
+	if spec.Process != "" {
+		if err := m.startProcess(ctx, spec.Process, args); err != nil {
+			m.runCleanup()
+			return nil, err
+		}
+		return m, nil
+	}
+	cfg, err := server.ParseConfig(args, nil, io.Discard)
 	if err != nil {
 		m.runCleanup()
 		return nil, fmt.Errorf("start moraine: %w", err)
@@ -86,6 +107,7 @@ func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
 	go func() { m.done <- m.Server.Run(rctx) }()
 	select {
 	case <-m.Server.Ready():
+		m.addr = m.Server.Addr().String()
 		return m, nil
 	case err := <-m.done:
 		cancel()
@@ -100,7 +122,7 @@ func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
 
 // ConnInfo is a libpq conninfo for database db on this server.
 func (m *Moraine) ConnInfo(db string) string {
-	host, port, _ := net.SplitHostPort(m.Server.Addr().String())
+	host, port, _ := net.SplitHostPort(m.addr)
 	return "host=" + host + " port=" + port + " user=moraine dbname=" + db + " sslmode=disable"
 }
 

@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// startProcess runs `exe serve args…` as a child process and waits until it
+// logs that it is ready, taking the address it listens on from that log
+// line (args ask for port 0, so only the child knows it). Afterwards
+// m.cancel asks the child to stop as an operator would (SIGTERM, or when
+// ctx ends) and m.done reports how it exited, with the end of its log when
+// that was not cleanly.
+func (m *Moraine) startProcess(ctx context.Context, exe string, args []string) error {
+	cmd := exec.Command(exe, append(append([]string{"serve"}, args...), "--log-format", "json")...)
+	logs, err := cmd.StderrPipe()
+	if err != nil {
+		return fmt.Errorf("start moraine process: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start moraine process: %w", err)
+	}
+	m.PID = cmd.Process.Pid
+	ready := make(chan string, 1)
+	tail := &logTail{}
+	go func() {
+		sc := bufio.NewScanner(logs)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		announced := false
+		for sc.Scan() {
+			line := sc.Text()
+			tail.add(line)
+			if !announced {
+				if addr, ok := readyAddr(line); ok {
+					announced = true
+					ready <- addr
+				}
+			}
+		}
+		// Wait only after the log pipe is drained (os/exec's rule).
+		err := cmd.Wait()
+		if err != nil {
+			err = fmt.Errorf("moraine process: %w; its log ends:\n%s", err, tail)
+		}
+		m.done <- err
+	}()
+	stop := make(chan struct{})
+	var once sync.Once
+	m.cancel = func() { once.Do(func() { close(stop) }) }
+	go func() {
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		}
+		cmd.Process.Signal(syscall.SIGTERM)
+	}()
+	// A child that does not stop when asked is killed before its store is
+	// removed (cleanup runs last-added first).
+	m.cleanup = append(m.cleanup, func() { cmd.Process.Kill() })
+	select {
+	case m.addr = <-ready:
+		return nil
+	case err := <-m.done:
+		m.cancel()
+		return fmt.Errorf("start moraine process: exited before ready: %v", err)
+	case <-time.After(60 * time.Second):
+		m.cancel()
+		cmd.Process.Kill()
+		return errors.New("start moraine process: not ready after 60s")
+	}
+}
+
+// readyAddr reads the address from serve's JSON "moraine is ready" line.
+func readyAddr(line string) (string, bool) {
+	var rec struct {
+		Msg    string `json:"msg"`
+		Listen string `json:"listen"`
+	}
+	if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "moraine is ready" || rec.Listen == "" {
+		return "", false
+	}
+	return rec.Listen, true
+}
+
+// logTail keeps the last lines of a child's log for its error messages.
+// Only the log reader adds to it, and the error that prints it is built by
+// that same goroutine, so it needs no lock.
+type logTail struct{ lines []string }
+
+const logTailLines = 20
+
+func (t *logTail) add(line string) {
+	if len(t.lines) == logTailLines {
+		copy(t.lines, t.lines[1:])
+		t.lines = t.lines[:logTailLines-1]
+	}
+	t.lines = append(t.lines, line)
+}
+
+func (t *logTail) String() string { return strings.Join(t.lines, "\n") }
