@@ -29,7 +29,9 @@ func init() { registerBench("catalog", benchCatalog) }
 //
 // With --postgres it instead builds the same catalog in an in-process
 // moraine and in PostgreSQL and times DuckLake's attach and first-query
-// reads on both (runCatalogVsPG); the last line is ratio_vs_postgres=<x>.
+// reads on both (runCatalogVsPG), moraine's served in-process or, with
+// --process, by a child `moraine serve` process on the built store; the
+// last line is ratio_vs_postgres=<x>.
 func benchCatalog(ctx context.Context, args []string) int {
 	return benchCatalogMain(ctx, args, os.Stdout, os.Stderr)
 }
@@ -46,6 +48,7 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	reps := fs.Int("reps", 3, "runs of each read; the fastest counts (with --postgres)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file (with --postgres)")
 	pngOut := fs.String("png", "", "write a bar chart of the read times to this PNG file (with --postgres)")
+	process := fs.Bool("process", false, "serve moraine's reads from a child `moraine serve` process on the built store, as deployed, instead of in-process (with --postgres; --cpuprofile then profiles the reading client only)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -53,9 +56,21 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "bench catalog: --files, --snapshots, --stats, --tables and --reps must be positive")
 		return 2
 	}
+	if *process && *pg == "" {
+		fmt.Fprintln(stderr, "bench catalog: --process goes with --postgres")
+		return 2
+	}
 	if *pg != "" {
 		o := catalogVsPG{postgres: *pg, reps: *reps, jsonOut: *jsonOut, pngOut: *pngOut, cpuprofile: *cpuprofile,
 			shape: bench.LakeShape{Tables: *tables, Files: *files, Stats: *stats, FilesPerCommit: max(1, (*files+*snaps-1) / *snaps)}}
+		if *process {
+			exe, err := os.Executable()
+			if err != nil {
+				fmt.Fprintln(stderr, "bench catalog: --process:", err)
+				return 1
+			}
+			o.process = exe
+		}
 		if err := runCatalogVsPG(ctx, o, stdout, stderr); err != nil {
 			fmt.Fprintln(stderr, "bench catalog:", err)
 			return 1

@@ -20,6 +20,7 @@ type catalogVsPG struct {
 	reps            int
 	jsonOut, pngOut string
 	cpuprofile      string // CPU profile of the process while moraine serves the reads
+	process         string // serve the reads from a child process of this executable; "" in-process
 }
 
 // runCatalogVsPG builds the same DuckLake catalog in an in-process moraine
@@ -45,6 +46,13 @@ func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer
 	build := time.Since(t0)
 	fmt.Fprintf(stdout, "moraine: built %d tables, %d data files, %d stats rows through the verbs on a local directory store in %.1fs\n",
 		o.shape.Tables, o.shape.Files, o.shape.Files*o.shape.Stats, build.Seconds())
+	if o.process != "" {
+		t := time.Now()
+		if err := m.ServeFromProcess(ctx, o.process); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "moraine: serving that store from a child `moraine serve` process (stopped, restarted and loaded in %.1fs)\n", time.Since(t).Seconds())
+	}
 
 	dial, drop, err := workload.FreshDatabase(ctx, o.postgres, "moraine_bench_catalog")
 	if err != nil {

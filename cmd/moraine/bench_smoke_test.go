@@ -151,20 +151,37 @@ func TestBenchChildProcess(t *testing.T) {
 
 func TestBenchCatalogSmoke(t *testing.T) {
 	pg := testenv.Postgres(t)
-	out := benchSmoke(t, benchCatalogMain, "--tables=5", "--files=200", "--snapshots=10", "--stats=4", "--reps=1", "--postgres", pg)
-	// Both systems answered every read with the same rows: the report
-	// refuses to build otherwise, and the whole-table reads are there.
-	for _, want := range []string{"data_file (whole table)", "file_column_stats (whole table)", "latest snapshot"} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("no %q line:\n%s", want, out)
-		}
-	}
-	if !regexp.MustCompile(`(?m)^\s+file_column_stats \(whole table\)\s+first query\s+800\s`).MatchString(out) {
-		t.Fatalf("file_column_stats should have 200 files x 4 rows:\n%s", out)
+	for _, process := range []bool{false, true} {
+		t.Run(fmt.Sprintf("process=%v", process), func(t *testing.T) {
+			args := []string{"--tables=5", "--files=200", "--snapshots=10", "--stats=4", "--reps=1", "--postgres", pg}
+			if process {
+				// The child is this test binary run as moraine (TestMain).
+				t.Setenv("MORAINE_TEST_AS_MAIN", "1")
+				args = append(args, "--process")
+			}
+			out := benchSmoke(t, benchCatalogMain, args...)
+			// Both systems answered every read with the same rows: the report
+			// refuses to build otherwise, and the whole-table reads are there.
+			// With --process the child read them back from the built store.
+			for _, want := range []string{"data_file (whole table)", "file_column_stats (whole table)", "latest snapshot"} {
+				if !strings.Contains(out, want) {
+					t.Fatalf("no %q line:\n%s", want, out)
+				}
+			}
+			if !regexp.MustCompile(`(?m)^\s+file_column_stats \(whole table\)\s+first query\s+800\s`).MatchString(out) {
+				t.Fatalf("file_column_stats should have 200 files x 4 rows:\n%s", out)
+			}
+			if child := strings.Contains(out, "serving that store from a child `moraine serve` process"); child != process {
+				t.Fatalf("--process %v, but says it served from a child: %v:\n%s", process, child, out)
+			}
+		})
 	}
 	var bad, errb bytes.Buffer
 	if code := benchCatalogMain(context.Background(), []string{"--tables=0", "--postgres", pg}, &bad, &errb); code != 2 {
 		t.Fatalf("bad --tables: exit %d", code)
+	}
+	if code := benchCatalogMain(context.Background(), []string{"--process"}, &bad, &errb); code != 2 {
+		t.Fatalf("--process without --postgres: exit %d", code)
 	}
 }
 

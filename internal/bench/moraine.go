@@ -38,7 +38,8 @@ type Moraine struct {
 	PID int
 	// StoreDesc says what the store is, for the printed table.
 	StoreDesc string
-	addr      string // the address it accepts PostgreSQL clients on
+	addr      string   // the address it accepts PostgreSQL clients on
+	args      []string // its serve arguments (the store among them)
 	cancel    context.CancelFunc
 	done      chan error
 	cleanup   []func()
@@ -87,6 +88,7 @@ func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
 		return nil, fmt.Errorf("start moraine: %q: %w", spec.Kind, ErrStoreKind)
 	}
 	args := []string{"--store", storeURL, "--listen", "127.0.0.1:0", "--max-connections", "1000"}
+	m.args = args
 	if spec.Process != "" {
 		if err := m.startProcess(ctx, spec.Process, args); err != nil {
 			m.runCleanup()
@@ -137,6 +139,22 @@ func (m *Moraine) Stop() error {
 	}
 	m.runCleanup()
 	return err
+}
+
+// ServeFromProcess stops an in-process server, keeping its store, and
+// serves that store again from a child `moraine serve` process of exe, as
+// a deployment would after the catalog was built (the child loads it from
+// the store as any restart does). The address changes; ConnInfo follows.
+func (m *Moraine) ServeFromProcess(ctx context.Context, exe string) error {
+	if m.Server == nil {
+		return errors.New("serve from process: moraine already runs as a child process")
+	}
+	m.cancel()
+	if err := <-m.done; err != nil {
+		return fmt.Errorf("serve from process: stopping the in-process server: %w", err)
+	}
+	m.Server = nil
+	return m.startProcess(ctx, exe, m.args)
 }
 
 func (m *Moraine) runCleanup() {
