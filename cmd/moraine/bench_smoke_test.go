@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,6 +79,25 @@ func TestBenchCommitsSmoke(t *testing.T) {
 			out := benchSmoke(t, benchCommitsMain, append([]string{"--writers=1,2", "--commits=3", "--warmup=4", "--retry-wait=5ms", "--postgres", pg}, tc.extra...)...)
 			if !strings.Contains(out, "timed after 4 untimed warm-up commits") {
 				t.Fatalf("no warm-up line:\n%s", out)
+			}
+			// Every run reports its CPU per commit; this process's is never
+			// zero (it ran the driver, and moraine too when in-process).
+			cpuRow := regexp.MustCompile(`(?m)^\s*(postgres|moraine)\s+[12]\s+[12]\s+(\d+\.\d{3})\s+(\d+\.\d{3})$`)
+			rows := cpuRow.FindAllStringSubmatch(out, -1)
+			writerCounts, rounds := 2, 1 // --writers=1,2
+			if slices.Contains(tc.extra, "--writers=2") {
+				writerCounts = 1
+			}
+			if slices.Contains(tc.extra, "--rounds=2") {
+				rounds = 2
+			}
+			if want := 2 * writerCounts * rounds; len(rows) != want {
+				t.Fatalf("%s: %d CPU rows:\n%s", tc.name, len(rows), out)
+			}
+			for _, r := range rows {
+				if p, _ := strconv.ParseFloat(r[3], 64); p <= 0 {
+					t.Fatalf("%s: %s run used no CPU in this process:\n%s", tc.name, r[1], out)
+				}
 			}
 			if child := strings.Contains(out, "moraine: a child process, a fresh server per run"); child != strings.HasPrefix(tc.name, "process") {
 				t.Fatalf("%s: says it ran a child process: %v:\n%s", tc.name, child, out)

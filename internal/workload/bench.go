@@ -72,6 +72,12 @@ type BenchRun struct {
 	LinkP50MS  float64 `json:"link_p50_ms"`
 	LinkMeanMS float64 `json:"link_mean_ms"`
 	Verified   bool    `json:"verified"`
+	// MachineCPUMS and ProcessCPUMS are the timed phase's CPU time per
+	// writer commit (Result.CPU): the whole machine's, and this process's
+	// (the driver; moraine too when it runs in-process). Zero when not
+	// measured.
+	MachineCPUMS float64 `json:"machine_cpu_ms_per_commit"`
+	ProcessCPUMS float64 `json:"process_cpu_ms_per_commit"`
 	// Phases is the chain link broken down (BenchConfig.Phases).
 	Phases *PhaseSummary `json:"phases,omitempty"`
 }
@@ -342,6 +348,10 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 		p50, mean := medianMean(links)
 		run.LinkP50MS, run.LinkMeanMS = ms(p50), ms(mean)
 	}
+	if res.CPUMeasured && res.Commits > 0 {
+		run.MachineCPUMS = ms(res.CPU.Machine) / float64(res.Commits)
+		run.ProcessCPUMS = ms(res.CPU.Process) / float64(res.Commits)
+	}
 	if bc.Phases {
 		run.Phases = SummarizePhases(res.ChainPhases())
 	}
@@ -396,6 +406,9 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if err := r.writeCPU(w); err != nil {
+		return err
+	}
 	if err := r.writePhases(w); err != nil {
 		return err
 	}
@@ -431,6 +444,24 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintf(w, "ratio_vs_postgres=%.3f\n", r.RatioVsPG)
 	return err
+}
+
+// writeCPU prints the timed phases' CPU time per commit, when measured.
+func (r *BenchReport) writeCPU(w io.Writer) error {
+	measured := false
+	for _, run := range r.Runs {
+		measured = measured || run.ProcessCPUMS > 0
+	}
+	if !measured {
+		return nil
+	}
+	fmt.Fprintln(w, "CPU time per commit in the timed phase, ms: the whole machine's (busy time in /proc/stat) and this process's (the driver, and moraine when it runs in-process)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\twriters\tround\tmachine\tthis process\t")
+	for _, run := range r.Runs {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t\n", run.System, run.Writers, run.Round, run.MachineCPUMS, run.ProcessCPUMS)
+	}
+	return tw.Flush()
 }
 
 // writePhases prints the runs' chain links broken down, when measured:

@@ -194,6 +194,9 @@ type Result struct {
 	Failed    int             // writer commits that hit a true conflict or exhausted retries
 	Retries   int             // writer retries (attempts beyond the first)
 	Conflicts int             // true conflicts seen by writers
+	// CPU is what the timed phase cost in CPU time, when CPUMeasured.
+	CPU         CPUUse
+	CPUMeasured bool
 
 	Merges         int // acknowledged compactor commits
 	MergeRetries   int
@@ -442,10 +445,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}()
 	}
 	warmed.Wait()
+	cpu0 := readCPU()
 	start := time.Now()
 	close(timed)
 	writers.Wait()
 	elapsed := time.Since(start)
+	cpu, cpuOK := readCPU().since(cpu0)
 	close(stopCompactor)
 	compactor.Wait()
 	close(errs)
@@ -454,6 +459,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res := d.mu.res
 	res.Config = d.cfg
 	res.Elapsed = elapsed
+	res.CPU, res.CPUMeasured = cpu, cpuOK
 	res.timedFrom = start
 	res.landed = d.mu.landed
 	res.tableIDs = d.tables
