@@ -82,7 +82,7 @@ func TestBenchCommitsSmoke(t *testing.T) {
 			}
 			// Every run reports its CPU per commit; this process's is never
 			// zero (it ran the driver, and moraine too when in-process).
-			cpuRow := regexp.MustCompile(`(?m)^\s*(postgres|moraine)\s+[12]\s+[12]\s+(\d+\.\d{3})\s+(\d+\.\d{3})$`)
+			cpuRow := regexp.MustCompile(`(?m)^\s*(postgres|moraine)\s+[12]\s+[12]\s+(\d+\.\d{3})\s+(\d+\.\d{3})\s+(\d+)%$`)
 			rows := cpuRow.FindAllStringSubmatch(out, -1)
 			writerCounts, rounds := 2, 1 // --writers=1,2
 			if slices.Contains(tc.extra, "--writers=2") {
@@ -97,6 +97,9 @@ func TestBenchCommitsSmoke(t *testing.T) {
 			for _, r := range rows {
 				if p, _ := strconv.ParseFloat(r[3], 64); p <= 0 {
 					t.Fatalf("%s: %s run used no CPU in this process:\n%s", tc.name, r[1], out)
+				}
+				if b, _ := strconv.Atoi(r[4]); b > 100 {
+					t.Fatalf("%s: %s run busier than the machine:\n%s", tc.name, r[1], out)
 				}
 			}
 			if child := strings.Contains(out, "moraine: a child process, a fresh server per run"); child != strings.HasPrefix(tc.name, "process") {

@@ -78,6 +78,10 @@ type BenchRun struct {
 	// measured.
 	MachineCPUMS float64 `json:"machine_cpu_ms_per_commit"`
 	ProcessCPUMS float64 `json:"process_cpu_ms_per_commit"`
+	// MachineBusy is the share of the machine's CPU time that was busy in
+	// the timed phase (CPUUse.BusyShare): below one, the run was not bound
+	// by CPU alone.
+	MachineBusy float64 `json:"machine_busy_share"`
 	// Phases is the chain link broken down (BenchConfig.Phases).
 	Phases *PhaseSummary `json:"phases,omitempty"`
 }
@@ -351,6 +355,7 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 	if res.CPUMeasured && res.Commits > 0 {
 		run.MachineCPUMS = ms(res.CPU.Machine) / float64(res.Commits)
 		run.ProcessCPUMS = ms(res.CPU.Process) / float64(res.Commits)
+		run.MachineBusy = res.CPU.BusyShare()
 	}
 	if bc.Phases {
 		run.Phases = SummarizePhases(res.ChainPhases())
@@ -455,11 +460,11 @@ func (r *BenchReport) writeCPU(w io.Writer) error {
 	if !measured {
 		return nil
 	}
-	fmt.Fprintln(w, "CPU time per commit in the timed phase, ms: the whole machine's (busy time in /proc/stat) and this process's (the driver, and moraine when it runs in-process)")
+	fmt.Fprintln(w, "CPU time per commit in the timed phase, ms: the whole machine's (busy time in /proc/stat) and this process's (the driver, and moraine when it runs in-process); busy: the share of the machine's CPU time that was busy")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\twriters\tround\tmachine\tthis process\t")
+	fmt.Fprintln(tw, "system\twriters\tround\tmachine\tthis process\tbusy\t")
 	for _, run := range r.Runs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t\n", run.System, run.Writers, run.Round, run.MachineCPUMS, run.ProcessCPUMS)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.0f%%\t\n", run.System, run.Writers, run.Round, run.MachineCPUMS, run.ProcessCPUMS, 100*run.MachineBusy)
 	}
 	return tw.Flush()
 }

@@ -7,28 +7,28 @@ import (
 
 func TestParseBusy(t *testing.T) {
 	for _, tc := range []struct {
-		line string
-		want time.Duration // -1: an error
+		line           string
+		busy, capacity time.Duration // busy -1: an error
 	}{
 		// user nice system idle iowait irq softirq steal guest guest_nice:
-		// busy = 1000+20+300+40+50 ticks of 10 ms; idle, iowait and steal
-		// do not count.
-		{"cpu  1000 20 300 90000 700 40 50 999 0 0", 14100 * time.Millisecond},
-		{"cpu 0 0 0 5 5 0 0 5", 0},
-		{"cpu0 1000 20 300 90000 700 40 50 999 0 0", -1}, // one CPU's line, not the totals
-		{"cpu 1000 20 300", -1},
-		{"cpu 1000 x 300 90000 700 40 50 999", -1},
-		{"", -1},
+		// busy = 1000+20+300+40+50 ticks of 10 ms; capacity adds idle,
+		// iowait and steal; guest time is inside user already.
+		{"cpu  1000 20 300 90000 700 40 50 999 7 7", 14100 * time.Millisecond, 931090 * time.Millisecond},
+		{"cpu 0 0 0 5 5 0 0 5", 0, 150 * time.Millisecond},
+		{"cpu0 1000 20 300 90000 700 40 50 999 0 0", -1, 0}, // one CPU's line, not the totals
+		{"cpu 1000 20 300", -1, 0},
+		{"cpu 1000 x 300 90000 700 40 50 999", -1, 0},
+		{"", -1, 0},
 	} {
-		got, err := parseBusy(tc.line)
-		if tc.want < 0 {
+		busy, capacity, err := parseBusy(tc.line)
+		if tc.busy < 0 {
 			if err == nil {
-				t.Errorf("%q: %v, want an error", tc.line, got)
+				t.Errorf("%q: %v/%v, want an error", tc.line, busy, capacity)
 			}
 			continue
 		}
-		if err != nil || got != tc.want {
-			t.Errorf("%q: %v, %v; want %v", tc.line, got, err, tc.want)
+		if err != nil || busy != tc.busy || capacity != tc.capacity {
+			t.Errorf("%q: %v/%v, %v; want %v/%v", tc.line, busy, capacity, err, tc.busy, tc.capacity)
 		}
 	}
 }
@@ -59,6 +59,11 @@ func TestReadCPU(t *testing.T) {
 	}
 	if use.Machine < 80*time.Millisecond {
 		t.Errorf("machine busy time %v for a %v busy loop (10 ms ticks)", use.Machine, wall2)
+	}
+	// Capacity is every CPU's time: at least the wall time once, and the
+	// busy share a fraction.
+	if use.Capacity < wall2-20*time.Millisecond || use.Machine > use.Capacity || use.BusyShare() <= 0 || use.BusyShare() > 1 {
+		t.Errorf("capacity %v, busy %v (share %.2f) over %v", use.Capacity, use.Machine, use.BusyShare(), wall2)
 	}
 	if _, ok := readCPU().since(cpuSample{}); ok {
 		t.Error("a difference from a failed reading counts as measured")
