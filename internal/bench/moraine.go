@@ -151,6 +151,7 @@ func (m *Moraine) ServeFromProcess(ctx context.Context, exe string) error {
 	}
 	m.cancel()
 	if err := <-m.done; err != nil {
+		m.done <- err // for the caller's Stop
 		return fmt.Errorf("serve from process: stopping the in-process server: %w", err)
 	}
 	m.Server = nil
