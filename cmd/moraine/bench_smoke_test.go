@@ -210,13 +210,31 @@ func TestBenchCatalogSmoke(t *testing.T) {
 
 func TestBenchStoreVsPostgresSmoke(t *testing.T) {
 	pg := testenv.Postgres(t)
-	out := benchSmoke(t, benchStoreMain, "--put-latency=20ms", "--commit-writers=1,2", "--commits=3", "--postgres", pg)
-	// Every moraine commit waited for at least one PUT of 20ms.
-	m := regexp.MustCompile(`(?m)^\s+moraine\s.*PUT latency 20ms\s+1\s+3\s+\S+\s+(\S+)\s`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no moraine 1-writer row:\n%s", out)
+	for _, process := range []bool{false, true} {
+		t.Run(fmt.Sprintf("process=%v", process), func(t *testing.T) {
+			args := []string{"--put-latency=20ms", "--commit-writers=1,2", "--commits=3", "--postgres", pg}
+			if process {
+				// The child is this test binary run as moraine (TestMain); it
+				// reaches the S3 server in this process over loopback.
+				t.Setenv("MORAINE_TEST_AS_MAIN", "1")
+				args = append(args, "--process")
+			}
+			out := benchSmoke(t, benchStoreMain, args...)
+			// Every moraine commit waited for at least one PUT of 20ms.
+			m := regexp.MustCompile(`(?m)^\s+moraine\s.*PUT latency 20ms\s+1\s+3\s+\S+\s+(\S+)\s`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("no moraine 1-writer row:\n%s", out)
+			}
+			if p50, _ := strconv.ParseFloat(m[1], 64); p50 < 20 {
+				t.Fatalf("moraine p50 %.2fms is below the injected 20ms PUT latency", p50)
+			}
+			if child := strings.Contains(out, "note: moraine: a child `moraine serve` process"); child != process {
+				t.Fatalf("--process %v, but the note says child %v:\n%s", process, child, out)
+			}
+		})
 	}
-	if p50, _ := strconv.ParseFloat(m[1], 64); p50 < 20 {
-		t.Fatalf("moraine p50 %.2fms is below the injected 20ms PUT latency", p50)
+	var bad, errb bytes.Buffer
+	if code := benchStoreMain(context.Background(), []string{"--process"}, &bad, &errb); code != 2 {
+		t.Fatalf("--process without --postgres: exit %d", code)
 	}
 }

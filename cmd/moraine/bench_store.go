@@ -44,7 +44,12 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 	pgCommits := fs.Int("commits", 30, "with --postgres: commits per committer")
 	jsonOut := fs.String("json", "", "with --postgres: write the results as JSON to this file")
 	pngOut := fs.String("png", "", "with --postgres: write a bar chart of p50 latency to this PNG file")
+	process := fs.Bool("process", false, "with --postgres: run moraine as a child `moraine serve` process, as deployed, instead of in-process")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *process && *pg == "" {
+		fmt.Fprintln(stderr, "bench store: --process goes with --postgres")
 		return 2
 	}
 	if *pg != "" {
@@ -59,6 +64,14 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 			return 2
 		}
 		o := storeVsPG{postgres: *pg, putLatency: lat, writers: ws, commits: *pgCommits, jsonOut: *jsonOut, pngOut: *pngOut}
+		if *process {
+			exe, err := os.Executable()
+			if err != nil {
+				fmt.Fprintln(stderr, "bench store: --process:", err)
+				return 1
+			}
+			o.process = exe
+		}
 		if err := runStoreVsPG(ctx, o, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "bench store: %v\n", err)
 			return 1

@@ -27,6 +27,7 @@ type storeVsPG struct {
 	commits    int
 	jsonOut    string
 	pngOut     string
+	process    string // run moraine as a child process of this executable; "" in-process
 }
 
 // storeRow is one measured (system, writers) pair.
@@ -52,7 +53,7 @@ type storeReport struct {
 }
 
 func runStoreVsPG(ctx context.Context, o storeVsPG, stdout, stderr io.Writer) error {
-	m, err := bench.StartMoraine(ctx, bench.StoreSpec{Kind: "s3", PutLatency: o.putLatency})
+	m, err := bench.StartMoraine(ctx, bench.StoreSpec{Kind: "s3", PutLatency: o.putLatency, Process: o.process})
 	if err != nil {
 		return err
 	}
@@ -74,6 +75,9 @@ func runStoreVsPG(ctx context.Context, o storeVsPG, stdout, stderr io.Writer) er
 	}
 	rep := storeReport{Benchmark: "store", Machine: bench.Machine(), PutLatencyMS: float64(o.putLatency.Min) / 1e6,
 		Note: "moraine: in-process S3 (gofakes3) with injected PUT latency; postgres: local disk (PostgreSQL has no S3 catalog)"}
+	if o.process != "" {
+		rep.Note = "moraine: a child `moraine serve` process over in-process S3 (gofakes3) with injected PUT latency; postgres: local disk (PostgreSQL has no S3 catalog)"
+	}
 	lo := o.writers[0]
 	for _, w := range o.writers {
 		lo = min(lo, w)
