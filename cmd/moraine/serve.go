@@ -36,6 +36,11 @@ func runServe(ctx context.Context, args []string) int {
 		return 2
 	}
 	log := newLogger(cfg.LogFormat, cfg.LogLevel)
+	if cfg.SysmonAwake {
+		if err := keepSysmonAwake(); err != nil {
+			log.Warn("serving with the Go runtime's default system monitor", "err", err)
+		}
+	}
 	srv := server.New(cfg, log, func(st *server.Stack) pgwire.Executor {
 		return sql.New(memcat.On(st.Cat))
 	})

@@ -21,20 +21,24 @@ import (
 // the file given by --config. Precedence, highest first: flag, environment,
 // file, default.
 type Config struct {
-	Store            string
-	Listen           string
-	UnixSocketDir    string
-	UsersFile        string
-	TLSCert          string
-	TLSKey           string
-	MetricsListen    string
-	LogFormat        string
-	LogLevel         string
-	Replica          bool
-	RowIDHold        bool
-	DataPathOptions  string
-	MaxConnections   int
-	GCMinHeapMiB     int
+	Store           string
+	Listen          string
+	UnixSocketDir   string
+	UsersFile       string
+	TLSCert         string
+	TLSKey          string
+	MetricsListen   string
+	LogFormat       string
+	LogLevel        string
+	Replica         bool
+	RowIDHold       bool
+	DataPathOptions string
+	MaxConnections  int
+	GCMinHeapMiB    int
+	// SysmonAwake asks `moraine serve` to keep the Go runtime's system
+	// monitor out of its deep sleep (cmd/moraine: sysmonAwake). The server
+	// itself does not read it: it is a property of the process.
+	SysmonAwake      bool
 	IdleTimeout      time.Duration
 	StatementTimeout time.Duration
 	ReplicaPoll      time.Duration
@@ -101,6 +105,8 @@ var settings = []setting{
 		intAtLeast(func(c *Config) *int { return &c.MaxConnections }, 1)},
 	{"gc-min-heap-mib", "keep the Go collector's heap target at least this many MiB while the catalog is small, trading memory for fewer collections (0: Go's default; ignored when GOGC is set)", "64",
 		intAtLeast(func(c *Config) *int { return &c.GCMinHeapMiB }, 0)},
+	{"sysmon-awake", "keep the Go runtime's system monitor from deep-sleeping whenever the server waits for its clients (serve restarts itself once with GODEBUG=schedtrace set so): waking it on every client message cost a fifth of the server's CPU on a 2-vCPU VM; ignored when GODEBUG already sets schedtrace", "true",
+		func(c *Config, v string) (err error) { c.SysmonAwake, err = strconv.ParseBool(v); return }},
 	{"idle-timeout", "close client connections idle this long (0: never)", "0s",
 		func(c *Config, v string) (err error) { c.IdleTimeout, err = time.ParseDuration(v); return }},
 	{"statement-timeout", "cancel statements running this long (0: never)", "0s",
