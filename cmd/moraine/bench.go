@@ -87,3 +87,17 @@ func startProfiles(cpuPath, tracePath string) (stop func(), err error) {
 	}
 	return stop, nil
 }
+
+// processExe is the executable that --process runs as a child
+// `moraine serve`: this one. It is "" when process is false (moraine runs
+// in-process).
+func processExe(process bool) (string, error) {
+	if !process {
+		return "", nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("--process: %w", err)
+	}
+	return exe, nil
+}

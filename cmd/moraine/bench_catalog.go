@@ -63,13 +63,10 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	if *pg != "" {
 		o := catalogVsPG{postgres: *pg, reps: *reps, jsonOut: *jsonOut, pngOut: *pngOut, cpuprofile: *cpuprofile,
 			shape: bench.LakeShape{Tables: *tables, Files: *files, Stats: *stats, FilesPerCommit: max(1, (*files+*snaps-1) / *snaps)}}
-		if *process {
-			exe, err := os.Executable()
-			if err != nil {
-				fmt.Fprintln(stderr, "bench catalog: --process:", err)
-				return 1
-			}
-			o.process = exe
+		var err error
+		if o.process, err = processExe(*process); err != nil {
+			fmt.Fprintln(stderr, "bench catalog:", err)
+			return 1
 		}
 		if err := runCatalogVsPG(ctx, o, stdout, stderr); err != nil {
 			fmt.Fprintln(stderr, "bench catalog:", err)

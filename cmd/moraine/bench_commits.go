@@ -104,14 +104,13 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		// A fresh in-process moraine per run, on a fresh store: the
 		// counterpart of the fresh PostgreSQL database each run gets.
 		spec := bench.StoreSpec{Kind: *store, PutLatency: lat}
+		if spec.Process, err = processExe(*process); err != nil {
+			fmt.Fprintln(stderr, "bench commits:", err)
+			return 1
+		}
 		where := "in-process"
 		if *process {
-			exe, err := os.Executable()
-			if err != nil {
-				fmt.Fprintf(stderr, "bench commits: --process: %v\n", err)
-				return 1
-			}
-			spec.Process, where = exe, "a child process"
+			where = "a child process"
 		}
 		var announce sync.Once
 		targets = append(targets, workload.Target{Name: "moraine", Start: func(ctx context.Context) (string, func() error, error) {

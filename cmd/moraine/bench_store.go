@@ -64,13 +64,9 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 			return 2
 		}
 		o := storeVsPG{postgres: *pg, putLatency: lat, writers: ws, commits: *pgCommits, jsonOut: *jsonOut, pngOut: *pngOut}
-		if *process {
-			exe, err := os.Executable()
-			if err != nil {
-				fmt.Fprintln(stderr, "bench store: --process:", err)
-				return 1
-			}
-			o.process = exe
+		if o.process, err = processExe(*process); err != nil {
+			fmt.Fprintln(stderr, "bench store:", err)
+			return 1
 		}
 		if err := runStoreVsPG(ctx, o, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "bench store: %v\n", err)
