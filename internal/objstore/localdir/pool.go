@@ -87,7 +87,7 @@ func (p *pool) take() (f pooledFile, ok bool) {
 		go p.fill()
 	}
 	p.mu.Unlock()
-	defer p.wake()
+	defer p.wakeIfLow()
 	for {
 		select {
 		case f = <-p.ready:
@@ -98,6 +98,20 @@ func (p *pool) take() (f pooledFile, ok bool) {
 		default:
 			return pooledFile{}, false
 		}
+	}
+}
+
+// low reports whether the pool is down to the level at which fill tops it
+// up.
+func (p *pool) low() bool { return len(p.ready) <= cap(p.ready)/2 }
+
+// wakeIfLow kicks the filler when it has work: waking it after every take
+// only for it to find the pool above half full cost a goroutine wake-up —
+// for an otherwise idle server a thread's, and on a small VM ~20 µs of CPU
+// — per object written.
+func (p *pool) wakeIfLow() {
+	if p.low() {
+		p.wake()
 	}
 }
 
@@ -116,7 +130,7 @@ func (p *pool) fill() {
 	refresh := time.NewTicker(poolMaxAge / 2)
 	defer refresh.Stop()
 	for {
-		if len(p.ready) <= cap(p.ready)/2 && p.topUp() > 0 {
+		if p.low() && p.topUp() > 0 {
 			// Commit the creations now, off the write path.
 			_ = syncDir(p.root)
 		}
