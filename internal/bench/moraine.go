@@ -41,8 +41,12 @@ type Moraine struct {
 	addr      string   // the address it accepts PostgreSQL clients on
 	args      []string // its serve arguments (the store among them)
 	cancel    context.CancelFunc
-	done      chan error
-	cleanup   []func()
+	done      chan error // the server's (or child's) exit, sent once
+	// stopped and stopErr record the exit once it was received (shutdown),
+	// so that a later Stop does not wait for a second one.
+	stopped bool
+	stopErr error
+	cleanup []func()
 }
 
 // StoreSpec says which store a benchmark's moraine runs on, and where it
@@ -130,15 +134,25 @@ func (m *Moraine) ConnInfo(db string) string {
 
 // Stop shuts the server down (flushing its store) and removes the store.
 func (m *Moraine) Stop() error {
-	m.cancel()
-	var err error
-	select {
-	case err = <-m.done:
-	case <-time.After(60 * time.Second):
-		err = errors.New("moraine did not stop within 60s")
-	}
+	err := m.shutdown()
 	m.runCleanup()
 	return err
+}
+
+// shutdown asks the server to stop and waits for its exit, at most a
+// minute; once it has, later calls return the same outcome at once. A
+// Moraine is used by one goroutine at a time.
+func (m *Moraine) shutdown() error {
+	if !m.stopped {
+		m.cancel()
+		select {
+		case m.stopErr = <-m.done:
+		case <-time.After(60 * time.Second):
+			m.stopErr = errors.New("moraine did not stop within 60s")
+		}
+		m.stopped = true
+	}
+	return m.stopErr
 }
 
 // ServeFromProcess stops an in-process server, keeping its store, and
@@ -149,12 +163,10 @@ func (m *Moraine) ServeFromProcess(ctx context.Context, exe string) error {
 	if m.Server == nil {
 		return errors.New("serve from process: moraine already runs as a child process")
 	}
-	m.cancel()
-	if err := <-m.done; err != nil {
-		m.done <- err // for the caller's Stop
+	if err := m.shutdown(); err != nil {
 		return fmt.Errorf("serve from process: stopping the in-process server: %w", err)
 	}
-	m.Server = nil
+	m.Server, m.stopped, m.stopErr = nil, false, nil
 	return m.startProcess(ctx, exe, m.args)
 }
 

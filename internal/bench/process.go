@@ -70,7 +70,7 @@ func (m *Moraine) startProcess(ctx context.Context, exe string, args []string) e
 		return nil
 	case err := <-m.done:
 		m.cancel()
-		m.done <- err // for a Stop that follows
+		m.stopped, m.stopErr = true, err // for a Stop that follows
 		return fmt.Errorf("start moraine process: exited before ready: %v", err)
 	case <-time.After(60 * time.Second):
 		m.cancel()
