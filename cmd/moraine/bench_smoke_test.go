@@ -82,7 +82,8 @@ func TestBenchCommitsSmoke(t *testing.T) {
 			}
 			// Every run reports its CPU per commit; this process's is never
 			// zero (it ran the driver, and moraine too when in-process).
-			cpuRow := regexp.MustCompile(`(?m)^\s*(postgres|moraine)\s+[12]\s+[12]\s+(\d+\.\d{3})\s+(\d+\.\d{3})\s+(\d+)%$`)
+			// Then the run queue wait, mean/p90 µs.
+			cpuRow := regexp.MustCompile(`(?m)^\s*(postgres|moraine)\s+[12]\s+[12]\s+(\d+\.\d{3})\s+(\d+\.\d{3})\s+(\d+)%\s+\d+/\d+$`)
 			rows := cpuRow.FindAllStringSubmatch(out, -1)
 			writerCounts, rounds := 2, 1 // --writers=1,2
 			if slices.Contains(tc.extra, "--writers=2") {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/moraine-db/moraine/internal/catalog"
@@ -94,6 +95,15 @@ func NewMetrics() *Metrics {
 	gauge("moraine_store_compactions", "Store compactions published.", func(st *Stack) float64 { return float64(st.KV.Stats().Compactions) })
 	gauge("moraine_store_seq", "Highest durable store sequence number.", func(st *Stack) float64 { return float64(st.KV.Stats().LastSeq) })
 	m.Registry.MustRegister(&residentCollector{m: m})
+	// The process's own series, as every Go server exports them: CPU,
+	// memory, threads and file descriptors, the collector, and the
+	// scheduler (go_sched_latencies_seconds: how long goroutines wait for
+	// a processor once runnable, which on a small machine is much of a
+	// commit's round trips; docs/benchmarks.md).
+	m.Registry.MustRegister(
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsScheduler)),
+	)
 	return m
 }
 

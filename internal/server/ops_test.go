@@ -212,6 +212,11 @@ func TestMetricsSeries(t *testing.T) {
 		`moraine_connections_total `,
 		`moraine_statements_total{shape="select"}`,
 		`moraine_statements_total{shape="commit"}`,
+		`go_goroutines `,
+		`go_sched_latencies_seconds_bucket{le=`,
+		`go_gc_duration_seconds`,
+		`process_cpu_seconds_total `,
+		`process_open_fds `,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -222,6 +227,13 @@ func TestMetricsSeries(t *testing.T) {
 	}
 	if v := metricValue(t, body, `moraine_connections_total`); v < 3 {
 		t.Errorf("connections_total = %v", v)
+	}
+	// The scheduler saw every round trip of the workload's commits.
+	if v := metricValue(t, body, `go_sched_latencies_seconds_count`); v < 1 {
+		t.Errorf("go_sched_latencies_seconds_count = %v", v)
+	}
+	if v := metricValue(t, body, `process_cpu_seconds_total`); v <= 0 {
+		t.Errorf("process_cpu_seconds_total = %v", v)
 	}
 	if got := httpGet(t, "http://"+maddr+"/readyz"); got != "ready\n" {
 		t.Errorf("/readyz = %q", got)

@@ -82,6 +82,12 @@ type BenchRun struct {
 	// the timed phase (CPUUse.BusyShare): below one, the run was not bound
 	// by CPU alone.
 	MachineBusy float64 `json:"machine_busy_share"`
+	// RunQueueMeanUS and RunQueueP90US are how long this process's
+	// goroutines waited for a processor once runnable in the timed phase
+	// (CPUUse.RunQueue): the driver's, and moraine's too when it runs
+	// in-process. Zero when not measured.
+	RunQueueMeanUS float64 `json:"runq_wait_mean_us"`
+	RunQueueP90US  float64 `json:"runq_wait_p90_us"`
 	// Phases is the chain link broken down (BenchConfig.Phases).
 	Phases *PhaseSummary `json:"phases,omitempty"`
 }
@@ -112,7 +118,6 @@ func SummarizePhases(links []LinkPhases) *PhaseSummary {
 		}
 		slices.Sort(v)
 		p50, mean := medianMean(v)
-		us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 		return [2]float64{us(p50), us(mean)}
 	}
 	s := &PhaseSummary{Links: len(links),
@@ -356,6 +361,8 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 		run.MachineCPUMS = ms(res.CPU.Machine) / float64(res.Commits)
 		run.ProcessCPUMS = ms(res.CPU.Process) / float64(res.Commits)
 		run.MachineBusy = res.CPU.BusyShare()
+		run.RunQueueMeanUS = us(res.CPU.RunQueue.Mean)
+		run.RunQueueP90US = us(res.CPU.RunQueue.P90)
 	}
 	if bc.Phases {
 		run.Phases = SummarizePhases(res.ChainPhases())
@@ -375,6 +382,7 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // medianMean returns the median and the mean of sorted, non-empty v.
 func medianMean(v []time.Duration) (p50, mean time.Duration) {
@@ -460,11 +468,11 @@ func (r *BenchReport) writeCPU(w io.Writer) error {
 	if !measured {
 		return nil
 	}
-	fmt.Fprintln(w, "CPU time per commit in the timed phase, ms: the whole machine's (busy time in /proc/stat) and this process's (the driver, and moraine when it runs in-process); busy: the share of the machine's CPU time that was busy")
+	fmt.Fprintln(w, "CPU time per commit in the timed phase, ms: the whole machine's (busy time in /proc/stat) and this process's (the driver, and moraine when it runs in-process); busy: the share of the machine's CPU time that was busy; run queue: how long this process's goroutines waited for a processor once runnable, mean/p90 µs")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\twriters\tround\tmachine\tthis process\tbusy\t")
+	fmt.Fprintln(tw, "system\twriters\tround\tmachine\tthis process\tbusy\trun queue\t")
 	for _, run := range r.Runs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.0f%%\t\n", run.System, run.Writers, run.Round, run.MachineCPUMS, run.ProcessCPUMS, 100*run.MachineBusy)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.0f%%\t%.0f/%.0f\t\n", run.System, run.Writers, run.Round, run.MachineCPUMS, run.ProcessCPUMS, 100*run.MachineBusy, run.RunQueueMeanUS, run.RunQueueP90US)
 	}
 	return tw.Flush()
 }

@@ -1,6 +1,8 @@
 package workload
 
 import (
+	"math"
+	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -67,5 +69,63 @@ func TestReadCPU(t *testing.T) {
 	}
 	if _, ok := readCPU().since(cpuSample{}); ok {
 		t.Error("a difference from a failed reading counts as measured")
+	}
+}
+
+// TestRunQueueSince: the wait summary is computed from the events between
+// two readings only, each bucket at its midpoint, the unbounded bucket at
+// its lower bound, and p90 as the upper bound of the bucket it falls in.
+func TestRunQueueSince(t *testing.T) {
+	buckets := []float64{math.Inf(-1), 0, 10e-6, 100e-6, math.Inf(1)}
+	h := func(counts ...uint64) *metrics.Float64Histogram {
+		return &metrics.Float64Histogram{Counts: counts, Buckets: buckets}
+	}
+	for _, tc := range []struct {
+		name      string
+		h0, h     *metrics.Float64Histogram
+		want      RunQueueWait
+		wantEmpty bool
+	}{
+		// 10 new events in [0,10µs) at 5 µs and 10 in [10,100µs) at 55 µs:
+		// mean 30 µs; the 90th percentile lies in the second bucket.
+		{name: "two buckets", h0: h(0, 7, 1, 0), h: h(0, 17, 11, 0),
+			want: RunQueueWait{Samples: 20, Mean: 30 * time.Microsecond, P90: 100 * time.Microsecond}},
+		// 9 fast events and one beyond 100 µs, counted at 100 µs.
+		{name: "unbounded bucket", h0: h(0, 0, 0, 0), h: h(0, 9, 0, 1),
+			want: RunQueueWait{Samples: 10, Mean: 14500 * time.Nanosecond, P90: 10 * time.Microsecond}},
+		{name: "no events", h0: h(0, 3, 3, 3), h: h(0, 3, 3, 3), want: RunQueueWait{}},
+		{name: "no first reading", h0: nil, h: h(0, 3, 3, 3), want: RunQueueWait{}},
+		{name: "different shapes", h0: h(0, 1), h: h(0, 3, 3, 3), want: RunQueueWait{}},
+	} {
+		if got := runQueueSince(tc.h0, tc.h); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReadRunQueue: goroutines that wake each other show up as scheduling
+// events between two readings of this process.
+func TestReadRunQueue(t *testing.T) {
+	s0 := readCPU()
+	ping, pong := make(chan int), make(chan int)
+	go func() {
+		for v := range ping {
+			pong <- v
+		}
+		close(pong)
+	}()
+	for i := 0; i < 20000; i++ {
+		ping <- i
+		<-pong
+	}
+	close(ping)
+	use, ok := readCPU().since(s0)
+	if !ok {
+		t.Fatal("reading failed")
+	}
+	// The runtime samples one scheduling event in eight or so; 40 000
+	// wake-ups leave thousands.
+	if use.RunQueue.Samples < 1000 || use.RunQueue.P90 <= 0 || use.RunQueue.Mean < 0 {
+		t.Errorf("run queue after 40 000 wake-ups: %+v", use.RunQueue)
 	}
 }
