@@ -113,13 +113,17 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 			where = "a child process"
 		}
 		var announce sync.Once
-		targets = append(targets, workload.Target{Name: "moraine", Start: func(ctx context.Context) (string, func() error, error) {
+		targets = append(targets, workload.Target{Name: "moraine", Start: func(ctx context.Context) (workload.Server, error) {
 			m, err := bench.StartMoraine(ctx, spec)
 			if err != nil {
-				return "", nil, err
+				return workload.Server{}, err
 			}
 			announce.Do(func() { fmt.Fprintf(stdout, "moraine: %s, a fresh server per run, store %s\n", where, m.StoreDesc) })
-			return m.ConnInfo("postgres"), m.Stop, nil
+			srv := workload.Server{ConnInfo: m.ConnInfo("postgres"), Stop: m.Stop}
+			if *process {
+				srv.RunQueue = m.RunQueue
+			}
+			return srv, nil
 		}})
 	} else {
 		targets = append(targets, workload.Target{Name: "moraine", ConnInfo: *moraine})

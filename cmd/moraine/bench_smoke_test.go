@@ -82,8 +82,9 @@ func TestBenchCommitsSmoke(t *testing.T) {
 			}
 			// Every run reports its CPU per commit; this process's is never
 			// zero (it ran the driver, and moraine too when in-process).
-			// Then the run queue wait, mean/p90 µs.
-			cpuRow := regexp.MustCompile(`(?m)^\s*(postgres|moraine)\s+[12]\s+[12]\s+(\d+\.\d{3})\s+(\d+\.\d{3})\s+(\d+)%\s+\d+/\d+$`)
+			// Then the run queue waits, mean/p90 µs: this process's, and a
+			// child moraine's from its /metrics.
+			cpuRow := regexp.MustCompile(`(?m)^\s*(postgres|moraine)\s+[12]\s+[12]\s+(\d+\.\d{3})\s+(\d+\.\d{3})\s+(\d+)%\s+\d+/\d+\s+(\d+/\d+|-)$`)
 			rows := cpuRow.FindAllStringSubmatch(out, -1)
 			writerCounts, rounds := 2, 1 // --writers=1,2
 			if slices.Contains(tc.extra, "--writers=2") {
@@ -101,6 +102,9 @@ func TestBenchCommitsSmoke(t *testing.T) {
 				}
 				if b, _ := strconv.Atoi(r[4]); b > 100 {
 					t.Fatalf("%s: %s run busier than the machine:\n%s", tc.name, r[1], out)
+				}
+				if measured, child := r[5] != "-", r[1] == "moraine" && strings.HasPrefix(tc.name, "process"); measured != child {
+					t.Fatalf("%s: %s run's server run queue %q:\n%s", tc.name, r[1], r[5], out)
 				}
 			}
 			if child := strings.Contains(out, "moraine: a child process, a fresh server per run"); child != strings.HasPrefix(tc.name, "process") {
@@ -156,6 +160,19 @@ func TestBenchChildProcess(t *testing.T) {
 	}
 	if got := string(res[len(res)-1].Rows[0][0]); got != "2" {
 		t.Fatalf("count = %q from the child", got)
+	}
+	// The child's scheduler histogram, from its /metrics, counts the
+	// wake-ups of the statements just run.
+	h, err := m.RunQueue(ctx)
+	if err != nil || h == nil {
+		t.Fatalf("the child's run queue: %v, %v", h, err)
+	}
+	var events uint64
+	for _, n := range h.Counts {
+		events += n
+	}
+	if events == 0 || len(h.Buckets) != len(h.Counts)+1 {
+		t.Fatalf("the child's run queue: %d events in %d buckets (%d bounds)", events, len(h.Counts), len(h.Buckets))
 	}
 	c.Close(ctx)
 	if err := m.Stop(); err != nil {

@@ -39,6 +39,9 @@ type Moraine struct {
 	// StoreDesc says what the store is, for the printed table.
 	StoreDesc string
 	addr      string   // the address it accepts PostgreSQL clients on
+	// metricsAddr is a child process's /metrics listener ("" in-process:
+	// the benchmark's own runtime is the server's).
+	metricsAddr string
 	args      []string // its serve arguments (the store among them)
 	cancel    context.CancelFunc
 	done      chan error // the server's (or child's) exit, sent once
@@ -94,7 +97,9 @@ func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
 	args := []string{"--store", storeURL, "--listen", "127.0.0.1:0", "--max-connections", "1000"}
 	m.args = args
 	if spec.Process != "" {
-		if err := m.startProcess(ctx, spec.Process, args); err != nil {
+		// The child's /metrics tells how long its goroutines waited to run
+		// (RunQueue).
+		if err := m.startProcess(ctx, spec.Process, append(args, "--metrics-listen", "127.0.0.1:0")); err != nil {
 			m.runCleanup()
 			return nil, err
 		}

@@ -39,7 +39,13 @@ func (m *Moraine) startProcess(ctx context.Context, exe string, args []string) e
 			line := sc.Text()
 			tail.add(line)
 			if !announced {
-				if addr, ok := readyAddr(line); ok {
+				// The metrics listener is announced before the server is
+				// ready; the channel send orders the write before the
+				// starter's reads.
+				switch msg, addr := announcement(line); msg {
+				case "metrics listening":
+					m.metricsAddr = addr
+				case "moraine is ready":
 					announced = true
 					ready <- addr
 				}
@@ -79,16 +85,25 @@ func (m *Moraine) startProcess(ctx context.Context, exe string, args []string) e
 	}
 }
 
-// readyAddr reads the address from serve's JSON "moraine is ready" line.
-func readyAddr(line string) (string, bool) {
+// announcement reads serve's JSON log lines that announce an address:
+// "moraine is ready" (listen) and "metrics listening" (addr). It returns
+// the message and the address, or "" for any other line.
+func announcement(line string) (msg, addr string) {
 	var rec struct {
 		Msg    string `json:"msg"`
 		Listen string `json:"listen"`
+		Addr   string `json:"addr"`
 	}
-	if json.Unmarshal([]byte(line), &rec) != nil || rec.Msg != "moraine is ready" || rec.Listen == "" {
-		return "", false
+	if json.Unmarshal([]byte(line), &rec) != nil {
+		return "", ""
 	}
-	return rec.Listen, true
+	switch {
+	case rec.Msg == "moraine is ready" && rec.Listen != "":
+		return rec.Msg, rec.Listen
+	case rec.Msg == "metrics listening" && rec.Addr != "":
+		return rec.Msg, rec.Addr
+	}
+	return "", ""
 }
 
 // logTail keeps the last lines of a child's log for its error messages.

@@ -9,6 +9,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"sort"
 	"strings"
@@ -22,13 +23,22 @@ import (
 type Target struct {
 	Name     string // "postgres", "moraine", …
 	ConnInfo string
-	// Start, when set, starts a server of its own for each run and returns
-	// its conninfo (ConnInfo is then ignored) and how to stop it. Every run
+	// Start, when set, starts a server of its own for each run (its
+	// ConnInfo replaces the Target's). Every run
 	// wants a fresh catalog: a server that can drop one is handed a fresh
 	// database and drops it afterwards; one that cannot (moraine has no
 	// DROP DATABASE or DROP SCHEMA) would carry every earlier run's
 	// catalog, resident, into the next.
-	Start func(ctx context.Context) (conninfo string, stop func() error, err error)
+	Start func(ctx context.Context) (Server, error)
+}
+
+// Server is a server a Target started for one run.
+type Server struct {
+	ConnInfo string
+	Stop     func() error
+	// RunQueue, when set, reads the server's scheduler latency histogram
+	// (Config.ServerRunQueue).
+	RunQueue func(ctx context.Context) (*metrics.Float64Histogram, error)
 }
 
 // BenchConfig is `moraine bench commits`.
@@ -88,6 +98,11 @@ type BenchRun struct {
 	// in-process. Zero when not measured.
 	RunQueueMeanUS float64 `json:"runq_wait_mean_us"`
 	RunQueueP90US  float64 `json:"runq_wait_p90_us"`
+	// ServerRunQueueMeanUS and ServerRunQueueP90US are the same for a
+	// server in another process (CPUUse.ServerRunQueue); zero when not
+	// measured.
+	ServerRunQueueMeanUS float64 `json:"server_runq_wait_mean_us,omitempty"`
+	ServerRunQueueP90US  float64 `json:"server_runq_wait_p90_us,omitempty"`
 	// Phases is the chain link broken down (BenchConfig.Phases).
 	Phases *PhaseSummary `json:"phases,omitempty"`
 }
@@ -314,17 +329,17 @@ func (r *BenchReport) medianRun(system string, writers int) (BenchRun, bool) {
 }
 
 func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run BenchRun, err error) {
+	var srv Server
 	if t.Start != nil {
-		conninfo, stop, err := t.Start(ctx)
-		if err != nil {
+		if srv, err = t.Start(ctx); err != nil {
 			return BenchRun{}, err
 		}
 		defer func() {
-			if serr := stop(); serr != nil && err == nil {
+			if serr := srv.Stop(); serr != nil && err == nil {
 				err = fmt.Errorf("stop %s: %w", t.Name, serr)
 			}
 		}()
-		t.ConnInfo = conninfo
+		t.ConnInfo = srv.ConnInfo
 	}
 	dial, schema, cleanup, err := freshCatalog(ctx, t)
 	if err != nil {
@@ -338,6 +353,7 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 	cfg.Writers = writers
 	cfg.CommitsPerWriter = bc.Commits
 	cfg.Warmup = bc.Warmup
+	cfg.ServerRunQueue = srv.RunQueue
 	if bc.DataDir != "" {
 		cfg.DataDir = filepath.Join(bc.DataDir, fmt.Sprintf("%s-w%d", t.Name, writers))
 		cfg.DataPath = ""
@@ -363,6 +379,8 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run B
 		run.MachineBusy = res.CPU.BusyShare()
 		run.RunQueueMeanUS = us(res.CPU.RunQueue.Mean)
 		run.RunQueueP90US = us(res.CPU.RunQueue.P90)
+		run.ServerRunQueueMeanUS = us(res.CPU.ServerRunQueue.Mean)
+		run.ServerRunQueueP90US = us(res.CPU.ServerRunQueue.P90)
 	}
 	if bc.Phases {
 		run.Phases = SummarizePhases(res.ChainPhases())
@@ -468,11 +486,15 @@ func (r *BenchReport) writeCPU(w io.Writer) error {
 	if !measured {
 		return nil
 	}
-	fmt.Fprintln(w, "CPU time per commit in the timed phase, ms: the whole machine's (busy time in /proc/stat) and this process's (the driver, and moraine when it runs in-process); busy: the share of the machine's CPU time that was busy; run queue: how long this process's goroutines waited for a processor once runnable, mean/p90 µs")
+	fmt.Fprintln(w, "CPU time per commit in the timed phase, ms: the whole machine's (busy time in /proc/stat) and this process's (the driver, and moraine when it runs in-process); busy: the share of the machine's CPU time that was busy; run queue: how long goroutines waited for a processor once runnable, mean/p90 µs, this process's and a server process's (its /metrics; - where not read)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\twriters\tround\tmachine\tthis process\tbusy\trun queue\t")
+	fmt.Fprintln(tw, "system\twriters\tround\tmachine\tthis process\tbusy\trun queue\tserver run queue\t")
 	for _, run := range r.Runs {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.0f%%\t%.0f/%.0f\t\n", run.System, run.Writers, run.Round, run.MachineCPUMS, run.ProcessCPUMS, 100*run.MachineBusy, run.RunQueueMeanUS, run.RunQueueP90US)
+		server := "-"
+		if run.ServerRunQueueP90US > 0 {
+			server = fmt.Sprintf("%.0f/%.0f", run.ServerRunQueueMeanUS, run.ServerRunQueueP90US)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.0f%%\t%.0f/%.0f\t%s\t\n", run.System, run.Writers, run.Round, run.MachineCPUMS, run.ProcessCPUMS, 100*run.MachineBusy, run.RunQueueMeanUS, run.RunQueueP90US, server)
 	}
 	return tw.Flush()
 }

@@ -22,10 +22,12 @@ import (
 // (every field of /proc/stat's totals), so Machine/Capacity is how busy the
 // machine was: below one, the run left CPU idle. All are zero where they
 // cannot be read (Result.CPUMeasured). RunQueue is how long this
-// process's goroutines waited for a processor once runnable.
+// process's goroutines waited for a processor once runnable, and
+// ServerRunQueue the same for a server in another process, when it could
+// be read (Config.ServerRunQueue).
 type CPUUse struct {
 	Machine, Capacity, Process time.Duration
-	RunQueue                   RunQueueWait
+	RunQueue, ServerRunQueue   RunQueueWait
 }
 
 // RunQueueWait summarizes how long goroutines waited to run after they

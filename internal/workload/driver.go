@@ -50,6 +50,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime/metrics"
 	"slices"
 	"sort"
 	"strings"
@@ -61,6 +62,19 @@ import (
 
 	"github.com/moraine-db/moraine/internal/commit/changes"
 )
+
+// serverRunQueue reads the server's scheduler latency histogram, or nil
+// when there is no way to (Config.ServerRunQueue) or the reading failed.
+func (d *driver) serverRunQueue(ctx context.Context) *metrics.Float64Histogram {
+	if d.cfg.ServerRunQueue == nil {
+		return nil
+	}
+	h, err := d.cfg.ServerRunQueue(ctx)
+	if err != nil {
+		return nil
+	}
+	return h
+}
 
 // Config describes one workload run.
 type Config struct {
@@ -91,6 +105,11 @@ type Config struct {
 	// memory the process has not touched yet, connections' first
 	// statements — which is not what a steady stream of commits costs.
 	Warmup int
+	// ServerRunQueue, when set, reads the server's scheduler latency
+	// histogram (a server in another process); the timed phase then
+	// reports how long the server's goroutines waited to run
+	// (CPUUse.ServerRunQueue). A failed reading leaves it unmeasured.
+	ServerRunQueue func(ctx context.Context) (*metrics.Float64Histogram, error)
 
 	Compactor      bool          // run a concurrent merge compactor
 	CompactPause   time.Duration // pause between compactor rounds; default 10ms
@@ -445,12 +464,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}()
 	}
 	warmed.Wait()
+	srv0 := d.serverRunQueue(runCtx)
 	cpu0 := readCPU()
 	start := time.Now()
 	close(timed)
 	writers.Wait()
 	elapsed := time.Since(start)
 	cpu, cpuOK := readCPU().since(cpu0)
+	cpu.ServerRunQueue = runQueueSince(srv0, d.serverRunQueue(runCtx))
 	close(stopCompactor)
 	compactor.Wait()
 	close(errs)
