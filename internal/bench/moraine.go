@@ -38,13 +38,13 @@ type Moraine struct {
 	PID int
 	// StoreDesc says what the store is, for the printed table.
 	StoreDesc string
-	addr      string   // the address it accepts PostgreSQL clients on
+	addr      string // the address it accepts PostgreSQL clients on
 	// metricsAddr is a child process's /metrics listener ("" in-process:
 	// the benchmark's own runtime is the server's).
 	metricsAddr string
-	args      []string // its serve arguments (the store among them)
-	cancel    context.CancelFunc
-	done      chan error // the server's (or child's) exit, sent once
+	args        []string // its serve arguments (the store among them)
+	cancel      context.CancelFunc
+	done        chan error // the server's (or child's) exit, sent once
 	// stopped and stopErr record the exit once it was received (shutdown),
 	// so that a later Stop does not wait for a second one.
 	stopped bool
