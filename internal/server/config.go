@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/moraine-db/moraine/internal/slate"
 )
 
 // Config is everything `moraine serve` can be told. Each field is a setting
@@ -35,6 +37,9 @@ type Config struct {
 	DataPathOptions string
 	MaxConnections  int
 	GCMinHeapMiB    int
+	// WALInFlight is how many WAL objects may be in flight at once; 0
+	// chooses by store (walInFlightFor).
+	WALInFlight int
 	// SysmonAwake asks `moraine serve` to keep the Go runtime's system
 	// monitor out of its deep sleep (cmd/moraine: sysmonAwake). The server
 	// itself does not read it: it is a property of the process.
@@ -103,6 +108,18 @@ var settings = []setting{
 		func(c *Config, v string) (err error) { c.ReplicaPoll, err = time.ParseDuration(v); return }},
 	{"max-connections", "maximum concurrent client connections", "200",
 		intAtLeast(func(c *Config) *int { return &c.MaxConnections }, 1)},
+	{"wal-in-flight", fmt.Sprintf("how many WAL objects the store may be writing at once (1 to %d; 0: 1 on a local directory, %d on an object store, where a PUT takes tens of milliseconds and commits that arrive during one need not wait for it)", slate.MaxWALInFlight, slate.MaxWALInFlight), "0",
+		func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				return err
+			}
+			if n < 0 || n > slate.MaxWALInFlight {
+				return fmt.Errorf("must be between 0 and %d", slate.MaxWALInFlight)
+			}
+			c.WALInFlight = n
+			return nil
+		}},
 	{"gc-min-heap-mib", "keep the Go collector's heap target at least this many MiB while the catalog is small, trading memory for fewer collections (0: Go's default; ignored when GOGC is set)", "64",
 		intAtLeast(func(c *Config) *int { return &c.GCMinHeapMiB }, 0)},
 	{"sysmon-awake", "keep the Go runtime's system monitor from deep-sleeping whenever the server waits for its clients (serve restarts itself once with GODEBUG=schedtrace set so): waking it on every client message cost a fifth of the server's CPU on a 2-vCPU VM; ignored when GODEBUG already sets schedtrace", "true",

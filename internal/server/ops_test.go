@@ -132,6 +132,9 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 			t.Errorf("%v: %+v, %v", args, c, err)
 		}
 	}
+	if c, err := ParseConfig([]string{"--wal-in-flight", "3"}, nil, io.Discard); err != nil || c.WALInFlight != 3 {
+		t.Errorf("--wal-in-flight 3: %+v, %v", c, err)
+	}
 	var out bytes.Buffer
 	if _, err := ParseConfig([]string{"--help"}, nil, &out); err == nil {
 		t.Fatal("--help: no error")
@@ -154,6 +157,8 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 		{[]string{"--listen", "0.0.0.0:5433"}, nil, "listen"},
 		{[]string{"--replica-poll", "soon"}, nil, "replica-poll"},
 		{[]string{"--replica=maybe"}, nil, "replica"},
+		{[]string{"--wal-in-flight", "5"}, nil, "wal-in-flight"},
+		{nil, []string{"MORAINE_WAL_IN_FLIGHT=-1"}, "wal-in-flight"},
 	} {
 		_, err := ParseConfig(c.args, c.env, io.Discard)
 		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), c.name) {

@@ -114,7 +114,7 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 		Metrics: s.metrics,
 		// A replica's follow loop refreshes the reader itself, right
 		// before it reloads the catalog (one poll, not two in series).
-		Slate: slate.Options{},
+		Slate: slate.Options{WALInFlight: s.cfg.WALInFlight},
 	}
 	opts.Commit.Observe = s.metrics.observeCommit
 	if s.cfg.RowIDHold {

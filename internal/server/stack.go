@@ -61,6 +61,9 @@ func OpenStack(ctx context.Context, url string, opts StackOptions) (*Stack, erro
 				"skipped_live", r.Skipped)
 		}
 	}
+	if opts.Slate.WALInFlight == 0 {
+		opts.Slate.WALInFlight = walInFlightFor(store)
+	}
 	if opts.Metrics != nil {
 		store = &instrumentedStore{Store: store, m: opts.Metrics}
 	}
@@ -70,6 +73,19 @@ func OpenStack(ctx context.Context, url string, opts StackOptions) (*Stack, erro
 		return nil, err
 	}
 	return st, nil
+}
+
+// walInFlightFor is the default Options.WALInFlight for a store. A local
+// directory writes a WAL object in well under a millisecond, and its
+// journal serializes the writes anyway: one at a time, each group commit
+// gathering what arrived during the last. On an object store a PUT takes
+// tens of milliseconds, and with one at a time every commit waits for the
+// PUT under way and then its own.
+func walInFlightFor(store objstore.Store) int {
+	if _, local := store.(*localdir.Store); local {
+		return 1
+	}
+	return slate.MaxWALInFlight
 }
 
 // OpenStackOn is OpenStack over an already open object store (tests, tools).

@@ -42,25 +42,39 @@ func Check(ctx context.Context, store objstore.Store) error {
 			}
 		}
 	}
-	end, err := walEnd(ctx, store, man.replayAfterWAL)
+	present, end, err := walIDs(ctx, store, man.replayAfterWAL)
+	if err != nil {
+		return errors.Join(append(problems, err)...)
+	}
+	// A gap a failed writer left (checkGaps) is legitimate; the objects
+	// after it were never acknowledged and the next writer's fences make
+	// them void, like a fenced writer's late ones (replay).
+	if err := checkGaps(ctx, store, man.replayAfterWAL, end, present); err != nil {
+		report(err)
+	}
+	epoch, err := fenceEpochBelow(ctx, store, man.replayAfterWAL+1)
 	if err != nil {
 		return errors.Join(append(problems, err)...)
 	}
 	prev := man.lastL0Seq
 	for id := man.replayAfterWAL + 1; id <= end; id++ {
+		if !present[id] {
+			continue
+		}
 		data, err := store.Get(ctx, walName(id))
 		if err != nil {
-			if isNotFound(err) {
-				err = corruptf(walName(id), "missing inside the WAL range (%d, %d]", man.replayAfterWAL, end)
-			}
-			report(err)
+			report(readErr(walName(id), err))
 			continue
 		}
-		_, batches, err := decodeWAL(walName(id), id, data)
+		h, batches, err := decodeWAL(walName(id), id, data)
 		if err != nil {
 			report(err)
 			continue
 		}
+		if h.epoch != 0 && h.epoch < epoch {
+			continue // void
+		}
+		epoch = max(epoch, h.epoch)
 		for _, b := range batches {
 			if b.seq <= prev {
 				report(corruptf(walName(id), "seq %d not above %d", b.seq, prev))

@@ -379,7 +379,7 @@ func GCPlan(ctx context.Context, store objstore.Store, grace time.Duration, now 
 		return nil, fmt.Errorf("gc plan: list WAL: %w", err)
 	}
 	for _, in := range wals {
-		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok && in.Size > 0 && id <= floor && in.ModTime.Before(cutoff) {
+		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok && !isFence(in.Size) && id <= floor && in.ModTime.Before(cutoff) {
 			out = append(out, in)
 		}
 	}

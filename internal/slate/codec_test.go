@@ -3,6 +3,7 @@ package slate
 import (
 	"bytes"
 	"context"
+	"errors"
 	"reflect"
 	"slices"
 	"testing"
@@ -35,9 +36,10 @@ func TestWALRoundTrip(t *testing.T) {
 			seq += rapid.Uint64Range(1, 10).Draw(t, "gap")
 		}
 		id, epoch := rapid.Uint64().Draw(t, "id"), rapid.Uint64().Draw(t, "epoch")
-		data := encodeWAL(id, epoch, batches)
-		e2, got, err := decodeWAL("w", id, data)
-		if err != nil || e2 != epoch || !reflect.DeepEqual(normOps(got), normOps(batches)) {
+		h := walHeader{epoch: epoch, base: id - rapid.Uint64Range(0, min(id, MaxWALInFlight-1)).Draw(t, "in flight")}
+		data := encodeWAL(id, h, batches)
+		h2, got, err := decodeWAL("w", id, data)
+		if err != nil || h2 != h || !reflect.DeepEqual(normOps(got), normOps(batches)) {
 			t.Fatalf("round trip: %v", err)
 		}
 		if _, _, err := decodeWAL("w", id+1, data); err == nil {
@@ -217,3 +219,50 @@ func TestPickCompaction(t *testing.T) {
 }
 
 func timeNowForTest() time.Time { return time.Now() }
+
+// TestWALHeader: fences carry their writer's epoch, version 1 objects (no
+// base) read with their own id as base, and headers that could not have
+// been written are corruption.
+func TestWALHeader(t *testing.T) {
+	batch := []walBatch{{seq: 9, ops: []op{{kind: kindPut, key: []byte("k"), value: []byte("v")}}}}
+	// v1 is v2 without the base field.
+	v1 := func(id, epoch uint64, batches []walBatch) []byte {
+		v2 := stripCRC(encodeWAL(id, walHeader{epoch: epoch, base: id}, batches))
+		out := append([]byte(nil), v2[:4]...)
+		out = append(out, 1, 0)
+		out = append(out, v2[6:22]...)
+		out = append(out, v2[30:]...)
+		return appendCRC(out)
+	}
+	for _, tc := range []struct {
+		name    string
+		id      uint64
+		data    []byte
+		want    walHeader
+		batches int
+		corrupt bool
+	}{
+		{"fence", 7, encodeWAL(7, walHeader{epoch: 3, base: 7}, nil), walHeader{epoch: 3, base: 7}, 0, false},
+		{"zero-byte fence", 7, nil, walHeader{base: 7}, 0, false},
+		{"data in flight behind two", 7, encodeWAL(7, walHeader{epoch: 3, base: 5}, batch), walHeader{epoch: 3, base: 5}, 1, false},
+		{"version 1 data", 7, v1(7, 3, batch), walHeader{epoch: 3, base: 7}, 1, false},
+		{"version 1 without batches", 7, v1(7, 3, nil), walHeader{}, 0, true},
+		{"fence without epoch", 7, encodeWAL(7, walHeader{base: 7}, nil), walHeader{}, 0, true},
+		{"base above id", 7, encodeWAL(7, walHeader{epoch: 3, base: 8}, batch), walHeader{}, 0, true},
+		{"base beyond the window", 7, encodeWAL(7, walHeader{epoch: 3, base: 7 - MaxWALInFlight}, batch), walHeader{}, 0, true},
+	} {
+		h, batches, err := decodeWAL("w", tc.id, tc.data)
+		if tc.corrupt {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%s: %+v, %v; want ErrCorrupt", tc.name, h, err)
+			}
+			continue
+		}
+		if err != nil || h != tc.want || len(batches) != tc.batches {
+			t.Errorf("%s: %+v, %d batches, %v; want %+v, %d", tc.name, h, len(batches), err, tc.want, tc.batches)
+		}
+	}
+	if got := len(encodeWAL(1, walHeader{epoch: 1, base: 1}, nil)); !isFence(int64(got)) || isFence(int64(len(encodeWAL(1, walHeader{epoch: 1, base: 1}, batch)))) {
+		t.Errorf("isFence misjudges a %d-byte fence or a data object", got)
+	}
+}

@@ -16,13 +16,22 @@
 //     applied to the memtable (and so becomes visible) at the same moment.
 //     Visibility equals durability: no read ever sees a batch a crash could
 //     undo.
-//  4. WAL ids are contiguous and each is created with create-if-absent. A
-//     failed WAL PUT fails that group and every queued write, and the DB
-//     refuses further writes (the outcome is unknown; reopening resolves it).
+//  4. WAL ids are assigned in order and each object is created with
+//     create-if-absent. Up to Options.WALInFlight PUTs run at once; a group
+//     is acknowledged only once every WAL object up to its own has landed.
+//     A failed WAL PUT fails that group and every later one, landed or
+//     not, and every queued write, and the DB refuses further writes (the
+//     outcome is unknown; reopening resolves it). Each object records the
+//     oldest id still in flight when its PUT started (walHeader.base), so
+//     that a reopening writer can tell an id a failed writer gave up on
+//     from one the store lost.
 //  5. A writer that opens bumps the writer epoch in a new manifest, then
-//     creates an empty fence object at the next WAL id. An older writer's
-//     next WAL PUT therefore collides (ErrFenced), and its next manifest
-//     create either collides or reveals the higher epoch (ErrFenced).
+//     creates fence objects carrying that epoch in every WAL id a previous
+//     writer may have left or still hold in flight (writeFence). An older
+//     writer's next WAL PUT therefore collides (ErrFenced), and its next
+//     manifest create either collides or reveals the higher epoch
+//     (ErrFenced); any PUT of it that lands after one of the fences is
+//     void, and replay skips it.
 //  6. A memtable is frozen with the WAL id of the last batch applied to it;
 //     once flushed, that id becomes the manifest's replay_after_wal_id, so
 //     recovery replays exactly the WAL objects not yet in sorted tables.
@@ -78,6 +87,14 @@ type DB struct {
 	closed       bool
 	queue        []*pendingWrite
 	nextWAL      uint64 // reader: next WAL id to replay
+	// walEpoch is the highest writer epoch of the WAL objects replayed so
+	// far; a later object of an older epoch is void (replay).
+	walEpoch uint64
+
+	// inflight are the WAL objects being written, in WAL order; walErr is
+	// the first WAL PUT failure (then every later object fails too).
+	inflight []*walPut
+	walErr   error
 
 	// Owned by the commit loop.
 	nextWALID uint64
@@ -182,25 +199,43 @@ func (d *DB) failLocked(err error) {
 	d.commitCond.Broadcast()
 }
 
+// walPut is a WAL object whose PUT the commit loop has started.
+type walPut struct {
+	id      uint64
+	group   []*pendingWrite
+	batches []walBatch
+	size    int
+	// Set under d.mu when the PUT returns.
+	done    bool
+	err     error
+	putTime time.Duration
+}
+
 // commitLoop is the single goroutine that assigns sequence numbers and
-// writes WAL objects; see the package comment for its invariants.
+// writes WAL objects; see the package comment for its invariants. With
+// Options.WALInFlight above one, each PUT runs on a goroutine of its own
+// and up to that many are in flight; finishPutsLocked acknowledges them in
+// WAL order whichever lands first.
 func (d *DB) commitLoop() {
 	defer close(d.commitDone)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for {
-		for len(d.queue) == 0 && !d.closing {
+		d.finishPutsLocked()
+		if len(d.queue) == 0 || len(d.inflight) >= d.opts.WALInFlight {
+			if d.closing && len(d.queue) == 0 && len(d.inflight) == 0 {
+				return
+			}
 			d.commitCond.Wait()
-		}
-		if len(d.queue) == 0 {
-			return
+			continue
 		}
 		// Backpressure: hold writes while too many memtables await flush —
 		// unless flushing is failing: then the writes go on to the WAL and
 		// learn there whether the store still works (a crashed one fails
 		// them; holding them would hang every writer).
-		for len(d.imm) >= d.opts.MaxImmutables && !d.flushFailing && d.failErr == nil && d.ctx.Err() == nil {
+		if len(d.imm) >= d.opts.MaxImmutables && !d.flushFailing && d.failErr == nil && d.ctx.Err() == nil {
 			d.commitCond.Wait()
+			continue
 		}
 		if d.failErr == nil && d.ctx.Err() != nil {
 			d.failLocked(ErrClosed)
@@ -230,55 +265,89 @@ func (d *DB) commitLoop() {
 			p.seq = d.lastSeq
 			batches[i] = walBatch{seq: p.seq, ops: p.ops}
 		}
-		id := d.nextWALID
+		w := &walPut{id: d.nextWALID, group: group, batches: batches}
+		d.nextWALID++
+		h := walHeader{epoch: d.epoch, base: w.id}
+		if len(d.inflight) > 0 {
+			h.base = d.inflight[0].id
+		}
+		d.inflight = append(d.inflight, w)
 		d.mu.Unlock()
 
-		data := encodeWAL(id, d.epoch, batches)
-		t0 := time.Now()
-		err := d.store.PutIfAbsent(d.ctx, walName(id), data)
-		putTime := time.Since(t0)
-
-		d.mu.Lock()
-		if err != nil {
-			if errors.Is(err, objstore.ErrExists) {
-				err = fmt.Errorf("%s already exists: %w", walName(id), ErrFenced)
-			} else {
-				err = fmt.Errorf("write %s: %w", walName(id), err)
-			}
-			d.failLocked(err)
-			for _, p := range group {
-				p.done <- d.failErr
-			}
+		data := encodeWAL(w.id, h, batches)
+		put := func() {
+			t0 := time.Now()
+			err := d.store.PutIfAbsent(d.ctx, walName(w.id), data)
+			d.mu.Lock()
+			w.done, w.err, w.putTime, w.size = true, err, time.Since(t0), len(data)
+			d.commitCond.Broadcast()
+		}
+		if d.opts.WALInFlight > 1 {
+			go func() {
+				put()
+				d.mu.Unlock()
+			}()
+			d.mu.Lock()
 			continue
 		}
-		d.nextWALID++
-		for _, b := range batches {
-			d.mem.applyBatch(b.seq, b.ops)
-		}
-		d.appliedWAL = id
-		d.visibleSeq = d.lastSeq
-		d.walsInMem++
-		d.stats.walObjects.Add(1)
-		d.stats.walBytes.Add(uint64(len(data)))
-		d.stats.batches.Add(uint64(n))
-		if d.mem.bytes >= d.opts.MemtableBytes || d.walsInMem >= d.opts.MaxWALsPerMemtable {
-			d.freezeLocked()
-		}
-		for _, p := range group {
-			p.done <- nil
-		}
+		put()
+		d.finishPutsLocked()
 		// Linger: concurrent writers just acknowledged usually come
 		// straight back. Without a pause the first of them leaves alone in
 		// the next WAL object and the rest wait behind it for a whole PUT,
 		// so every writer waits two PUTs; pausing for a small fraction of
-		// one PUT (until they are all back) keeps them in one group.
-		if linger := min(putTime/16, 2*time.Millisecond); n > 1 && linger > 50*time.Microsecond {
+		// one PUT (until they are all back) keeps them in one group. (With
+		// several PUTs in flight the first of them does not wait.)
+		if linger := min(w.putTime/16, 2*time.Millisecond); w.err == nil && n > 1 && linger > 50*time.Microsecond {
 			deadline := time.Now().Add(linger)
 			for len(d.queue) < n && time.Now().Before(deadline) && !d.closing {
 				d.mu.Unlock()
 				time.Sleep(linger / 8)
 				d.mu.Lock()
 			}
+		}
+	}
+}
+
+// finishPutsLocked acknowledges the WAL objects at the head of the
+// in-flight list whose PUTs have returned, in WAL order: a landed object's
+// batches become visible and its writers are told, and once one PUT has
+// failed, it and every later object fail, landed or not (invariant 4):
+// a batch is acknowledged only when every WAL object up to its own landed.
+// REQUIRES: d.mu held.
+func (d *DB) finishPutsLocked() {
+	for len(d.inflight) > 0 && d.inflight[0].done {
+		w := d.inflight[0]
+		d.inflight[0] = nil
+		d.inflight = d.inflight[1:]
+		if w.err != nil && d.walErr == nil {
+			if errors.Is(w.err, objstore.ErrExists) {
+				d.walErr = fmt.Errorf("%s already exists: %w", walName(w.id), ErrFenced)
+			} else {
+				d.walErr = fmt.Errorf("write %s: %w", walName(w.id), w.err)
+			}
+			d.failLocked(d.walErr)
+		}
+		if d.walErr != nil {
+			for _, p := range w.group {
+				p.done <- d.failErr
+			}
+			continue
+		}
+		for _, b := range w.batches {
+			d.mem.applyBatch(b.seq, b.ops)
+		}
+		d.appliedWAL = w.id
+		d.visibleSeq = w.batches[len(w.batches)-1].seq
+		d.walsInMem++
+		d.stats.walObjects.Add(1)
+		d.stats.walBytes.Add(uint64(w.size))
+		d.stats.batches.Add(uint64(len(w.batches)))
+		if d.mem.bytes >= d.opts.MemtableBytes || d.walsInMem >= d.opts.MaxWALsPerMemtable {
+			d.freezeLocked()
+		}
+		for _, p := range w.group {
+			p.done <- nil
 		}
 	}
 }
@@ -313,14 +382,23 @@ func (d *DB) holdForFollower() bool {
 			d.commitCond.Broadcast()
 			d.mu.Unlock()
 		})
-		for len(d.queue) == n && time.Now().Before(until) && !d.closing && d.failErr == nil {
+		// A PUT that returns ends the hold too: its writers are waiting.
+		for len(d.queue) == n && time.Now().Before(until) && !d.closing && d.failErr == nil && !d.putReturnedLocked() {
 			d.commitCond.Wait()
+		}
+		if d.putReturnedLocked() {
+			t.Stop()
+			return true
 		}
 		t.Stop()
 		waited = true
 	}
 	return waited
 }
+
+// putReturnedLocked reports whether the oldest WAL PUT in flight has
+// returned (finishPutsLocked has work). REQUIRES: d.mu held.
+func (d *DB) putReturnedLocked() bool { return len(d.inflight) > 0 && d.inflight[0].done }
 
 // freezeLocked turns the active memtable into an immutable one stamped with
 // the last applied WAL id. REQUIRES: d.mu held.

@@ -63,8 +63,19 @@ func TestFaultInjection(t *testing.T) {
 		perWriter = 3000
 	}
 	for _, backend := range testBackends(t) {
-		t.Run(backend.name, func(t *testing.T) {
-			inner := backend.open(t)
+		for _, inFlight := range []int{1, MaxWALInFlight} {
+			t.Run(fmt.Sprintf("%s/inflight=%d", backend.name, inFlight), func(t *testing.T) {
+				faultRound(t, backend.open(t), inFlight, perWriter)
+			})
+		}
+	}
+}
+
+// faultRound is one TestFaultInjection run: four writers against a store
+// that fails and lies, the writer reopening after every failure.
+func faultRound(t *testing.T, inner objstore.Store, inFlight, perWriter int) {
+	{
+		{
 			fs := fault.New(inner, fault.Config{
 				Seed: 42,
 				Default: fault.Rule{ErrorRate: 0.05, AmbiguousRate: 0.02,
@@ -73,6 +84,7 @@ func TestFaultInjection(t *testing.T) {
 			c := &faultClient{t: t, fs: fs, opts: Options{
 				MemtableBytes: 2048, MaxWALsPerMemtable: 8, BlockSize: 256, MaxSSTBytes: 4096,
 				L0CompactionTrigger: 3, GCInterval: 20 * time.Millisecond, GCGrace: time.Millisecond,
+				WALInFlight: inFlight,
 			}}
 			c.db = c.openLoop()
 			if c.db == nil {
@@ -153,6 +165,6 @@ func TestFaultInjection(t *testing.T) {
 			if nAcked == 0 || st.Injected == 0 {
 				t.Fatalf("workload did not exercise anything")
 			}
-		})
+		}
 	}
 }

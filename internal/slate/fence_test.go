@@ -43,6 +43,7 @@ func fencingRound(t *testing.T, seed uint64, mem objstore.Store) {
 	opts := Options{
 		MemtableBytes: 512, MaxWALsPerMemtable: 1 + rng.IntN(6), BlockSize: 128, MaxSSTBytes: 1024,
 		L0CompactionTrigger: 2, GCInterval: -1, Now: func() time.Time { return time.Now().Add(time.Hour) },
+		WALInFlight: 1 + rng.IntN(MaxWALInFlight),
 	}
 	a := mustOpen(t, fault.New(mem, lat), opts)
 
@@ -133,8 +134,8 @@ func fencingRound(t *testing.T, seed uint64, mem objstore.Store) {
 		}
 	}
 	// Nothing A wrote may land after B opened: every WAL object of A's
-	// epoch is below B's fence, and every manifest after B's bump has B's
-	// epoch or higher.
+	// epoch is at or below B's last fence (those among B's fences are
+	// void), and every manifest after B's bump has B's epoch or higher.
 	wals, _ := mem.List(ctx, walPrefix)
 	for _, in := range wals {
 		id, _ := parseID(in.Key, walPrefix, walSuffix)
@@ -142,11 +143,11 @@ func fencingRound(t *testing.T, seed uint64, mem objstore.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		epoch, _, err := decodeWAL(in.Key, id, data)
+		h, _, err := decodeWAL(in.Key, id, data)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(data) > 0 && epoch == a.epoch && id > fenceB {
+		if len(data) > 0 && h.epoch == a.epoch && id > fenceB {
 			t.Fatalf("A's WAL object %s landed after B's fence %d", in.Key, fenceB)
 		}
 	}

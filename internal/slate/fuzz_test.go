@@ -16,7 +16,7 @@ import (
 // same value.
 
 func seedWAL() []byte {
-	return encodeWAL(3, 2, []walBatch{
+	return encodeWAL(3, walHeader{epoch: 2, base: 2}, []walBatch{
 		{seq: 10, ops: []op{{kind: kindPut, key: []byte("a"), value: []byte("1")}, {kind: kindDelete, key: []byte("b")}}},
 		{seq: 11, ops: []op{{kind: kindPut, key: []byte("catalog/1"), value: nil}}},
 	})
@@ -49,13 +49,13 @@ func FuzzDecodeWAL(f *testing.F) {
 	f.Add(stripCRC(seedWAL()))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		data := appendCRC(append([]byte(nil), payload...))
-		epoch, batches, err := decodeWAL("wal/x", 3, data)
+		h, batches, err := decodeWAL("wal/x", 3, data)
 		if err != nil {
 			return
 		}
-		again := encodeWAL(3, epoch, batches)
-		e2, b2, err := decodeWAL("wal/x", 3, again)
-		if err != nil || e2 != epoch || !reflect.DeepEqual(normOps(b2), normOps(batches)) {
+		again := encodeWAL(3, h, batches)
+		h2, b2, err := decodeWAL("wal/x", 3, again)
+		if err != nil || h2 != h || !reflect.DeepEqual(normOps(b2), normOps(batches)) {
 			t.Fatalf("round trip changed the WAL object: %v", err)
 		}
 	})

@@ -13,8 +13,9 @@ import (
 // it deleted. An object is deleted only if it is older than GCGrace and:
 //
 //   - a manifest: its id is below the latest manifest's;
-//   - a WAL object: it is non-empty (fences are kept forever, slatedb.md
-//     §2.5) and its id is at or below the replay point of every manifest
+//   - a WAL object: it holds batches (fences are kept forever, slatedb.md
+//     §2.5: one removed would let a fenced writer's late PUT land in its
+//     place) and its id is at or below the replay point of every manifest
 //     younger than GCGrace and of the latest;
 //   - a sorted table: neither the latest manifest nor any manifest younger
 //     than GCGrace references it, and it is older than the latest manifest
@@ -97,7 +98,7 @@ func (d *DB) GC(ctx context.Context) (int, error) {
 	}
 	for _, in := range wals {
 		id, ok := parseID(in.Key, walPrefix, walSuffix)
-		if ok && in.Size > 0 && id <= replayFloor && in.ModTime.Before(cutoff) {
+		if ok && !isFence(in.Size) && id <= replayFloor && in.ModTime.Before(cutoff) {
 			if err := del(in.Key); err != nil {
 				return deleted, err
 			}

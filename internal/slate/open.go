@@ -33,11 +33,13 @@ func newDB(store objstore.Store, opts Options, readOnly bool) *DB {
 //  1. load the latest manifest (or create manifest 1);
 //  2. create the next manifest with writer_epoch+1 (create-if-absent; on a
 //     conflict reload and bump again);
-//  3. find the WAL end and create an empty fence object after it; if the id
-//     is taken (the old writer got there first) re-check the epoch and try
-//     the next id;
-//  4. replay WAL objects (replay_after_wal_id, fence) into memtables,
-//     skipping batches already in sorted tables;
+//  3. fence the WAL (writeFence): create a fence object carrying the new
+//     epoch in every gap of the WAL, just past its end (if the id is taken,
+//     the old writer got there first: re-check the epoch and try the next
+//     id), and in the MaxWALInFlight-1 ids after that one;
+//  4. replay WAL objects (replay_after_wal_id, last fence] into memtables,
+//     skipping batches already in sorted tables and objects an older epoch
+//     wrote after a newer epoch's fence (replay);
 //  5. re-read the manifest to prove the epoch is still ours.
 func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) {
 	d := newDB(store, opts, false)
@@ -55,7 +57,11 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 		d.cancel()
 		return nil, err
 	}
-	if err := d.replay(ctx, man, man.replayAfterWAL+1, fence, true); err != nil {
+	if d.walEpoch, err = fenceEpochBelow(ctx, store, man.replayAfterWAL+1); err != nil {
+		d.cancel()
+		return nil, fmt.Errorf("slate: open: %w", err)
+	}
+	if err := d.replay(ctx, man, man.replayAfterWAL+1, fence+1, true); err != nil {
 		d.cancel()
 		return nil, err
 	}
@@ -115,22 +121,58 @@ func (d *DB) bumpEpoch(ctx context.Context) (*manifest, error) {
 	}
 }
 
-// writeFence creates the empty fence object just past the WAL end and
-// returns its id.
+// writeFence fences the WAL for this writer's epoch and returns the id of
+// its last fence; this writer's own WAL objects follow it. A previous
+// writer may have had up to MaxWALInFlight WAL PUTs in flight, landing in
+// any order, and acknowledges a batch only once every WAL object up to
+// its own has landed. Creating, with create-if-absent, a fence in
+//
+//   - every id missing below the WAL's end: a PUT still in flight there
+//     now fails, so nothing the old writer wrote after it is acknowledged;
+//   - the first free id past the end (the fence proper, as in SlateDB);
+//   - the MaxWALInFlight-1 ids after that one: the old writer cannot have
+//     had a PUT in flight beyond them, since every id up to its own must
+//     land first and the fence proper is not its;
+//
+// leaves every id up to the returned one occupied, so replay sees all the
+// old writer could have acknowledged, and anything of its that landed
+// after one of these fences is void (replay).
 func (d *DB) writeFence(ctx context.Context, replayAfter uint64) (uint64, error) {
-	end, err := walEnd(ctx, d.store, replayAfter)
+	present, end, err := walIDs(ctx, d.store, replayAfter)
 	if err != nil {
 		return 0, fmt.Errorf("slate: open: %w", err)
 	}
-	for id := end + 1; ; id++ {
-		err := d.store.PutIfAbsent(ctx, walName(id), nil)
-		if err == nil {
-			return id, nil
+	if err := checkGaps(ctx, d.store, replayAfter, end, present); err != nil {
+		return 0, err
+	}
+	put := func(id uint64) (bool, error) {
+		err := d.store.PutIfAbsent(ctx, walName(id), encodeWAL(id, walHeader{epoch: d.epoch, base: id}, nil))
+		switch {
+		case err == nil:
+			return true, nil
+		case errors.Is(err, objstore.ErrExists):
+			return false, nil
+		default:
+			return false, fmt.Errorf("slate: open: write fence %s: %w", walName(id), err)
 		}
-		if !errors.Is(err, objstore.ErrExists) {
-			return 0, fmt.Errorf("slate: open: write fence %s: %w", walName(id), err)
+	}
+	for id := replayAfter + 1; id < end; id++ {
+		if !present[id] {
+			if _, err := put(id); err != nil {
+				return 0, err
+			}
 		}
-		// The previous writer wrote id meanwhile; make sure no newer
+	}
+	fence := end + 1
+	for ; ; fence++ {
+		landed, err := put(fence)
+		if err != nil {
+			return 0, err
+		}
+		if landed {
+			break
+		}
+		// The previous writer wrote this id meanwhile; make sure no newer
 		// writer has taken over before moving past it.
 		latest, err := loadLatestManifest(ctx, d.store)
 		if err != nil {
@@ -140,22 +182,111 @@ func (d *DB) writeFence(ctx context.Context, replayAfter uint64) (uint64, error)
 			return 0, fmt.Errorf("slate: open: %w", ErrFenced)
 		}
 	}
+	last := fence + MaxWALInFlight - 1
+	for id := fence + 1; id <= last; id++ {
+		if _, err := put(id); err != nil {
+			return 0, err
+		}
+	}
+	return last, nil
 }
 
-// walEnd returns the highest WAL id present (at least after).
-func walEnd(ctx context.Context, store objstore.Store, after uint64) (uint64, error) {
+// checkGaps tells a WAL object a failed writer never wrote from one the
+// store lost. The writer starts a PUT only while fewer than MaxWALInFlight
+// are in flight and stops at the first that fails, so an id missing below
+// the WAL's end is one it gave up on only if every object after it was
+// started while it was still in flight (their base is at or below it).
+// Any other gap is corruption, which fencing it would silently hide.
+func checkGaps(ctx context.Context, store objstore.Store, after, end uint64, present map[uint64]bool) error {
+	var bases map[uint64]uint64 // of the objects after the first gap
+	for g := after + 1; g < end; g++ {
+		if present[g] {
+			continue
+		}
+		if bases == nil {
+			if end-g >= MaxWALInFlight {
+				return corruptf(walName(g), "missing inside the WAL range (%d, %d]", after, end)
+			}
+			bases = map[uint64]uint64{}
+			for id := g + 1; id <= end; id++ {
+				if !present[id] {
+					continue
+				}
+				var data []byte
+				err := retryRead(ctx, func() (err error) { data, err = store.Get(ctx, walName(id)); return err })
+				if err != nil {
+					return fmt.Errorf("slate: open: %s: %w", walName(id), err)
+				}
+				h, _, err := decodeWAL(walName(id), id, data)
+				if err != nil {
+					return err
+				}
+				bases[id] = h.base
+			}
+		}
+		for id, base := range bases {
+			if id > g && base > g {
+				return corruptf(walName(g), "missing inside the WAL range (%d, %d], and %s was written after it landed", after, end, walName(id))
+			}
+		}
+	}
+	return nil
+}
+
+// fenceEpochBelow returns the epoch of the last fence below WAL id from:
+// replay, starting at from, must know it to tell a void object from a
+// valid one (an object of an older epoch than a fence before it is void),
+// and the fence that voids one may lie below the replay range. Fences are
+// never deleted, and each writer's lie above every earlier writer's, so
+// the last one carries the highest epoch. 0 if there is none (or only
+// zero-byte ones, from before fences carried epochs and objects could be
+// void).
+func fenceEpochBelow(ctx context.Context, store objstore.Store, from uint64) (uint64, error) {
 	var infos []objstore.ObjectInfo
 	err := retryRead(ctx, func() (err error) { infos, err = store.List(ctx, walPrefix); return err })
 	if err != nil {
 		return 0, fmt.Errorf("list WAL: %w", err)
 	}
-	end := after
+	var last uint64
 	for _, in := range infos {
-		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok && id > end {
-			end = id
+		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok && id < from && id > last && isFence(in.Size) {
+			last = id
 		}
 	}
-	return end, nil
+	if last == 0 {
+		return 0, nil
+	}
+	var data []byte
+	err = retryRead(ctx, func() (err error) { data, err = store.Get(ctx, walName(last)); return err })
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", walName(last), err)
+	}
+	h, _, err := decodeWAL(walName(last), last, data)
+	return h.epoch, err
+}
+
+// walEnd returns the highest WAL id present (at least after).
+func walEnd(ctx context.Context, store objstore.Store, after uint64) (uint64, error) {
+	_, end, err := walIDs(ctx, store, after)
+	return end, err
+}
+
+// walIDs lists the WAL ids present above after, and the highest of them
+// (after when there is none).
+func walIDs(ctx context.Context, store objstore.Store, after uint64) (present map[uint64]bool, end uint64, err error) {
+	var infos []objstore.ObjectInfo
+	err = retryRead(ctx, func() (err error) { infos, err = store.List(ctx, walPrefix); return err })
+	if err != nil {
+		return nil, 0, fmt.Errorf("list WAL: %w", err)
+	}
+	present, end = map[uint64]bool{}, after
+	for _, in := range infos {
+		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok && id > after {
+			present[id] = true
+			end = max(end, id)
+		}
+	}
+	return present, end, nil
 }
 
 // replayWindow is how many WAL objects recovery fetches ahead.
@@ -170,7 +301,9 @@ type walFetch struct {
 // (the writer), a missing object is corruption: ids are contiguous. Without
 // it (a reader), the first missing object ends the replay. Batches with seq
 // <= man.lastL0Seq (already in sorted tables) or <= the current visible
-// seq are skipped. Memtables are frozen at batch boundaries once they grow
+// seq are skipped, and so is every object of an epoch older than one seen
+// before it (d.walEpoch): a fenced writer's PUT that landed after the new
+// writer's fence, which it never acknowledged (writeFence). Memtables are frozen at batch boundaries once they grow
 // past MemtableBytes, each stamped with the WAL id it ends at. Returns with
 // d.visibleSeq and d.nextWAL advanced.
 func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict bool) error {
@@ -203,12 +336,16 @@ func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict 
 			}
 			return fmt.Errorf("slate: replay %s: %w", walName(id), r.err)
 		}
-		_, batches, err := decodeWAL(walName(id), id, r.data)
+		h, batches, err := decodeWAL(walName(id), id, r.data)
 		if err != nil {
 			return err
 		}
 		d.stats.replayed.Add(1)
 		d.mu.Lock()
+		if h.epoch != 0 && h.epoch < d.walEpoch {
+			batches = nil // void: written after a newer epoch's fence
+		}
+		d.walEpoch = max(d.walEpoch, h.epoch)
 		for _, b := range batches {
 			if b.seq <= man.lastL0Seq || b.seq <= d.visibleSeq {
 				continue

@@ -17,6 +17,13 @@ type Options struct {
 	// stops adding batches once it would exceed it (a single larger batch is
 	// still written whole). Default 16 MiB.
 	MaxWALBytes int
+	// WALInFlight is how many WAL objects the writer may have in flight at
+	// once (default 1, at most MaxWALInFlight). On an object store, where a
+	// PUT takes tens of milliseconds, more than one lets the batches that
+	// arrive during a PUT start their own instead of waiting for it; they
+	// are still acknowledged strictly in WAL order (package comment,
+	// invariant 4).
+	WALInFlight int
 	// BlockSize is the target size of a data block (default 4 KiB).
 	BlockSize int
 	// MaxSSTBytes caps the size of a compacted table (default 64 MiB).
@@ -55,6 +62,13 @@ type Options struct {
 	Logf func(format string, args ...any)
 }
 
+// MaxWALInFlight bounds Options.WALInFlight for every writer, past and
+// future: a writer that opens covers the WAL ids a fenced writer may still
+// have in flight above its fence with fences of its own (Open), and it
+// knows how far to go only because no writer ever has more in flight.
+// Part of the storage format.
+const MaxWALInFlight = 4
+
 func (o Options) withDefaults() Options {
 	def := func(v *int, d int) {
 		if *v <= 0 {
@@ -65,6 +79,8 @@ func (o Options) withDefaults() Options {
 	def(&o.MaxWALsPerMemtable, 256)
 	def(&o.MaxImmutables, 4)
 	def(&o.MaxWALBytes, 16<<20)
+	def(&o.WALInFlight, 1)
+	o.WALInFlight = min(o.WALInFlight, MaxWALInFlight)
 	def(&o.BlockSize, 4<<10)
 	def(&o.MaxSSTBytes, 64<<20)
 	def(&o.L0CompactionTrigger, 4)

@@ -29,6 +29,10 @@ func OpenReader(ctx context.Context, store objstore.Store, opts Options) (*DB, e
 	d.man = man
 	d.visibleSeq = man.lastL0Seq
 	d.nextWAL = man.replayAfterWAL + 1
+	if d.walEpoch, err = fenceEpochBelow(ctx, store, d.nextWAL); err != nil {
+		d.cancel()
+		return nil, fmt.Errorf("slate: open reader: %w", err)
+	}
 	if err := d.replay(ctx, man, d.nextWAL, ^uint64(0), false); err != nil {
 		d.cancel()
 		return nil, err
@@ -88,10 +92,22 @@ func (d *DB) Refresh(ctx context.Context) error {
 		}
 		d.man = latest
 		d.visibleSeq = max(d.visibleSeq, latest.lastL0Seq)
-		if d.nextWAL <= latest.replayAfterWAL {
+		jumped := d.nextWAL <= latest.replayAfterWAL
+		if jumped {
 			d.nextWAL = latest.replayAfterWAL + 1
 		}
 		d.mu.Unlock()
+		if jumped {
+			// Fences between the last object replayed and the new start
+			// were skipped with it.
+			epoch, err := fenceEpochBelow(ctx, d.store, latest.replayAfterWAL+1)
+			if err != nil {
+				return fmt.Errorf("slate: refresh: %w", err)
+			}
+			d.mu.Lock()
+			d.walEpoch = max(d.walEpoch, epoch)
+			d.mu.Unlock()
+		}
 		d.tables.retain(liveTables(latest))
 	}
 	d.mu.Lock()

@@ -5,10 +5,11 @@ import (
 	"fmt"
 )
 
-// WAL object format (docs/storage-format.md, "WAL object"). Must not change.
+// WAL object format (docs/storage-format.md, "WAL object"). Version 1
+// objects are read as well; only version 2 is written.
 const (
 	walMagic   = "SLWL"
-	walVersion = 1
+	walVersion = 2
 )
 
 // walBatch is one batch as stored in a WAL object.
@@ -17,10 +18,23 @@ type walBatch struct {
 	ops []op
 }
 
+// walHeader is what a WAL object records about its writing besides its
+// batches.
+type walHeader struct {
+	// epoch is the writer epoch that wrote it; 0 for a zero-byte fence
+	// (written before fences carried their epoch).
+	epoch uint64
+	// base is the lowest WAL id its writer had not yet seen land when it
+	// started this object's PUT (the object's own id when none was in
+	// flight): an id in [base, id) may be missing for good if that writer
+	// failed, one below base only if the store lost it (writeFence).
+	base uint64
+}
+
 // encodeWAL encodes the batches of one WAL object. Batches are stored whole:
 // a batch never straddles two WAL objects.
-func encodeWAL(id, epoch uint64, batches []walBatch) []byte {
-	size := 30
+func encodeWAL(id uint64, h walHeader, batches []walBatch) []byte {
+	size := 38
 	for _, b := range batches {
 		size += 12
 		for _, o := range b.ops {
@@ -31,7 +45,8 @@ func encodeWAL(id, epoch uint64, batches []walBatch) []byte {
 	buf = append(buf, walMagic...)
 	buf = binary.LittleEndian.AppendUint16(buf, walVersion)
 	buf = binary.LittleEndian.AppendUint64(buf, id)
-	buf = binary.LittleEndian.AppendUint64(buf, epoch)
+	buf = binary.LittleEndian.AppendUint64(buf, h.epoch)
+	buf = binary.LittleEndian.AppendUint64(buf, h.base)
 	buf = binary.LittleEndian.AppendUint32(buf, uint32(len(batches)))
 	for _, b := range batches {
 		buf = binary.LittleEndian.AppendUint64(buf, b.seq)
@@ -47,35 +62,53 @@ func encodeWAL(id, epoch uint64, batches []walBatch) []byte {
 	return appendCRC(buf)
 }
 
-// decodeWAL decodes and verifies a WAL object named name with id. A
-// zero-length object is a fence and has no batches. Anything that does not
-// verify is ErrCorrupt: a torn object fails its checksum.
-func decodeWAL(name string, id uint64, data []byte) (epoch uint64, batches []walBatch, err error) {
+// walFenceSize is the size of a fence: a WAL object without batches,
+// which records the epoch of the writer that created it. Every object that
+// holds batches is larger.
+var walFenceSize = len(encodeWAL(0, walHeader{}, nil))
+
+// isFence reports whether a WAL object of size bytes is a fence, which GC
+// never deletes.
+func isFence(size int64) bool { return size <= int64(walFenceSize) }
+
+// decodeWAL decodes and verifies a WAL object named name with id. A fence
+// has no batches: a zero-length object (written before fences carried
+// their writer's epoch; its epoch reads as 0) or one without batches.
+// Anything that does not verify is ErrCorrupt: a torn object fails its
+// checksum.
+func decodeWAL(name string, id uint64, data []byte) (h walHeader, batches []walBatch, err error) {
 	if len(data) == 0 {
-		return 0, nil, nil
+		return walHeader{base: id}, nil, nil
 	}
 	payload, ok := checkCRC(data)
 	if !ok {
-		return 0, nil, corruptf(name, "checksum mismatch (torn or damaged WAL object)")
+		return walHeader{}, nil, corruptf(name, "checksum mismatch (torn or damaged WAL object)")
 	}
 	r := &reader{b: payload}
 	if string(r.bytes(4)) != walMagic {
-		return 0, nil, corruptf(name, "bad magic")
+		return walHeader{}, nil, corruptf(name, "bad magic")
 	}
-	if v := r.u16(); v != walVersion {
-		return 0, nil, corruptf(name, "unsupported WAL version %d", v)
+	v := r.u16()
+	if v != 1 && v != walVersion {
+		return walHeader{}, nil, corruptf(name, "unsupported WAL version %d", v)
 	}
 	if got := r.u64(); got != id {
-		return 0, nil, corruptf(name, "object holds WAL id %d", got)
+		return walHeader{}, nil, corruptf(name, "object holds WAL id %d", got)
 	}
-	epoch = r.u64()
+	h.epoch, h.base = r.u64(), id
+	if v >= 2 {
+		h.base = r.u64()
+	}
+	if r.err == nil && (h.base > id || id-h.base >= MaxWALInFlight) {
+		return walHeader{}, nil, corruptf(name, "base WAL id %d out of range", h.base)
+	}
 	n := r.u32()
 	var prev uint64
 	for i := uint32(0); i < n && r.err == nil; i++ {
 		seq := r.u64()
 		nops := r.u32()
 		if r.err == nil && (seq <= prev || nops == 0 || uint64(nops) > uint64(len(r.b))) {
-			return 0, nil, corruptf(name, "batch %d: bad header (seq %d, %d ops)", i, seq, nops)
+			return walHeader{}, nil, corruptf(name, "batch %d: bad header (seq %d, %d ops)", i, seq, nops)
 		}
 		prev = seq
 		ops := make([]op, 0, nops)
@@ -88,25 +121,25 @@ func decodeWAL(name string, id uint64, data []byte) (epoch uint64, batches []wal
 				val = r.lenBytes(MaxValueLen)
 			case kindDelete:
 			default:
-				return 0, nil, corruptf(name, "batch %d: unknown op kind %d", i, k)
+				return walHeader{}, nil, corruptf(name, "batch %d: unknown op kind %d", i, k)
 			}
 			if r.err == nil && len(key) == 0 {
-				return 0, nil, corruptf(name, "batch %d: empty key", i)
+				return walHeader{}, nil, corruptf(name, "batch %d: empty key", i)
 			}
 			ops = append(ops, op{kind: k, key: key, value: val})
 		}
 		batches = append(batches, walBatch{seq: seq, ops: ops})
 	}
 	if r.err != nil {
-		return 0, nil, corruptf(name, "%v", r.err)
+		return walHeader{}, nil, corruptf(name, "%v", r.err)
 	}
 	if len(r.b) != 0 {
-		return 0, nil, corruptf(name, "%d trailing bytes", len(r.b))
+		return walHeader{}, nil, corruptf(name, "%d trailing bytes", len(r.b))
 	}
-	if len(batches) == 0 {
-		return 0, nil, corruptf(name, "non-fence WAL object without batches")
+	if len(batches) == 0 && (v < 2 || h.epoch == 0) {
+		return walHeader{}, nil, corruptf(name, "WAL object without batches that is not a fence")
 	}
-	return epoch, batches, nil
+	return h, batches, nil
 }
 
 // walObjectErr names WAL id in an error.
