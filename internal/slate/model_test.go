@@ -140,7 +140,7 @@ func TestModelCrashes(t *testing.T) {
 			BlockSize: rapid.IntRange(32, 512).Draw(t, "block"), MaxSSTBytes: rapid.IntRange(64, 2048).Draw(t, "sst"),
 			L0CompactionTrigger: rapid.IntRange(2, 5).Draw(t, "l0trig"), RunMergeWidth: 2, GCInterval: -1,
 			WALInFlight: rapid.IntRange(1, MaxWALInFlight).Draw(t, "walInFlight"),
-			Now: func() time.Time { return time.Now().Add(time.Hour) }, // GC may delete anything unreachable
+			Now:         func() time.Time { return time.Now().Add(time.Hour) }, // GC may delete anything unreachable
 		}
 		h.open(t, rapid.Int64Range(0, 60).Draw(t, "crashAt"))
 		defer func() { h.closeQuiet() }()
