@@ -3,9 +3,11 @@ package objstoretest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/johannesboyne/gofakes3"
@@ -26,12 +28,24 @@ type S3Server struct {
 	next     atomic.Int64
 }
 
-// StartS3 starts a server for the duration of t.
-func StartS3(t testing.TB) *S3Server {
+// StartS3 starts a server for the duration of t. A putDelay, if given,
+// holds every PUT request (object writes, conditional ones included) that
+// long before serving it, so that a writer has several in flight.
+func StartS3(t testing.TB, putDelay ...time.Duration) *S3Server {
 	t.Helper()
 	backend := s3mem.New()
 	faker := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog()))
-	srv := httptest.NewServer(faker.Server())
+	var h http.Handler = faker.Server()
+	if len(putDelay) > 0 && putDelay[0] > 0 {
+		inner, d := h, putDelay[0]
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut {
+				time.Sleep(d)
+			}
+			inner.ServeHTTP(w, r)
+		})
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &S3Server{Endpoint: srv.URL, backend: backend}
 }
