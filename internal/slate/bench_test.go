@@ -122,13 +122,7 @@ func TestReopenLarge(t *testing.T) {
 	built := time.Since(t0)
 	st := d.Stats()
 	// Crash-stop the writer: nothing more is flushed.
-	d.mu.Lock()
-	d.closing = true
-	d.commitCond.Broadcast()
-	d.mu.Unlock()
-	<-d.commitDone
-	d.cancel()
-	d.wg.Wait()
+	crashStop(d)
 
 	t1 := time.Now()
 	d2, err := Open(ctx, mem, Options{GCInterval: -1, MaxWALsPerMemtable: 1 << 30})

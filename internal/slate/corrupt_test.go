@@ -53,13 +53,7 @@ func buildCorpusStore(t *testing.T) (*objstore.Mem, map[string]string) {
 		w(i)
 	}
 	// Leave the last writes in the WAL only: stop without flushing.
-	d.mu.Lock()
-	d.closing = true
-	d.commitCond.Broadcast()
-	d.mu.Unlock()
-	<-d.commitDone
-	d.cancel()
-	d.wg.Wait()
+	crashStop(d)
 	m := d.man
 	if len(m.runs) == 0 || len(m.l0) == 0 {
 		t.Fatalf("corpus lacks runs or L0: %d runs, %d L0", len(m.runs), len(m.l0))

@@ -15,6 +15,18 @@ func testOpts() Options {
 	return Options{MemtableBytes: 4 << 10, BlockSize: 256, MaxSSTBytes: 2 << 10, GCInterval: -1, MaxWALsPerMemtable: 8}
 }
 
+// crashStop stops a writer as a crash would: its commit loop ends once the
+// queue is written, and nothing is flushed or closed.
+func crashStop(d *DB) {
+	d.mu.Lock()
+	d.closing = true
+	d.commitCond.Broadcast()
+	d.mu.Unlock()
+	<-d.commitDone
+	d.cancel()
+	d.wg.Wait()
+}
+
 func mustOpen(t testing.TB, s objstore.Store, o Options) *DB {
 	t.Helper()
 	d, err := Open(context.Background(), s, o)

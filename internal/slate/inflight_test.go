@@ -159,13 +159,7 @@ func TestGapNotInFlightIsCorrupt(t *testing.T) {
 	last := d.nextWALID - 1
 	d.mu.Unlock()
 	// Stop without flushing: the WAL holds everything.
-	d.mu.Lock()
-	d.closing = true
-	d.commitCond.Broadcast()
-	d.mu.Unlock()
-	<-d.commitDone
-	d.cancel()
-	d.wg.Wait()
+	crashStop(d)
 	if err := mem.Delete(ctx, walName(last-1)); err != nil {
 		t.Fatal(err)
 	}
