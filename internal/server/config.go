@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/netip"
 	"os"
@@ -66,13 +67,20 @@ func str(p func(*Config) *string) func(*Config, string) error {
 
 // intAtLeast parses an integer setting no smaller than lo.
 func intAtLeast(p func(*Config) *int, lo int) func(*Config, string) error {
+	return intBetween(p, lo, math.MaxInt)
+}
+
+func intBetween(p func(*Config) *int, lo, hi int) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			return err
 		}
-		if n < lo {
-			return fmt.Errorf("must be at least %d", lo)
+		if n < lo || n > hi {
+			if hi == math.MaxInt {
+				return fmt.Errorf("must be at least %d", lo)
+			}
+			return fmt.Errorf("must be between %d and %d", lo, hi)
 		}
 		*p(c) = n
 		return nil
@@ -109,17 +117,7 @@ var settings = []setting{
 	{"max-connections", "maximum concurrent client connections", "200",
 		intAtLeast(func(c *Config) *int { return &c.MaxConnections }, 1)},
 	{"wal-in-flight", fmt.Sprintf("how many WAL objects the store may be writing at once (1 to %d; 0: 1 on a local directory, %d on an object store, where a PUT takes tens of milliseconds and commits that arrive during one need not wait for it)", slate.MaxWALInFlight, slate.MaxWALInFlight), "0",
-		func(c *Config, v string) error {
-			n, err := strconv.Atoi(v)
-			if err != nil {
-				return err
-			}
-			if n < 0 || n > slate.MaxWALInFlight {
-				return fmt.Errorf("must be between 0 and %d", slate.MaxWALInFlight)
-			}
-			c.WALInFlight = n
-			return nil
-		}},
+		intBetween(func(c *Config) *int { return &c.WALInFlight }, 0, slate.MaxWALInFlight)},
 	{"gc-min-heap-mib", "keep the Go collector's heap target at least this many MiB while the catalog is small, trading memory for fewer collections (0: Go's default; ignored when GOGC is set)", "64",
 		intAtLeast(func(c *Config) *int { return &c.GCMinHeapMiB }, 0)},
 	{"sysmon-awake", "keep the Go runtime's system monitor from deep-sleeping whenever the server waits for its clients (serve restarts itself once with GODEBUG=schedtrace set so): waking it on every client message cost a fifth of the server's CPU on a 2-vCPU VM; ignored when GODEBUG already sets schedtrace", "true",

@@ -42,23 +42,24 @@ func Check(ctx context.Context, store objstore.Store) error {
 			}
 		}
 	}
-	present, end, err := walIDs(ctx, store, man.replayAfterWAL)
+	wal, err := listWAL(ctx, store)
 	if err != nil {
 		return errors.Join(append(problems, err)...)
 	}
+	end := wal.end(man.replayAfterWAL)
 	// A gap a failed writer left (checkGaps) is legitimate; the objects
 	// after it were never acknowledged and the next writer's fences make
 	// them void, like a fenced writer's late ones (replay).
-	if err := checkGaps(ctx, store, man.replayAfterWAL, end, present); err != nil {
+	if err := checkGaps(ctx, store, wal, man.replayAfterWAL, end); err != nil {
 		report(err)
 	}
-	epoch, err := fenceEpochBelow(ctx, store, man.replayAfterWAL+1)
+	epoch, err := fenceEpochBelow(ctx, store, wal, man.replayAfterWAL+1)
 	if err != nil {
 		return errors.Join(append(problems, err)...)
 	}
 	prev := man.lastL0Seq
 	for id := man.replayAfterWAL + 1; id <= end; id++ {
-		if !present[id] {
+		if _, ok := wal[id]; !ok {
 			continue
 		}
 		data, err := store.Get(ctx, walName(id))
@@ -71,10 +72,9 @@ func Check(ctx context.Context, store objstore.Store) error {
 			report(err)
 			continue
 		}
-		if h.epoch != 0 && h.epoch < epoch {
-			continue // void
+		if h.void(&epoch) {
+			continue
 		}
-		epoch = max(epoch, h.epoch)
 		for _, b := range batches {
 			if b.seq <= prev {
 				report(corruptf(walName(id), "seq %d not above %d", b.seq, prev))

@@ -275,6 +275,8 @@ func (d *DB) commitLoop() {
 		d.mu.Unlock()
 
 		data := encodeWAL(w.id, h, batches)
+		// put writes the object and records the outcome; it returns with
+		// d.mu held.
 		put := func() {
 			t0 := time.Now()
 			err := d.store.PutIfAbsent(d.ctx, walName(w.id), data)
@@ -386,11 +388,10 @@ func (d *DB) holdForFollower() bool {
 		for len(d.queue) == n && time.Now().Before(until) && !d.closing && d.failErr == nil && !d.putReturnedLocked() {
 			d.commitCond.Wait()
 		}
+		t.Stop()
 		if d.putReturnedLocked() {
-			t.Stop()
 			return true
 		}
-		t.Stop()
 		waited = true
 	}
 	return waited

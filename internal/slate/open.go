@@ -52,12 +52,19 @@ func Open(ctx context.Context, store objstore.Store, opts Options) (*DB, error) 
 	d.man = man
 	d.visibleSeq = man.lastL0Seq
 
-	fence, err := d.writeFence(ctx, man.replayAfterWAL)
+	wal, err := listWAL(ctx, store)
+	if err != nil {
+		d.cancel()
+		return nil, fmt.Errorf("slate: open: %w", err)
+	}
+	fence, err := d.writeFence(ctx, wal, man.replayAfterWAL)
 	if err != nil {
 		d.cancel()
 		return nil, err
 	}
-	if d.walEpoch, err = fenceEpochBelow(ctx, store, man.replayAfterWAL+1); err != nil {
+	// The listing predates this writer's fences, which all lie above the
+	// replay start.
+	if d.walEpoch, err = fenceEpochBelow(ctx, store, wal, man.replayAfterWAL+1); err != nil {
 		d.cancel()
 		return nil, fmt.Errorf("slate: open: %w", err)
 	}
@@ -137,12 +144,9 @@ func (d *DB) bumpEpoch(ctx context.Context) (*manifest, error) {
 // leaves every id up to the returned one occupied, so replay sees all the
 // old writer could have acknowledged, and anything of its that landed
 // after one of these fences is void (replay).
-func (d *DB) writeFence(ctx context.Context, replayAfter uint64) (uint64, error) {
-	present, end, err := walIDs(ctx, d.store, replayAfter)
-	if err != nil {
-		return 0, fmt.Errorf("slate: open: %w", err)
-	}
-	if err := checkGaps(ctx, d.store, replayAfter, end, present); err != nil {
+func (d *DB) writeFence(ctx context.Context, wal walListing, replayAfter uint64) (uint64, error) {
+	end := wal.end(replayAfter)
+	if err := checkGaps(ctx, d.store, wal, replayAfter, end); err != nil {
 		return 0, err
 	}
 	put := func(id uint64) (bool, error) {
@@ -157,7 +161,7 @@ func (d *DB) writeFence(ctx context.Context, replayAfter uint64) (uint64, error)
 		}
 	}
 	for id := replayAfter + 1; id < end; id++ {
-		if !present[id] {
+		if _, ok := wal[id]; !ok {
 			if _, err := put(id); err != nil {
 				return 0, err
 			}
@@ -197,10 +201,10 @@ func (d *DB) writeFence(ctx context.Context, replayAfter uint64) (uint64, error)
 // the WAL's end is one it gave up on only if every object after it was
 // started while it was still in flight (their base is at or below it).
 // Any other gap is corruption, which fencing it would silently hide.
-func checkGaps(ctx context.Context, store objstore.Store, after, end uint64, present map[uint64]bool) error {
+func checkGaps(ctx context.Context, store objstore.Store, wal walListing, after, end uint64) error {
 	var bases map[uint64]uint64 // of the objects after the first gap
 	for g := after + 1; g < end; g++ {
-		if present[g] {
+		if _, ok := wal[g]; ok {
 			continue
 		}
 		if bases == nil {
@@ -209,7 +213,7 @@ func checkGaps(ctx context.Context, store objstore.Store, after, end uint64, pre
 			}
 			bases = map[uint64]uint64{}
 			for id := g + 1; id <= end; id++ {
-				if !present[id] {
+				if _, ok := wal[id]; !ok {
 					continue
 				}
 				var data []byte
@@ -233,23 +237,45 @@ func checkGaps(ctx context.Context, store objstore.Store, after, end uint64, pre
 	return nil
 }
 
-// fenceEpochBelow returns the epoch of the last fence below WAL id from:
-// replay, starting at from, must know it to tell a void object from a
-// valid one (an object of an older epoch than a fence before it is void),
-// and the fence that voids one may lie below the replay range. Fences are
-// never deleted, and each writer's lie above every earlier writer's, so
-// the last one carries the highest epoch. 0 if there is none (or only
-// zero-byte ones, from before fences carried epochs and objects could be
-// void).
-func fenceEpochBelow(ctx context.Context, store objstore.Store, from uint64) (uint64, error) {
+// walListing is one LIST of the WAL: the size of each object present, by
+// id.
+type walListing map[uint64]int64
+
+func listWAL(ctx context.Context, store objstore.Store) (walListing, error) {
 	var infos []objstore.ObjectInfo
 	err := retryRead(ctx, func() (err error) { infos, err = store.List(ctx, walPrefix); return err })
 	if err != nil {
-		return 0, fmt.Errorf("list WAL: %w", err)
+		return nil, fmt.Errorf("list WAL: %w", err)
 	}
-	var last uint64
+	wal := make(walListing, len(infos))
 	for _, in := range infos {
-		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok && id < from && id > last && isFence(in.Size) {
+		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok {
+			wal[id] = in.Size
+		}
+	}
+	return wal, nil
+}
+
+// end is the highest WAL id present, at least after.
+func (wal walListing) end(after uint64) uint64 {
+	end := after
+	for id := range wal {
+		end = max(end, id)
+	}
+	return end
+}
+
+// fenceEpochBelow returns the epoch of the last fence below WAL id from:
+// replay, starting at from, must know it to tell a void object from a
+// valid one (walHeader.void), and the fence that voids one may lie below
+// the replay range. Fences are never deleted, and each writer's lie above
+// every earlier writer's, so the last one carries the highest epoch. 0 if
+// there is none (or only zero-byte ones, from before fences carried epochs
+// and objects could be void).
+func fenceEpochBelow(ctx context.Context, store objstore.Store, wal walListing, from uint64) (uint64, error) {
+	var last uint64
+	for id, size := range wal {
+		if id < from && id > last && isFence(size) {
 			last = id
 		}
 	}
@@ -257,36 +283,12 @@ func fenceEpochBelow(ctx context.Context, store objstore.Store, from uint64) (ui
 		return 0, nil
 	}
 	var data []byte
-	err = retryRead(ctx, func() (err error) { data, err = store.Get(ctx, walName(last)); return err })
+	err := retryRead(ctx, func() (err error) { data, err = store.Get(ctx, walName(last)); return err })
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", walName(last), err)
 	}
 	h, _, err := decodeWAL(walName(last), last, data)
 	return h.epoch, err
-}
-
-// walEnd returns the highest WAL id present (at least after).
-func walEnd(ctx context.Context, store objstore.Store, after uint64) (uint64, error) {
-	_, end, err := walIDs(ctx, store, after)
-	return end, err
-}
-
-// walIDs lists the WAL ids present above after, and the highest of them
-// (after when there is none).
-func walIDs(ctx context.Context, store objstore.Store, after uint64) (present map[uint64]bool, end uint64, err error) {
-	var infos []objstore.ObjectInfo
-	err = retryRead(ctx, func() (err error) { infos, err = store.List(ctx, walPrefix); return err })
-	if err != nil {
-		return nil, 0, fmt.Errorf("list WAL: %w", err)
-	}
-	present, end = map[uint64]bool{}, after
-	for _, in := range infos {
-		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok && id > after {
-			present[id] = true
-			end = max(end, id)
-		}
-	}
-	return present, end, nil
 }
 
 // replayWindow is how many WAL objects recovery fetches ahead.
@@ -298,14 +300,13 @@ type walFetch struct {
 }
 
 // replay applies WAL objects [from, to) to the memtables. With strict set
-// (the writer), a missing object is corruption: ids are contiguous. Without
-// it (a reader), the first missing object ends the replay. Batches with seq
-// <= man.lastL0Seq (already in sorted tables) or <= the current visible
-// seq are skipped, and so is every object of an epoch older than one seen
-// before it (d.walEpoch): a fenced writer's PUT that landed after the new
-// writer's fence, which it never acknowledged (writeFence). Memtables are frozen at batch boundaries once they grow
-// past MemtableBytes, each stamped with the WAL id it ends at. Returns with
-// d.visibleSeq and d.nextWAL advanced.
+// (the writer), a missing object is corruption: writeFence left every id up
+// to the last fence occupied. Without it (a reader), the first missing
+// object ends the replay. Batches with seq <= man.lastL0Seq (already in
+// sorted tables) or <= the current visible seq are skipped, and so are
+// void objects (walHeader.void, against d.walEpoch). Memtables are frozen
+// at batch boundaries once they grow past MemtableBytes, each stamped with
+// the WAL id it ends at. Returns with d.visibleSeq and d.nextWAL advanced.
 func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict bool) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -342,10 +343,9 @@ func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict 
 		}
 		d.stats.replayed.Add(1)
 		d.mu.Lock()
-		if h.epoch != 0 && h.epoch < d.walEpoch {
-			batches = nil // void: written after a newer epoch's fence
+		if h.void(&d.walEpoch) {
+			batches = nil
 		}
-		d.walEpoch = max(d.walEpoch, h.epoch)
 		for _, b := range batches {
 			if b.seq <= man.lastL0Seq || b.seq <= d.visibleSeq {
 				continue

@@ -29,7 +29,7 @@ func OpenReader(ctx context.Context, store objstore.Store, opts Options) (*DB, e
 	d.man = man
 	d.visibleSeq = man.lastL0Seq
 	d.nextWAL = man.replayAfterWAL + 1
-	if d.walEpoch, err = fenceEpochBelow(ctx, store, d.nextWAL); err != nil {
+	if d.walEpoch, err = d.fenceEpochBelow(ctx, d.nextWAL); err != nil {
 		d.cancel()
 		return nil, fmt.Errorf("slate: open reader: %w", err)
 	}
@@ -100,7 +100,7 @@ func (d *DB) Refresh(ctx context.Context) error {
 		if jumped {
 			// Fences between the last object replayed and the new start
 			// were skipped with it.
-			epoch, err := fenceEpochBelow(ctx, d.store, latest.replayAfterWAL+1)
+			epoch, err := d.fenceEpochBelow(ctx, latest.replayAfterWAL+1)
 			if err != nil {
 				return fmt.Errorf("slate: refresh: %w", err)
 			}
@@ -114,6 +114,17 @@ func (d *DB) Refresh(ctx context.Context) error {
 	from := d.nextWAL
 	d.mu.Unlock()
 	return d.replay(ctx, latest, from, ^uint64(0), false)
+}
+
+// fenceEpochBelow lists the WAL and reads the epoch of the last fence
+// below from (the package function), for a reader starting to replay at
+// from.
+func (d *DB) fenceEpochBelow(ctx context.Context, from uint64) (uint64, error) {
+	wal, err := listWAL(ctx, d.store)
+	if err != nil {
+		return 0, err
+	}
+	return fenceEpochBelow(ctx, d.store, wal, from)
 }
 
 // liveTables returns the ids of every table m references.

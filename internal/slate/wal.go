@@ -31,6 +31,18 @@ type walHeader struct {
 	base uint64
 }
 
+// void reports whether an object with header h, read in id order after
+// objects whose highest epoch is *seen, is void: written by an older writer
+// after a newer one's fence, so never acknowledged (writeFence). It raises
+// *seen to h's epoch. Zero-byte fences carry no epoch and change nothing.
+func (h walHeader) void(seen *uint64) bool {
+	if h.epoch != 0 && h.epoch < *seen {
+		return true
+	}
+	*seen = max(*seen, h.epoch)
+	return false
+}
+
 // encodeWAL encodes the batches of one WAL object. Batches are stored whole:
 // a batch never straddles two WAL objects.
 func encodeWAL(id uint64, h walHeader, batches []walBatch) []byte {
