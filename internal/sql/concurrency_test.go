@@ -313,3 +313,74 @@ func TestReadsNothing(t *testing.T) {
 		}
 	}
 }
+
+// slowSink is a textSink whose rows block until release is closed: a
+// statement that takes as long as the test wants.
+type slowSink struct {
+	textSink
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *slowSink) rows(cols []colInfo, rows [][]datum.Value, tag string) error {
+	close(s.entered)
+	<-s.release
+	return s.textSink.rows(cols, rows, tag)
+}
+
+// TestLeaseHeldThroughAStatement: the writers' lease lapses only after its
+// holder sat idle between statements for leaseHold, not while one of its
+// statements runs (a DuckLake commit's whole-table reads on a large
+// catalog): the session marks each statement's start and end.
+func TestLeaseHeldThroughAStatement(t *testing.T) {
+	ex := snapshotServer(t)
+	ctx := context.Background()
+	holder := ex.Open("lake", "postgres", "", 2)
+	defer holder.Close()
+	other := ex.Open("lake", "postgres", "", 3)
+	defer other.Close()
+	const hold = 100 * time.Millisecond // leaseMax is 10× this
+	holder.db.SetWaits(time.Hour, hold)
+	for _, c := range []struct {
+		s *Session
+		q string
+	}{
+		{holder, `INSERT INTO "public".ducklake_snapshot VALUES (1)`},
+		{other, `INSERT INTO "public".ducklake_snapshot VALUES (2)`},
+		{holder, "BEGIN"},
+	} {
+		if out := runSQL(ctx, c.s, c.q, ""); strings.Contains(out, "ERROR") {
+			t.Fatalf("%s: %s", c.q, out)
+		}
+	}
+	slow := &slowSink{entered: make(chan struct{}), release: make(chan struct{})}
+	ran := make(chan error, 1)
+	go func() {
+		ran <- holder.query(ctx, `SELECT snapshot_id FROM "public".ducklake_snapshot`, slow)
+	}()
+	<-slow.entered // holder pinned and holds the lease, mid-statement
+	done := make(chan time.Time, 1)
+	go func() {
+		if _, err := headOf(ctx, other); err != nil {
+			t.Error(err)
+		}
+		done <- time.Now()
+	}()
+	select {
+	case <-done:
+		t.Fatal("a writing session pinned while the lease holder ran a statement")
+	case <-time.After(3 * hold):
+	}
+	close(slow.release)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	ended := time.Now()
+	at := <-done
+	if el := at.Sub(ended); el < hold/2 {
+		t.Fatalf("the next writer pinned %v after the holder's statement ended, want about leaseHold (%v)", el, hold)
+	}
+	if out := runSQL(ctx, holder, "ROLLBACK", ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+}

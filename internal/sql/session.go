@@ -327,6 +327,16 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The writers' pin lease lapses only while its holder sits idle
+	// between statements (memcat.LeaseHold).
+	if s.txn != nil {
+		s.txn.Busy()
+	}
+	defer func() {
+		if s.txn != nil {
+			s.txn.Idle()
+		}
+	}()
 	if s.failed && !isTxnControl(n) {
 		return errf(codeInFailedTx, "current transaction is aborted, commands ignored until end of transaction block")
 	}

@@ -769,34 +769,39 @@ func (d *driver) conflictQuery(ctx context.Context, conn *pgconn.PgConn, origBas
 	if err := d.readTableStats(ctx, conn, st); err != nil {
 		return nil, nil, err
 	}
+	// The scans grow with the catalog (every snapshot, every snapshot's
+	// changes): they decode into reused memory, as the per-commit reads do.
+	drain := func([][][]byte) error { return nil }
 	for _, q := range [...]string{d.text.snapshots, d.text.snapshotIDs} {
-		if _, err := copyOut(ctx, conn, q); err != nil {
+		if err := copyRows(ctx, conn, q, drain); err != nil {
 			return nil, nil, fmt.Errorf("conflict query: snapshots: %w", err)
 		}
-	}
-	rows, err := copyOut(ctx, conn, d.text.changes)
-	if err != nil {
-		return nil, nil, fmt.Errorf("conflict query: changes: %w", err)
-	}
-	if err := d.readColumnStats(ctx, conn, st); err != nil {
-		return nil, nil, err
 	}
 	type change struct {
 		id int64
 		s  string
 	}
 	var later []change
-	for _, r := range rows {
-		if len(r) < 2 {
-			return nil, nil, fmt.Errorf("conflict query: changes row: %w", errCopyFormat)
+	err := copyRows(ctx, conn, d.text.changes, func(rows [][][]byte) error {
+		for _, r := range rows {
+			if len(r) < 2 {
+				return fmt.Errorf("row: %w", errCopyFormat)
+			}
+			id, ok, err := int8(r[0])
+			if err != nil || !ok {
+				return fmt.Errorf("row: %w", errors.Join(err, errCopyFormat))
+			}
+			if id > origBase && r[1] != nil {
+				later = append(later, change{id, string(r[1])})
+			}
 		}
-		id, ok, err := int8(r[0])
-		if err != nil || !ok {
-			return nil, nil, fmt.Errorf("conflict query: changes row: %w", errors.Join(err, errCopyFormat))
-		}
-		if id > origBase && r[1] != nil {
-			later = append(later, change{id, string(r[1])})
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("conflict query: changes: %w", err)
+	}
+	if err := d.readColumnStats(ctx, conn, st); err != nil {
+		return nil, nil, err
 	}
 	sort.Slice(later, func(i, j int) bool { return later[i].id < later[j].id })
 	var theirs changes.Set

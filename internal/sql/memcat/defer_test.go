@@ -17,7 +17,7 @@ import (
 func TestDeferredPin(t *testing.T) {
 	ctx := context.Background()
 	db := NewServer(nil).Database("lake")
-	db.leaseHold = wideWait
+	db.SetWaits(db.settleWait, wideWait)
 	snapshotTable(t, db)
 
 	h, err := db.Begin(ctx, true) // holds the lease
@@ -150,7 +150,7 @@ func TestCommitFollowed(t *testing.T) {
 	ctx := context.Background()
 	fc := &followCommitter{followed: make(chan bool, 8)}
 	db := On(catalog.NewServer(catalog.Options{Committer: fc})).Database("lake")
-	db.leaseHold = wideWait
+	db.SetWaits(db.settleWait, wideWait)
 	snapshotTable(t, db)
 	<-fc.followed
 
@@ -192,7 +192,7 @@ func TestCommitFollowed(t *testing.T) {
 func TestLeaseFIFO(t *testing.T) {
 	ctx := context.Background()
 	db := NewServer(nil).Database("lake")
-	db.leaseHold = time.Hour // no expiry: only claims hand the lease on
+	db.SetWaits(db.settleWait, time.Hour) // no expiry: only claims hand the lease on
 	snapshotTable(t, db)
 	h, err := db.Begin(ctx, true)
 	if err != nil {

@@ -427,7 +427,7 @@ func (s *Server) Database(name string) *DB {
 	if db, ok := s.dbs[name]; ok {
 		return db
 	}
-	db := &DB{Name: name, cat: s.cat.Database(name), settleWait: SettleWait, leaseHold: LeaseHold}
+	db := &DB{Name: name, cat: s.cat.Database(name), settleWait: SettleWait, leaseHold: LeaseHold, leaseMax: LeaseMax}
 	db.oids.Store(firstTempOID)
 	s.dbs[name] = db
 	return db
@@ -458,9 +458,9 @@ type DB struct {
 	specAt time.Time
 	// defs caches the TableDef derived from each catalog TableInfo.
 	defs sync.Map
-	// settleWait and leaseHold are SettleWait and LeaseHold (tests widen
-	// them to tell waiting from scheduling noise).
-	settleWait, leaseHold time.Duration
+	// settleWait, leaseHold and leaseMax are SettleWait, LeaseHold and
+	// LeaseMax (tests widen them to tell waiting from scheduling noise).
+	settleWait, leaseHold, leaseMax time.Duration
 	// writers holds the transactions that claimed a key or are
 	// committing: what a new snapshot may wait for (see settle).
 	writers map[*Txn]*writer
@@ -469,7 +469,7 @@ type DB struct {
 	lease struct {
 		holder   *Txn
 		settling bool      // holder is still waiting in settle: no expiry
-		until    time.Time // holder pinned: it loses the lease after this
+		pinned   time.Time // when the holder pinned (its LeaseMax counts from here)
 		// queue holds the waiting transactions in arrival order; only the
 		// first is woken (when the lease is released or its holder pins),
 		// so a handoff wakes one goroutine, not every waiter.
@@ -577,22 +577,41 @@ func (db *DB) settleOne(ctx context.Context, w *writer) error {
 	}
 }
 
-// LeaseHold bounds how long one pinned transaction of a writing session
-// holds the pin lease without claiming a key.
-const LeaseHold = 10 * time.Millisecond
+// LeaseHold bounds how long the pinned holder of the pin lease may sit
+// idle — running no statement, waiting for its client — before the next
+// writer may pin. LeaseMax bounds how long it holds the lease in all while
+// it keeps running statements without claiming a key.
+//
+// Why idle time, not time since the pin: an expired holder that then
+// writes is certain to fail on DuckLake's snapshot key and to retry after
+// a back-off, with a conflict query that scans whole catalog tables. The
+// reads a DuckLake commit makes before its first write grow with the
+// catalog (the column statistics of every table; on a retry every
+// snapshot and every snapshot's changes), and counted from the pin they
+// outgrew LeaseHold: 16 writers past 30 000 snapshots lost the lease on
+// one commit in forty, and each loss made a retry whose conflict query
+// lost it again (docs/benchmarks.md, thirteenth session). A holder that
+// keeps its client's requests coming is about to write; one that stops
+// (a read-only transaction of a writing session, holding its DuckDB query
+// open) loses the lease after LeaseHold as before.
+const (
+	LeaseHold = 10 * time.Millisecond
+	LeaseMax  = 100 * time.Millisecond
+)
 
 // SetWaits sets how long this database's writers wait for a claimed
-// commit (SettleWait) and hold the pin lease (LeaseHold). Tests of the
-// layers above widen them to tell who waits from scheduling noise; nothing
-// else should change them.
+// commit (SettleWait) and may hold the pin lease idle (LeaseHold; LeaseMax
+// scales with it). Tests of the layers above widen them to tell who waits
+// from scheduling noise; nothing else should change them.
 func (db *DB) SetWaits(settle, lease time.Duration) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	db.settleWait, db.leaseHold = settle, lease
+	db.settleWait, db.leaseHold, db.leaseMax = settle, lease, lease*(LeaseMax/LeaseHold)
 }
 
 // acquireLease makes t the holder of the pin lease, waiting while another
-// transaction holds it (at most until that holder's LeaseHold runs out).
+// transaction holds it (at most until that holder has sat idle for
+// LeaseHold, or held it for LeaseMax).
 //
 // Why: DuckLake's commits all take snapshot base+1, so of the writers that
 // pin the same head only one can commit; the others fail on the primary
@@ -601,7 +620,8 @@ func (db *DB) SetWaits(settle, lease time.Duration) {
 // the new head at once and all but one are doomed, and they burn the CPU
 // the winner needs. The lease hands the new head to one writing session at
 // a time: the next pins only once the holder claimed its snapshot (and so
-// is waited for by settle), ended, or used up LeaseHold. Sessions that have
+// is waited for by settle), ended, or let the lease lapse (leaseExpiry).
+// Sessions that have
 // not written never take it, so readers are not serialized.
 func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
 	var me *leaseWaiter
@@ -613,7 +633,7 @@ func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
 			return nil // a holder pinning again (READ COMMITTED, Pin)
 		}
 		now := time.Now()
-		free := l.holder == nil || (!l.settling && now.After(l.until))
+		recheck, free := db.leaseExpiryLocked(now)
 		if free && (len(l.queue) == 0 || l.queue[0] == me) {
 			if me != nil {
 				l.queue = l.queue[1:]
@@ -627,12 +647,12 @@ func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
 			me = &leaseWaiter{wake: make(chan struct{}, 1)}
 			l.queue = append(l.queue, me)
 		}
-		// The first waiter times the holder's LeaseHold once the holder
+		// The first waiter times the holder's lapse once the holder
 		// pinned; everyone else waits to be woken.
 		var expiry <-chan time.Time
 		var tm *time.Timer
-		if l.queue[0] == me && !l.settling && l.holder != nil {
-			tm = time.NewTimer(l.until.Sub(now))
+		if l.queue[0] == me && recheck > 0 {
+			tm = time.NewTimer(recheck)
 			expiry = tm.C
 		}
 		db.mu.Unlock()
@@ -652,6 +672,35 @@ func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
 			return err
 		}
 	}
+}
+
+// leaseExpiryLocked reports whether the pin lease is free at now: no
+// holder, or a pinned holder that has sat idle (Txn.Idle) for leaseHold or
+// held it for leaseMax. If it is not free, recheck is how long until it
+// may be (0: only a wake-up frees it — the holder is settling). A holder's
+// idleness is read, not signalled: the first waiter polls it, so a
+// statement costs the holder two atomic stores and no lock.
+// REQUIRES: db.mu.
+func (db *DB) leaseExpiryLocked(now time.Time) (recheck time.Duration, free bool) {
+	l := &db.lease
+	if l.holder == nil {
+		return 0, true
+	}
+	if l.settling {
+		return 0, false
+	}
+	end := l.pinned.Add(db.leaseMax)
+	if idle := l.holder.idleSince.Load(); idle != 0 {
+		if e := time.Unix(0, idle).Add(db.leaseHold); e.Before(end) {
+			end = e
+		}
+	} else if e := now.Add(db.leaseHold); e.Before(end) {
+		end = e // running a statement: look again when it may have gone idle
+	}
+	if !now.Before(end) {
+		return 0, true
+	}
+	return end.Sub(now), false
 }
 
 // leaseWaiter is a transaction waiting for the pin lease.
@@ -876,11 +925,11 @@ func (t *Txn) admit(ctx context.Context) error {
 	if err != nil {
 		t.db.releaseLeaseLocked(t)
 	} else if l := &t.db.lease; l.holder == t {
-		// LeaseHold counts from the pin, not from the wait in settle: a
+		// LeaseMax counts from the pin, not from the wait in settle: a
 		// holder waiting behind a slow store write is not idle.
-		l.settling, l.until = false, time.Now().Add(t.db.leaseHold)
+		l.settling, l.pinned = false, time.Now()
 		// Wake the first waiter: it waited without a deadline while the
-		// holder settled and must now time its LeaseHold.
+		// holder settled and must now time its lapse.
 		t.db.wakeLeaseHeadLocked()
 	}
 	t.db.mu.Unlock()
@@ -899,6 +948,28 @@ type Txn struct {
 	db                  *DB
 	tx                  *catalog.Txn
 	wrote               bool
+	// idleSince is when the transaction's last statement ended (Unix
+	// nanoseconds), 0 while one runs: how long a lease holder has sat
+	// idle (leaseExpiryLocked). Only a writing session's transaction
+	// keeps it.
+	idleSince atomic.Int64
+}
+
+// Busy marks the start of a statement and Idle its end: the SQL layer
+// calls them around each statement of a transaction, so that the pin
+// lease lapses only when its holder stops sending requests, not while it
+// reads (see LeaseHold).
+func (t *Txn) Busy() {
+	if t.writer {
+		t.idleSince.Store(0)
+	}
+}
+
+// Idle marks the end of a statement (see Busy).
+func (t *Txn) Idle() {
+	if t.writer {
+		t.idleSince.Store(time.Now().UnixNano())
+	}
 }
 
 // View is what the transaction reads: its base plus its own writes.

@@ -26,7 +26,7 @@ func waitAdmitting(t *testing.T, db *DB, n int32) {
 func TestSealHandsHeadToWaitingWriter(t *testing.T) {
 	ctx := context.Background()
 	db := NewServer(nil).Database("lake")
-	db.settleWait, db.leaseHold = wideWait, wideWait
+	db.SetWaits(wideWait, wideWait)
 	snapshotTable(t, db)
 	writer := func() *Txn {
 		tx, err := db.Begin(ctx, true)
@@ -113,7 +113,7 @@ func TestSealHandsHeadToWaitingWriter(t *testing.T) {
 func TestStaleSealNotPinned(t *testing.T) {
 	ctx := context.Background()
 	db := NewServer(nil).Database("lake")
-	db.settleWait, db.leaseHold = 30*time.Millisecond, wideWait
+	db.SetWaits(30*time.Millisecond, wideWait)
 	snapshotTable(t, db)
 	a, err := db.Begin(ctx, true)
 	if err != nil {

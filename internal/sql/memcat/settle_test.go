@@ -146,7 +146,7 @@ const wideWait = 400 * time.Millisecond
 func TestLeaseOneWriterAtATime(t *testing.T) {
 	ctx := context.Background()
 	db := NewServer(nil).Database("lake")
-	db.leaseHold = wideWait
+	db.SetWaits(db.settleWait, wideWait)
 	snapshotTable(t, db)
 
 	h, err := db.Begin(ctx, true)
@@ -167,8 +167,9 @@ func TestLeaseOneWriterAtATime(t *testing.T) {
 	if ids := headIDs(t, n.View()); len(ids) != 1 || ids[0] != 1 {
 		t.Fatalf("the next writer pinned %v, want the holder's commit [1]", ids)
 	}
-	// n now holds the lease and never claims: the next writer gets in
-	// after leaseHold.
+	// n now holds the lease, finishes a statement and never claims: the
+	// next writer gets in once n sat idle for leaseHold.
+	n.Idle()
 	start := time.Now()
 	m := mustWait(t, beginAsync(db, true), "a writer behind an idle holder")
 	if el := time.Since(start); el < wideWait/2 {
@@ -185,6 +186,63 @@ func TestLeaseOneWriterAtATime(t *testing.T) {
 	w.Rollback()
 }
 
+// TestLeaseHeldWhileHolderBusy: the lease lapses only after its holder
+// sat idle between statements for leaseHold; while the holder keeps
+// running statements it holds the lease (up to leaseMax), and each
+// statement restarts the idle clock. A DuckLake writer whose reads before
+// its first write take long on a large catalog would otherwise lose the
+// lease and be certain to fail on the snapshot key.
+func TestLeaseHeldWhileHolderBusy(t *testing.T) {
+	ctx := context.Background()
+	db := NewServer(nil).Database("lake")
+	db.SetWaits(db.settleWait, wideWait/4)
+	if db.leaseMax != 10*db.leaseHold {
+		t.Fatalf("leaseMax %v, want 10× leaseHold %v", db.leaseMax, db.leaseHold)
+	}
+	snapshotTable(t, db)
+
+	h, err := db.Begin(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Busy() // a long read
+	next := beginAsync(db, true)
+	mustNotYet(t, next, 3*db.leaseHold, "a writer behind a holder running a statement for 3× leaseHold")
+	h.Idle()
+	time.Sleep(db.leaseHold / 2)
+	h.Busy() // the next statement arrives within leaseHold
+	h.Idle()
+	mustNotYet(t, next, db.leaseHold*3/4, "a writer behind a holder that was idle for less than leaseHold at a time")
+	start := time.Now()
+	n := mustWait(t, next, "a writer behind a holder idle for leaseHold")
+	if el := time.Since(start); el > 2*db.leaseHold {
+		t.Fatalf("the next writer waited %v after the holder went idle, want about leaseHold (%v)", el, db.leaseHold)
+	}
+	h.Rollback()
+
+	// leaseMax bounds a holder that never stops: n runs one statement
+	// forever.
+	n.Busy()
+	start = time.Now()
+	m := mustWait(t, beginAsync(db, true), "a writer behind a holder busy past leaseMax")
+	if el := time.Since(start); el < db.leaseMax-db.leaseHold {
+		t.Fatalf("got the lease after %v, before the busy holder's leaseMax (%v)", el, db.leaseMax)
+	}
+	m.Rollback()
+	n.Rollback()
+
+	// A reader's transaction keeps no idle clock and is never held.
+	r, err := db.Begin(ctx, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Idle()
+	if r.idleSince.Load() != 0 {
+		t.Fatal("a reader's transaction keeps an idle clock")
+	}
+	r.Rollback()
+}
+
 // TestLeaseHeldWhileSettling: a lease holder waiting in settle behind a
 // slow store write keeps the lease however long that takes (on an object
 // store, a PUT is tens of milliseconds): otherwise every writer queued
@@ -195,7 +253,7 @@ func TestLeaseHeldWhileSettling(t *testing.T) {
 	g := &gateCommitter{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	close(g.release)
 	db := On(catalog.NewServer(catalog.Options{Committer: g})).Database("lake")
-	db.leaseHold = wideWait / 4
+	db.SetWaits(db.settleWait, wideWait/4)
 	snapshotTable(t, db)
 	<-g.entered
 	g.release = make(chan struct{})
@@ -224,6 +282,7 @@ func TestLeaseHeldWhileSettling(t *testing.T) {
 	if ids := headIDs(t, s.View()); len(ids) != 1 {
 		t.Fatalf("the holder pinned %v, want a's commit", ids)
 	}
+	s.Idle() // its first statement ended
 	mustNotYet(t, third, wideWait/8, "the next writer while the holder has just pinned")
 	th := mustWait(t, third, "the next writer after the holder's leaseHold")
 	th.Rollback()
