@@ -218,6 +218,7 @@ func TestLeaseFIFO(t *testing.T) {
 		if _, err := holder.Insert("public", "ducklake_snapshot", row(int64(10+i), 0)); err != nil {
 			t.Fatal(err)
 		}
+		holder.Idle() // its statement ended: settle waits settleWait for it
 		next := mustWait(t, ch, "the next writer in line")
 		for _, other := range chans[min(i+1, len(chans)):] {
 			mustNotYet(t, other, 10*time.Millisecond, "a writer further back")

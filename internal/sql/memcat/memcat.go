@@ -484,6 +484,7 @@ type DB struct {
 
 // writer is a transaction's entry in DB.writers. Guarded by DB.mu.
 type writer struct {
+	txn        *Txn             // the claimer (its idle clock: settleDeadlineLocked)
 	since      time.Time        // first claim
 	committing bool             // COMMIT is under way
 	done       chan struct{}    // closed when the transaction ended
@@ -493,16 +494,21 @@ type writer struct {
 }
 
 // SettleWait bounds how long a new snapshot waits for a transaction that
-// claimed keys but has not sent COMMIT yet, counted from its first claim.
-// DuckLake sends its write batch and COMMIT back to back, so its claims end
-// within a round trip or two; a session that sits in an open write
-// transaction delays nobody once its claims are older than this.
+// claimed keys but has not sent COMMIT yet while it sits idle — running no
+// statement, waiting for its client. DuckLake sends its write batch and
+// COMMIT back to back, so its claims end within a round trip or two; a
+// session that sits in an open write transaction delays nobody for longer
+// than this. A claimer still running its statements (a large batch: a
+// commit of many files) is waited for up to LeaseMax from its first claim:
+// counted from the claim, a batch longer than SettleWait would let the
+// writers behind it pin a head about to go stale, each certain to fail on
+// DuckLake's snapshot key (as the lease's holders did, see LeaseHold).
 const SettleWait = 10 * time.Millisecond
 
 // settle waits until the writes under way when it is called have ended:
-// every commit being made durable, and every transaction whose first claim
-// is younger than SettleWait (for the rest of that bound). A snapshot pinned
-// after settle sees each of them that landed.
+// every commit being made durable, and every transaction that claimed keys
+// and has not sat idle for SettleWait (settleDeadlineLocked). A snapshot
+// pinned after settle sees each of them that landed.
 //
 // Why wait: DuckLake numbers a commit's snapshot base+1 from the snapshot
 // its transaction pinned. A transaction that pins while another is writing
@@ -533,14 +539,14 @@ func (db *DB) settle(ctx context.Context, self *Txn) error {
 }
 
 // settleOne waits for one writer: until it ended if it is committing, else
-// until its claim is settleWait old — re-checking when that time is up,
-// since a claimer that sent COMMIT meanwhile is now making its commit
-// durable, and that is worth waiting for whatever it takes (on an object
-// store, tens of milliseconds).
+// until settleDeadlineLocked — re-checking when that time is up, since a
+// claimer that sent COMMIT meanwhile is now making its commit durable, and
+// that is worth waiting for whatever it takes (on an object store, tens of
+// milliseconds), and one that ran another statement has a later deadline.
 func (db *DB) settleOne(ctx context.Context, w *writer) error {
 	for {
 		db.mu.Lock()
-		committing, deadline, sealedCh := w.committing, w.since.Add(db.settleWait), w.sealedCh
+		committing, deadline, sealedCh := w.committing, db.settleDeadlineLocked(w, time.Now()), w.sealedCh
 		// A writer that sealed its writes on the head is as good as landed
 		// for a new snapshot: it pins them (pinBaseLocked), as long as the
 		// seal is fresh; one that then sits idle is waited for like any
@@ -575,6 +581,22 @@ func (db *DB) settleOne(ctx context.Context, w *writer) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// settleDeadlineLocked is when a new snapshot stops waiting for claimer w
+// that has not sent COMMIT: settleWait after its last statement ended, and
+// while it runs one, settleWait from now (to look again) — never later
+// than leaseMax after its first claim. REQUIRES: db.mu.
+func (db *DB) settleDeadlineLocked(w *writer, now time.Time) time.Time {
+	end := w.since.Add(db.leaseMax)
+	idle := now
+	if i := w.txn.idleSince.Load(); i != 0 {
+		idle = time.Unix(0, i)
+	}
+	if e := idle.Add(db.settleWait); e.Before(end) {
+		end = e
+	}
+	return end
 }
 
 // LeaseHold bounds how long the pinned holder of the pin lease may sit
@@ -749,7 +771,7 @@ func (t *Txn) enlist(committing bool) {
 		if db.writers == nil {
 			db.writers = map[*Txn]*writer{}
 		}
-		w = &writer{since: time.Now(), done: make(chan struct{}), sealedCh: make(chan struct{})}
+		w = &writer{txn: t, since: time.Now(), done: make(chan struct{}), sealedCh: make(chan struct{})}
 		db.writers[t] = w
 	}
 	w.committing = w.committing || committing
@@ -949,28 +971,20 @@ type Txn struct {
 	tx                  *catalog.Txn
 	wrote               bool
 	// idleSince is when the transaction's last statement ended (Unix
-	// nanoseconds), 0 while one runs: how long a lease holder has sat
-	// idle (leaseExpiryLocked). Only a writing session's transaction
-	// keeps it.
+	// nanoseconds), 0 while one runs: how long a lease holder or a
+	// claimer has sat idle (leaseExpiryLocked, settleDeadlineLocked).
 	idleSince atomic.Int64
 }
 
 // Busy marks the start of a statement and Idle its end: the SQL layer
 // calls them around each statement of a transaction, so that the pin
-// lease lapses only when its holder stops sending requests, not while it
-// reads (see LeaseHold).
-func (t *Txn) Busy() {
-	if t.writer {
-		t.idleSince.Store(0)
-	}
-}
+// lease lapses, and new snapshots stop waiting for a claimer, only when
+// the transaction stops sending requests, not while it runs them (see
+// LeaseHold, SettleWait).
+func (t *Txn) Busy() { t.idleSince.Store(0) }
 
 // Idle marks the end of a statement (see Busy).
-func (t *Txn) Idle() {
-	if t.writer {
-		t.idleSince.Store(time.Now().UnixNano())
-	}
-}
+func (t *Txn) Idle() { t.idleSince.Store(time.Now().UnixNano()) }
 
 // View is what the transaction reads: its base plus its own writes.
 func (t *Txn) View() *Version {

@@ -124,6 +124,7 @@ func TestStaleSealNotPinned(t *testing.T) {
 	}
 	b := beginAsync(db, true)
 	waitAdmitting(t, db, 1)
+	a.Idle() // its statement ended, and the session goes idle: it seals
 	a.Seal()
 	bt := mustWait(t, b, "a writer behind a sealed claimer")
 	if got := headIDs(t, bt.View()); !slices.Equal(got, []int64{1}) {

@@ -82,7 +82,7 @@ func TestSettleWaitsForCommitUnderWay(t *testing.T) {
 	g := &gateCommitter{entered: make(chan struct{}, 1), release: make(chan struct{})}
 	close(g.release) // the setup commit passes
 	db := On(catalog.NewServer(catalog.Options{Committer: g})).Database("lake")
-	db.settleWait = wideWait
+	db.SetWaits(wideWait, wideWait)
 	snapshotTable(t, db)
 	<-g.entered
 	g.release = make(chan struct{})
@@ -113,14 +113,14 @@ func TestSettleWaitsForCommitUnderWay(t *testing.T) {
 	}
 	r.Rollback()
 
-	// A claimer that never commits delays a new snapshot until its claim
-	// is settleWait old, and not at all after that.
+	// A claimer that never commits delays a new snapshot until it sat idle
+	// for settleWait after its statement, and not at all after that.
 	c := begin(t, db)
-	// The claim's age counts from inside Insert: take the time before it.
 	claimed := time.Now()
 	if _, err := c.Insert("public", "ducklake_snapshot", row(2, 2)); err != nil {
 		t.Fatal(err)
 	}
+	c.Idle()
 	r2 := mustWait(t, beginAsync(db, true), "snapshot behind an idle claimer")
 	if el := time.Since(claimed); el < wideWait {
 		t.Fatalf("a snapshot behind a fresh claim waited only %v, want %v", el, wideWait)
@@ -231,16 +231,45 @@ func TestLeaseHeldWhileHolderBusy(t *testing.T) {
 	m.Rollback()
 	n.Rollback()
 
-	// A reader's transaction keeps no idle clock and is never held.
-	r, err := db.Begin(ctx, false)
-	if err != nil {
+}
+
+// TestSettleWaitsForABusyClaimer: a new snapshot waits for a claimer that
+// is still running statements (a large write batch) past settleWait, until
+// it sat idle for settleWait — or its first claim is leaseMax old.
+func TestSettleWaitsForABusyClaimer(t *testing.T) {
+	db := NewServer(nil).Database("lake")
+	db.SetWaits(wideWait/4, wideWait/4) // leaseMax is 10× this
+	snapshotTable(t, db)
+
+	c := begin(t, db)
+	c.Busy()
+	if _, err := c.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	r.Idle()
-	if r.idleSince.Load() != 0 {
-		t.Fatal("a reader's transaction keeps an idle clock")
+	next := beginAsync(db, true)
+	mustNotYet(t, next, 3*db.settleWait, "a snapshot behind a claimer running a statement for 3× settleWait")
+	c.Idle()
+	start := time.Now()
+	n := mustWait(t, next, "a snapshot behind a claimer that went idle")
+	if el := time.Since(start); el < db.settleWait/2 || el > 3*db.settleWait {
+		t.Fatalf("waited %v after the claimer went idle, want about settleWait (%v)", el, db.settleWait)
 	}
-	r.Rollback()
+	n.Rollback()
+	c.Rollback()
+
+	// A claimer that never ends its statement is waited for leaseMax.
+	c = begin(t, db)
+	c.Busy()
+	claimed := time.Now()
+	if _, err := c.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
+		t.Fatal(err)
+	}
+	n = mustWait(t, beginAsync(db, true), "a snapshot behind a claimer busy past leaseMax")
+	if el := time.Since(claimed); el < db.leaseMax-db.settleWait {
+		t.Fatalf("waited only %v behind a busy claimer, want leaseMax (%v)", el, db.leaseMax)
+	}
+	n.Rollback()
+	c.Rollback()
 }
 
 // TestLeaseHeldWhileSettling: a lease holder waiting in settle behind a
