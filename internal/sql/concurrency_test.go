@@ -148,6 +148,16 @@ INSERT INTO "public".ducklake_snapshot VALUES (0)`, ""); strings.Contains(out, "
 	return ex
 }
 
+// twoSessions opens two sessions on a fresh snapshotServer, closed when
+// the test ends.
+func twoSessions(t *testing.T) (a, b *Session) {
+	t.Helper()
+	ex := snapshotServer(t)
+	a, b = ex.Open("lake", "postgres", "", 2), ex.Open("lake", "postgres", "", 3)
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
+}
+
 // headOf is the newest snapshot id s reads.
 func headOf(ctx context.Context, s *Session) (int, error) {
 	ts := &textSink{}
@@ -232,12 +242,8 @@ func TestFreshSessionQueuesLikeAWriter(t *testing.T) {
 // than queue for it (and join the commit chain). A read of a table by the
 // same session still queues: it pins like a writer's.
 func TestPoolChecksDoNotQueue(t *testing.T) {
-	ex := snapshotServer(t)
 	ctx := context.Background()
-	holder := ex.Open("lake", "postgres", "", 2)
-	defer holder.Close()
-	pool := ex.Open("lake", "postgres", "", 3)
-	defer pool.Close()
+	holder, pool := twoSessions(t)
 	// Waits long enough that waiting cannot pass for scheduling noise.
 	pool.db.SetWaits(time.Hour, time.Hour)
 	for _, q := range []string{`INSERT INTO "public".ducklake_snapshot VALUES (1)`, "BEGIN", `INSERT INTO "public".ducklake_snapshot VALUES (2)`} {
@@ -333,12 +339,8 @@ func (s *slowSink) rows(cols []colInfo, rows [][]datum.Value, tag string) error 
 // statements runs (a DuckLake commit's whole-table reads on a large
 // catalog): the session marks each statement's start and end.
 func TestLeaseHeldThroughAStatement(t *testing.T) {
-	ex := snapshotServer(t)
 	ctx := context.Background()
-	holder := ex.Open("lake", "postgres", "", 2)
-	defer holder.Close()
-	other := ex.Open("lake", "postgres", "", 3)
-	defer other.Close()
+	holder, other := twoSessions(t)
 	const hold = 100 * time.Millisecond // leaseMax is 10× this
 	holder.db.SetWaits(time.Hour, hold)
 	for _, c := range []struct {
