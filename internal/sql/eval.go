@@ -212,42 +212,36 @@ func (x *exec) evalBool(b *pg.BoolExpr, e *env) (tv, error) {
 			return nullBool, nil
 		}
 		return boolTV(a.v.I == 0), nil
-	case pg.BoolExprType_AND_EXPR:
-		sawNull := false
-		for _, arg := range b.Args {
-			a, err := x.eval(arg, e)
-			if err != nil {
-				return tv{}, err
-			}
-			if a.v.IsNull() {
-				sawNull = true
-			} else if a.v.I == 0 {
-				return boolTV(false), nil
-			}
-		}
-		if sawNull {
-			return nullBool, nil
-		}
-		return boolTV(true), nil
-	case pg.BoolExprType_OR_EXPR:
-		sawNull := false
-		for _, arg := range b.Args {
-			a, err := x.eval(arg, e)
-			if err != nil {
-				return tv{}, err
-			}
-			if a.v.IsNull() {
-				sawNull = true
-			} else if a.v.I != 0 {
-				return boolTV(true), nil
-			}
-		}
-		if sawNull {
-			return nullBool, nil
-		}
-		return boolTV(false), nil
+	case pg.BoolExprType_AND_EXPR, pg.BoolExprType_OR_EXPR:
+		return fold3(len(b.Args), b.Boolop == pg.BoolExprType_OR_EXPR, func(i int) (tv, error) {
+			return x.eval(b.Args[i], e)
+		})
 	}
 	return tv{}, unsupported("boolean operator %s", b.Boolop)
+}
+
+// fold3 folds n three-valued booleans as SQL's OR (decisive true) or AND
+// (decisive false) does — and so ANY, ALL and IN, which are an OR or an
+// AND of comparisons: the first value equal to decisive is the result and
+// ends the evaluation; otherwise NULL if any value was NULL, else
+// !decisive. at(i) yields the values in order.
+func fold3(n int, decisive bool, at func(i int) (tv, error)) (tv, error) {
+	sawNull := false
+	for i := range n {
+		c, err := at(i)
+		if err != nil {
+			return tv{}, err
+		}
+		if c.v.IsNull() {
+			sawNull = true
+		} else if (c.v.I != 0) == decisive {
+			return boolTV(decisive), nil
+		}
+	}
+	if sawNull {
+		return nullBool, nil
+	}
+	return boolTV(!decisive), nil
 }
 
 func opName(ns []*pg.Node) string {
@@ -350,26 +344,9 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 		if err != nil {
 			return tv{}, err
 		}
-		any := a.Kind == pg.A_Expr_Kind_AEXPR_OP_ANY
-		sawNull := false
-		for _, el := range elems {
-			c, err := compareOp(op, l, tv{el, r.t.Elem()})
-			if err != nil {
-				return tv{}, err
-			}
-			switch {
-			case c.v.IsNull():
-				sawNull = true
-			case any && c.v.I != 0:
-				return boolTV(true), nil
-			case !any && c.v.I == 0:
-				return boolTV(false), nil
-			}
-		}
-		if sawNull {
-			return nullBool, nil
-		}
-		return boolTV(!any), nil
+		return fold3(len(elems), a.Kind == pg.A_Expr_Kind_AEXPR_OP_ANY, func(i int) (tv, error) {
+			return compareOp(op, l, tv{elems[i], r.t.Elem()})
+		})
 	case pg.A_Expr_Kind_AEXPR_IN:
 		l, err := x.eval(a.Lexpr, e)
 		if err != nil {
@@ -379,26 +356,17 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 		if list == nil {
 			return tv{}, unsupported("IN without a list")
 		}
-		sawNull := false
-		for _, item := range list.Items {
-			r, err := x.eval(item, e)
+		in, err := fold3(len(list.Items), true, func(i int) (tv, error) {
+			r, err := x.eval(list.Items[i], e)
 			if err != nil {
 				return tv{}, err
 			}
-			c, err := compareOp("=", l, r)
-			if err != nil {
-				return tv{}, err
-			}
-			if c.v.IsNull() {
-				sawNull = true
-			} else if c.v.I != 0 {
-				return boolTV(op == "="), nil
-			}
+			return compareOp("=", l, r)
+		})
+		if err != nil || op == "=" || in.v.IsNull() {
+			return in, err
 		}
-		if sawNull {
-			return nullBool, nil
-		}
-		return boolTV(op != "="), nil
+		return boolTV(in.v.I == 0), nil // NOT IN
 	case pg.A_Expr_Kind_AEXPR_LIKE, pg.A_Expr_Kind_AEXPR_ILIKE:
 		l, err := x.eval(a.Lexpr, e)
 		if err != nil {
@@ -542,22 +510,9 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 		if err != nil {
 			return tv{}, err
 		}
-		sawNull := false
-		for _, row := range r.rows {
-			c, err := compareOp("=", l, tv{row[0], r.cols[0].typ})
-			if err != nil {
-				return tv{}, err
-			}
-			if c.v.IsNull() {
-				sawNull = true
-			} else if c.v.I != 0 {
-				return boolTV(true), nil
-			}
-		}
-		if sawNull {
-			return nullBool, nil
-		}
-		return boolTV(false), nil
+		return fold3(len(r.rows), true, func(i int) (tv, error) {
+			return compareOp("=", l, tv{r.rows[i][0], r.cols[0].typ})
+		})
 	}
 	return tv{}, unsupported("subquery of kind %s", sl.SubLinkType)
 }
