@@ -146,6 +146,12 @@ INSERT INTO "public".ducklake_file_column_stats VALUES (1, 1, 1, 20053, 5000, 0,
 	{sql: `DELETE FROM "public".ducklake_inlined_data_1_1 WHERE begin_snapshot <= 7 AND (name IS NULL OR id < 0)`},
 	{sql: `SELECT count(*) FROM "public".ducklake_file_column_stats`},
 	{sql: `SELECT data_file_id, ctid FROM "public".ducklake_data_file WHERE data_file_id > 1 OR end_snapshot IS NOT NULL ORDER BY data_file_id`},
+	// TID paths of UPDATE/DELETE (index.go): a dead version's ctid, a live
+	// one's, a repeat, a NULL, a ctid past the table, an extra conjunct.
+	{sql: `UPDATE "public".ducklake_file_column_stats SET max_value = 'dead' WHERE ctid = '(0,1)'`},
+	{sql: `UPDATE "public".ducklake_file_column_stats SET max_value = 'tid' WHERE ctid = '(0,4)'`},
+	{sql: `DELETE FROM "public".ducklake_file_column_stats WHERE ctid IN ('(0,2)', NULL, '(0,2)', '(5,1)', '(0,5)') AND column_id = 2`},
+	{sql: `SELECT data_file_id, column_id, max_value, ctid FROM "public".ducklake_file_column_stats`},
 	{sql: `COMMIT`},
 	// Migrations.
 	{sql: `ALTER TABLE "public"."ducklake_data_file" ADD COLUMN "row_group_count" BIGINT`},

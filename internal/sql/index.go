@@ -205,9 +205,12 @@ func (x *exec) intEqualities(cols []colInfo, filters ...*pg.Node) []colValue {
 }
 
 // indexedTarget returns the rows of t that an UPDATE's or DELETE's where
-// can match, read from the key index (with the ctid column, in ctid order,
-// as tableRelFiltered returns them); ok false means scan.
+// can match, read by ctid or from the key index (with the ctid column, in
+// ctid order, as tableRelFiltered returns them); ok false means scan.
 func (x *exec) indexedTarget(t *memcat.Table, alias string, where *pg.Node) (r *rel, ok bool, err error) {
+	if r, ok, err := x.tidTarget(t, alias, where); ok || err != nil {
+		return r, ok, err
+	}
 	if !t.Indexed() {
 		return x.lookupTarget(t, alias, where)
 	}
@@ -365,6 +368,77 @@ func (x *exec) lookupTarget(t *memcat.Table, alias string, where *pg.Node) (r *r
 	if len(prefixes) > 1 {
 		n := len(cols) - 1
 		slices.SortFunc(out.rows, func(a, b []datum.Value) int { return cmp.Compare(a[n].I, b[n].I) })
+	}
+	return out, true, nil
+}
+
+// tidTarget answers a WHERE that pins the ctid — `ctid = '(b,o)'` or
+// `ctid IN ('(b,o)', …)`, how DuckDB's postgres extension deletes rows it
+// read, as DuckLake's snapshot expiry and file cleanup do — by looking the
+// rows up at those ctids (PostgreSQL's TID scan) instead of scanning a
+// table that may hold millions of statistics rows. ok false means no
+// conjunct pins the ctid with values known before the scan.
+func (x *exec) tidTarget(t *memcat.Table, alias string, where *pg.Node) (r *rel, ok bool, err error) {
+	cols := tableCols(t, alias)
+	n := len(cols) - 1 // the ctid column (tableCols)
+	if t.Memo() == nil || cols[n].typ.Kind() != datum.KindTID {
+		return nil, false, nil // a temp table keeps its rows itself: scan
+	}
+	scope := &env{cols: cols} // row nil: a reference to it fails
+	var items []*pg.Node
+	var buf [8]*pg.Node
+	for _, c := range flattenAnd(where, buf[:0]) {
+		a := c.GetAExpr()
+		if a == nil || opName(a.Name) != "=" {
+			continue
+		}
+		var cr *pg.ColumnRef
+		var rhs []*pg.Node
+		switch {
+		case a.Kind == pg.A_Expr_Kind_AEXPR_OP && a.Lexpr.GetColumnRef() != nil:
+			cr, rhs = a.Lexpr.GetColumnRef(), []*pg.Node{a.Rexpr}
+		case a.Kind == pg.A_Expr_Kind_AEXPR_OP && a.Rexpr.GetColumnRef() != nil:
+			cr, rhs = a.Rexpr.GetColumnRef(), []*pg.Node{a.Lexpr}
+		case a.Kind == pg.A_Expr_Kind_AEXPR_IN && a.Lexpr.GetColumnRef() != nil && a.Rexpr.GetList() != nil:
+			cr, rhs = a.Lexpr.GetColumnRef(), a.Rexpr.GetList().Items
+		default:
+			continue
+		}
+		if ci, err := scope.resolve(names(cr.Fields)); err != nil || ci != n ||
+			slices.ContainsFunc(rhs, func(v *pg.Node) bool { return !knownBeforeScan(v) }) {
+			continue
+		}
+		items = rhs
+		break
+	}
+	if items == nil {
+		return nil, false, nil
+	}
+	ctids := make([]int64, 0, len(items))
+	ctidType := tv{datum.Value{K: datum.KindTID}, cols[n].typ}
+	for _, item := range items {
+		v, err := x.eval(item, scope)
+		if err == nil {
+			_, v, err = unify(ctidType, v)
+		}
+		if err != nil || (!v.v.IsNull() && v.v.K != datum.KindTID) {
+			return nil, false, nil // the WHERE's to report, or the scan's to decide
+		}
+		if !v.v.IsNull() { // = NULL matches no row
+			ctids = append(ctids, v.v.I)
+		}
+	}
+	slices.Sort(ctids)
+	ctids = slices.Compact(ctids)
+	out := &rel{cols: cols}
+	for _, c := range ctids {
+		vals, found, err := t.LookupCTID(c, x.matchBuf(len(cols))[:0])
+		if err != nil {
+			return nil, true, err
+		}
+		if found {
+			out.rows = append(out.rows, append(vals, datum.Value{K: datum.KindTID, I: c}))
+		}
 	}
 	return out, true, nil
 }

@@ -99,6 +99,7 @@ CREATE TABLE ducklake_plain (a BIGINT);
 CREATE TABLE ducklake_table_column_stats (table_id BIGINT, column_id BIGINT, min_value VARCHAR);
 INSERT INTO ducklake_snapshot VALUES (-4, 'a'), (9, 'b'), (2, 'c'), (30, 'd');
 INSERT INTO ducklake_pair VALUES (1, 1), (1, 2);
+INSERT INTO ducklake_plain VALUES (5), (6), (7);
 INSERT INTO ducklake_table_column_stats VALUES (2, 1, 'a'), (1, 2, 'b'), (NULL, 1, 'c'), (1, 1, 'd'), (0, 1, 'e')`)
 	for _, tc := range []struct {
 		where   string
@@ -119,7 +120,19 @@ INSERT INTO ducklake_table_column_stats VALUES (2, 1, 'a'), (1, 2, 'b'), (NULL, 
 		{`FROM ducklake_table_column_stats WHERE table_id IN (1, 2) AND column_id = 1`, true, []int64{2, 1, 1}},
 		{`FROM ducklake_table_column_stats WHERE table_id = 0 AND column_id = 1`, true, []int64{0, 0}},
 		{`FROM ducklake_table_column_stats WHERE table_id = 7`, true, nil},
+		// A TID scan, on any lake table: the rows at the ctids (in ctid
+		// order, once each, none for a ctid with no row or NULL), before
+		// any key path (the WHERE clause checks the rest later).
+		{`FROM ducklake_plain WHERE ctid = '(0,2)'`, true, []int64{6}},
+		{`FROM ducklake_plain WHERE '(0,1)' = ctid`, true, []int64{5}},
+		{`FROM ducklake_plain WHERE ctid IN ('(0,3)', '(0,1)', NULL, '(0,99)', '(0,3)')`, true, []int64{5, 7}},
+		{`FROM ducklake_plain WHERE a = 6 AND ctid IN ('(0,1)')`, true, []int64{5}},
+		{`FROM ducklake_snapshot WHERE snapshot_id = 30 AND ctid = '(0,2)'`, true, []int64{9}},
+		{`FROM ducklake_plain WHERE ctid IN (NULL)`, true, nil},
 		// Scanned.
+		{`FROM ducklake_plain WHERE ctid IN ('(0,1)', 'junk')`, false, nil},
+		{`FROM ducklake_plain WHERE ctid > '(0,1)'`, false, nil},
+		{`FROM ducklake_plain WHERE ctid IN ('(0,1)') OR a = 7`, false, nil},
 		{`FROM ducklake_table_column_stats WHERE column_id = 1`, false, nil},
 		{`FROM ducklake_table_column_stats WHERE table_id = NULL`, false, nil},
 		{`FROM ducklake_table_column_stats WHERE table_id > 1`, false, nil},
@@ -171,7 +184,7 @@ INSERT INTO ducklake_table_column_stats VALUES (2, 1, 'a'), (1, 2, 'b'), (NULL, 
 // BenchmarkUpdateByKey: DuckLake ending one data file by id on a catalog of
 // 100 000 files — the key index against the scan it replaces (the "scan"
 // variant hides the key from the index by wrapping the column in an
-// expression).
+// expression), and the same row found by its ctid ("tid").
 func BenchmarkUpdateByKey(b *testing.B) {
 	ctx := context.Background()
 	ex := testServer()
@@ -198,6 +211,8 @@ func BenchmarkUpdateByKey(b *testing.B) {
 	benchOneRowUpdate(b, s, n, "UPDATE ducklake_data_file SET end_snapshot = 2 WHERE end_snapshot IS NULL AND ", []benchWhere{
 		{"index", "data_file_id IN (%d)"},
 		{"scan", "data_file_id + 0 IN (%d)"},
+		// The TID scan (tidTarget), as DuckDB's deletes by ctid reach it.
+		{"tid", "ctid = (SELECT ctid FROM ducklake_data_file WHERE data_file_id = %d)"},
 	})
 }
 

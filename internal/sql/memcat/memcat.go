@@ -213,6 +213,21 @@ func (t *Table) EdgeKey(last bool, buf []datum.Value) (ctid int64, vals []datum.
 	return t.decodeAt(c, r, buf)
 }
 
+// LookupCTID returns the row at ctid, decoded into buf: a TID scan, as
+// PostgreSQL answers `WHERE ctid = …`. ok is false when no row is there or
+// t is a temp table (the caller then scans).
+func (t *Table) LookupCTID(ctid int64, buf []datum.Value) (vals []datum.Value, ok bool, err error) {
+	if t.src == nil {
+		return nil, false, nil
+	}
+	r, ok := t.src.Lookup(catalog.CTID(ctid))
+	if !ok {
+		return nil, false, nil
+	}
+	_, vals, ok, err = t.decodeAt(catalog.CTID(ctid), r, buf)
+	return vals, ok, err
+}
+
 // LookupColumns returns the columns of a lake table's lookup index
 // (catalog.Table.LookupColumns), nil for a table without one.
 func (t *Table) LookupColumns() []int {
