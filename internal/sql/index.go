@@ -181,15 +181,34 @@ func (x *exec) equalities(cols []colInfo, where *pg.Node, outer *env) (eqs []col
 	return eqs, true
 }
 
-// intEqualities returns the conjuncts among filters (each AND-ed, all
-// AND-ed together) that compare an integer column with = to a non-NULL
-// integer known before the scan: a stored row whose column differs cannot
-// pass them and is skipped by the scan without being decoded
-// (tableRelFiltered). DuckLake's per-commit `UPDATE ducklake_table_stats
-// … WHERE table_id = …` and `… table_column_stats … WHERE table_id = … AND
-// column_id = …` are scans of tables without a key.
-func (x *exec) intEqualities(cols []colInfo, filters ...*pg.Node) []colValue {
-	var out []colValue
+// intFilter is a conjunct a stored row's integer column must pass: equal
+// to one of vals (sorted; empty: no row passes). A row whose column is
+// NULL or another value cannot satisfy the WHERE it came from.
+type intFilter struct {
+	col  int
+	vals []int64
+}
+
+// pass reports whether v is one of f's values.
+func (f intFilter) pass(v int64) bool {
+	if len(f.vals) == 1 {
+		return f.vals[0] == v
+	}
+	_, ok := slices.BinarySearch(f.vals, v)
+	return ok
+}
+
+// intFilters returns the conjuncts among filters (each AND-ed, all AND-ed
+// together) that pin an integer column to values known before the scan —
+// `= v` (v not NULL) or `IN (v, …)` (its NULLs dropped) — as intFilters: a
+// stored row whose column fails one cannot pass the WHERE and is skipped by
+// the scan without being decoded (tableRelFiltered). DuckLake's per-commit
+// `UPDATE ducklake_table_stats … WHERE table_id = …` and `…
+// table_column_stats … WHERE table_id = … AND column_id = …` are scans of
+// tables without a key, and so is a compaction's `DELETE FROM
+// ducklake_file_column_stats WHERE data_file_id IN (…)`.
+func (x *exec) intFilters(cols []colInfo, filters ...*pg.Node) []intFilter {
+	var out []intFilter
 	for _, f := range filters {
 		eqs, ok := x.equalities(cols, f, nil)
 		if !ok {
@@ -197,8 +216,30 @@ func (x *exec) intEqualities(cols []colInfo, filters ...*pg.Node) []colValue {
 		}
 		for _, eq := range eqs {
 			if cols[eq.col].typ.Kind() == datum.KindInt && !eq.v.IsNull() {
-				out = append(out, eq)
+				out = append(out, intFilter{col: eq.col, vals: []int64{eq.v.I}})
 			}
+		}
+		scope := env{cols: cols}
+		var buf [8]*pg.Node
+		for _, c := range flattenAnd(f, buf[:0]) {
+			a := c.GetAExpr()
+			if a == nil || a.Kind != pg.A_Expr_Kind_AEXPR_IN || a.Lexpr.GetColumnRef() == nil {
+				continue
+			}
+			ci, err := scope.resolve(names(a.Lexpr.GetColumnRef().Fields))
+			if err != nil || cols[ci].typ.Kind() != datum.KindInt || cols[ci].hidden {
+				continue
+			}
+			vals, ok := x.inValues(cols, f, ci)
+			if !ok {
+				continue
+			}
+			in := intFilter{col: ci, vals: make([]int64, len(vals))}
+			for i, v := range vals {
+				in.vals[i] = v.I
+			}
+			slices.Sort(in.vals)
+			out = append(out, in)
 		}
 	}
 	return out
@@ -384,7 +425,8 @@ func (x *exec) tidTarget(t *memcat.Table, alias string, where *pg.Node) (r *rel,
 	if t.Memo() == nil || cols[n].typ.Kind() != datum.KindTID {
 		return nil, false, nil // a temp table keeps its rows itself: scan
 	}
-	scope := &env{cols: cols} // row nil: a reference to it fails
+	// The search allocates nothing: it runs for every UPDATE and DELETE.
+	res := env{cols: cols}
 	var items []*pg.Node
 	var buf [8]*pg.Node
 	for _, c := range flattenAnd(where, buf[:0]) {
@@ -393,27 +435,33 @@ func (x *exec) tidTarget(t *memcat.Table, alias string, where *pg.Node) (r *rel,
 			continue
 		}
 		var cr *pg.ColumnRef
-		var rhs []*pg.Node
+		var one *pg.Node
+		var list []*pg.Node
 		switch {
 		case a.Kind == pg.A_Expr_Kind_AEXPR_OP && a.Lexpr.GetColumnRef() != nil:
-			cr, rhs = a.Lexpr.GetColumnRef(), []*pg.Node{a.Rexpr}
+			cr, one = a.Lexpr.GetColumnRef(), a.Rexpr
 		case a.Kind == pg.A_Expr_Kind_AEXPR_OP && a.Rexpr.GetColumnRef() != nil:
-			cr, rhs = a.Rexpr.GetColumnRef(), []*pg.Node{a.Lexpr}
+			cr, one = a.Rexpr.GetColumnRef(), a.Lexpr
 		case a.Kind == pg.A_Expr_Kind_AEXPR_IN && a.Lexpr.GetColumnRef() != nil && a.Rexpr.GetList() != nil:
-			cr, rhs = a.Lexpr.GetColumnRef(), a.Rexpr.GetList().Items
+			cr, list = a.Lexpr.GetColumnRef(), a.Rexpr.GetList().Items
 		default:
 			continue
 		}
-		if ci, err := scope.resolve(names(cr.Fields)); err != nil || ci != n ||
-			slices.ContainsFunc(rhs, func(v *pg.Node) bool { return !knownBeforeScan(v) }) {
+		if ci, err := res.resolve(names(cr.Fields)); err != nil || ci != n {
 			continue
 		}
-		items = rhs
-		break
+		if one != nil {
+			list = []*pg.Node{one}
+		}
+		if !slices.ContainsFunc(list, func(v *pg.Node) bool { return !knownBeforeScan(v) }) {
+			items = list
+			break
+		}
 	}
 	if items == nil {
 		return nil, false, nil
 	}
+	scope := &env{cols: cols} // row nil: a reference to it fails
 	ctids := make([]int64, 0, len(items))
 	ctidType := tv{datum.Value{K: datum.KindTID}, cols[n].typ}
 	for _, item := range items {

@@ -167,16 +167,16 @@ func makeTableCols(t *memcat.Table, qual string) []colInfo {
 }
 
 // tableRelFiltered is tableRel keeping only the rows keep accepts (nil
-// keeps all); rejected rows are never copied out of the scan. eqs, from
-// intEqualities, must hold for any row keep accepts: a lake table's stored
-// rows that fail them are skipped before they are decoded.
-func tableRelFiltered(t *memcat.Table, qual string, eqs []colValue, keep func(row []datum.Value) bool) (*rel, error) {
+// keeps all); rejected rows are never copied out of the scan. filters,
+// from intFilters, must hold for any row keep accepts: a lake table's
+// stored rows that fail them are skipped before they are decoded.
+func tableRelFiltered(t *memcat.Table, qual string, filters []intFilter, keep func(row []datum.Value) bool) (*rel, error) {
 	cols := tableCols(t, qual)
 	n := len(cols) - 1
-	if len(eqs) > 0 {
+	if len(filters) > 0 {
 		if types, scan, ok := t.EncodedRows(); ok && len(types) == n {
 			if w, ok := newRowWalker(types); ok {
-				return prefilteredRel(t.Name, cols, types, scan, &w, eqs, keep)
+				return prefilteredRel(t.Name, cols, types, scan, &w, filters, keep)
 			}
 		}
 	}
@@ -198,23 +198,23 @@ func tableRelFiltered(t *memcat.Table, qual string, eqs []colValue, keep func(ro
 }
 
 // prefilteredRel is tableRelFiltered's scan of stored rows: each row is
-// walked (not decoded) and dropped if an integer column differs from eqs;
+// walked (not decoded) and dropped if an integer column fails a filter;
 // the rest are decoded, as memcat.Table.Scan decodes them, and given to
 // keep. A row the walk cannot parse is decoded too, so that its error is
 // reported exactly as the plain scan reports it.
-func prefilteredRel(name string, cols []colInfo, types []datum.Type, scan func(func(int64, datum.Row) bool), w *rowWalker, eqs []colValue, keep func(row []datum.Value) bool) (*rel, error) {
+func prefilteredRel(name string, cols []colInfo, types []datum.Type, scan func(func(int64, datum.Row) bool), w *rowWalker, filters []intFilter, keep func(row []datum.Value) bool) (*rel, error) {
 	n := len(cols) - 1
 	var rows [][]datum.Value
 	var vals []datum.Value
 	var derr error
 	last := 0
-	for _, eq := range eqs {
-		last = max(last, eq.col)
+	for _, f := range filters {
+		last = max(last, f.col)
 	}
 	scan(func(ctid int64, r datum.Row) bool {
 		if w.walkTo(r, last) == nil {
-			for _, eq := range eqs {
-				if c := w.cells[eq.col]; c.null || c.v != eq.v.I {
+			for _, f := range filters {
+				if c := w.cells[f.col]; c.null || !f.pass(c.v) {
 					return true
 				}
 			}

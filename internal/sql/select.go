@@ -1052,7 +1052,7 @@ func (x *exec) scanLakeFiltered(rv *pg.RangeVar, filters []*pg.Node) (*rel, bool
 		r, err := tableRelFiltered(t, qual, nil, nil)
 		return r, true, err
 	}
-	r, err := tableRelFiltered(t, qual, x.intEqualities(e.cols, mine...), func(row []datum.Value) bool {
+	r, err := tableRelFiltered(t, qual, x.intFilters(e.cols, mine...), func(row []datum.Value) bool {
 		e.row = row
 		for _, f := range mine {
 			v, err := x.eval(f, e)

@@ -345,7 +345,7 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 		// Rows that fail a simple WHERE are dropped while scanning; the
 		// WHERE below runs again on the rest (and reports any error).
 		e := &env{cols: tableCols(t, alias)}
-		target, err = tableRelFiltered(t, alias, x.intEqualities(e.cols, where), func(row []datum.Value) bool {
+		target, err = tableRelFiltered(t, alias, x.intFilters(e.cols, where), func(row []datum.Value) bool {
 			e.row = row
 			v, err := x.eval(where, e)
 			return err != nil || truth(v)
