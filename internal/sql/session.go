@@ -327,8 +327,9 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	// The writers' pin lease lapses only while its holder sits idle
-	// between statements (memcat.LeaseHold).
+	// The writers' pin lease lapses, and new snapshots stop waiting for
+	// a claimer, only once the transaction sits idle between statements
+	// (memcat.LeaseHold, memcat.SettleWait).
 	if s.txn != nil {
 		s.txn.Busy()
 	}

@@ -657,9 +657,9 @@ func (db *DB) SetWaits(settle, lease time.Duration) {
 // the new head at once and all but one are doomed, and they burn the CPU
 // the winner needs. The lease hands the new head to one writing session at
 // a time: the next pins only once the holder claimed its snapshot (and so
-// is waited for by settle), ended, or let the lease lapse (leaseExpiry).
-// Sessions that have
-// not written never take it, so readers are not serialized.
+// is waited for by settle), ended, or let the lease lapse
+// (leaseExpiryLocked). Sessions that have not written never take it, so
+// readers are not serialized.
 func (db *DB) acquireLease(ctx context.Context, t *Txn) error {
 	var me *leaseWaiter
 	db.mu.Lock()
