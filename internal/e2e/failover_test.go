@@ -31,15 +31,7 @@ func TestFailoverWithWALPutsInFlight(t *testing.T) {
 		if err := workload.Prepare(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
-		type result struct {
-			res *workload.Result
-			err error
-		}
-		ran := make(chan result, 1)
-		go func() {
-			res, err := workload.Run(ctx, cfg)
-			ran <- result{res, err}
-		}()
+		ran := workload.Go(ctx, cfg)
 		time.Sleep(time.Duration(400+300*round) * time.Millisecond)
 		b := testserver.Start(t, store)
 		select {
@@ -50,20 +42,20 @@ func TestFailoverWithWALPutsInFlight(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatalf("round %d: the first server still runs after the second opened the store", round)
 		}
-		var r result
+		var r workload.Outcome
 		select {
 		case r = <-ran:
 		case <-time.After(30 * time.Second):
 			t.Fatalf("round %d: workload still running after the fence", round)
 		}
-		if r.err == nil || r.res == nil || len(r.res.Landed()) < 3 {
-			t.Fatalf("round %d: workload against the fenced server: %v", round, r.err)
+		if r.Err == nil || r.Result == nil || len(r.Result.Landed()) < 3 {
+			t.Fatalf("round %d: workload against the fenced server: %v", round, r.Err)
 		}
-		present, err := checkAt(ctx, b.Addr, db, r.res, 8)
+		present, err := checkAt(ctx, b.Addr, db, r.Result, 8)
 		if err != nil {
-			t.Fatalf("round %d, after failover (%d acknowledged commits): %v", round, len(r.res.Landed()), err)
+			t.Fatalf("round %d, after failover (%d acknowledged commits): %v", round, len(r.Result.Landed()), err)
 		}
-		t.Logf("round %d: %d commits acknowledged by the first server, all on the second; %d in flight found present", round, len(r.res.Landed()), present)
+		t.Logf("round %d: %d commits acknowledged by the first server, all on the second; %d in flight found present", round, len(r.Result.Landed()), present)
 		// The second server goes on committing after the first one's
 		// objects, void or not.
 		after := workload.Config{ConnString: b.Conninfo(db + "x"), Writers: 2, CommitsPerWriter: 5, Tables: 1, RetryWait: time.Millisecond, Seed: 5}

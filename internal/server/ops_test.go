@@ -280,35 +280,27 @@ func TestFailover(t *testing.T) {
 	}
 	defer idle.Close(context.Background())
 
-	type result struct {
-		res *workload.Result
-		err error
-	}
-	ran := make(chan result, 1)
-	go func() {
-		res, err := workload.Run(ctx, cfg)
-		ran <- result{res, err}
-	}()
+	ran := workload.Go(ctx, cfg)
 	time.Sleep(700 * time.Millisecond)
 	b := start(t, store)
 	defer b.Stop(t)
 	took, err := awaitFenced(t, a, "server A", time.Now(), 20*time.Second)
 	t.Logf("A exited %v after B opened the store: %v", took, err)
-	var r result
+	var r workload.Outcome
 	select {
 	case r = <-ran:
 	case <-time.After(30 * time.Second):
 		t.Fatal("workload still running after A exited")
 	}
-	if r.err == nil || r.res == nil {
-		t.Fatalf("workload against a fenced server ended with %v", r.err)
+	if r.Err == nil || r.Result == nil {
+		t.Fatalf("workload against a fenced server ended with %v", r.Err)
 	}
-	t.Logf("workload ended: %v", r.err)
-	if !strings.Contains(r.err.Error(), "fenced") {
-		t.Errorf("the fenced server's client was not told why: %v", r.err)
+	t.Logf("workload ended: %v", r.Err)
+	if !strings.Contains(r.Err.Error(), "fenced") {
+		t.Errorf("the fenced server's client was not told why: %v", r.Err)
 	}
-	if len(r.res.Landed()) < 3 {
-		t.Fatalf("only %d commits acknowledged before the fence", len(r.res.Landed()))
+	if len(r.Result.Landed()) < 3 {
+		t.Fatalf("only %d commits acknowledged before the fence", len(r.Result.Landed()))
 	}
 	if _, err := idle.Exec(ctx, "SELECT 1").ReadAll(); err == nil {
 		t.Fatal("a client of the fenced server can still run statements")
@@ -318,10 +310,10 @@ func TestFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if err := r.res.Verify(ctx, conn); err != nil {
-		t.Fatalf("after failover (%d acknowledged commits): %v", len(r.res.Landed()), err)
+	if err := r.Result.Verify(ctx, conn); err != nil {
+		t.Fatalf("after failover (%d acknowledged commits): %v", len(r.Result.Landed()), err)
 	}
-	t.Logf("%d commits acknowledged by A, all on B", len(r.res.Landed()))
+	t.Logf("%d commits acknowledged by A, all on B", len(r.Result.Landed()))
 }
 
 // TestGuardFencedMessage: once fenced, every statement is refused with an

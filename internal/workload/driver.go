@@ -382,6 +382,24 @@ func newDriver(cfg Config) *driver {
 	return d
 }
 
+// Outcome is what Run returned, delivered by Go.
+type Outcome struct {
+	Result *Result
+	Err    error
+}
+
+// Go runs Run on a goroutine of its own and delivers its outcome on the
+// returned channel (buffered: nobody has to receive it). Tests that stop
+// or fence the server under a running workload use it.
+func Go(ctx context.Context, cfg Config) <-chan Outcome {
+	ch := make(chan Outcome, 1)
+	go func() {
+		res, err := Run(ctx, cfg)
+		ch <- Outcome{res, err}
+	}()
+	return ch
+}
+
 // Run drives cfg.Writers writers of cfg.CommitsPerWriter timed commits each,
 // after cfg.Warmup untimed ones split among them (and the compactor, if enabled,
 // throughout) against a catalog made by Prepare. It returns
