@@ -119,7 +119,7 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 				return workload.Server{}, err
 			}
 			announce.Do(func() { fmt.Fprintf(stdout, "moraine: %s, a fresh server per run, store %s\n", where, m.StoreDesc) })
-			srv := workload.Server{ConnInfo: m.ConnInfo("postgres"), Stop: m.Stop}
+			srv := workload.Server{ConnInfo: m.ConnInfo("postgres"), Stop: m.Halt, Remove: func() { _ = m.Stop() }}
 			if *process {
 				srv.RunQueue = m.RunQueue
 			}

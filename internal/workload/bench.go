@@ -36,6 +36,16 @@ type Target struct {
 type Server struct {
 	ConnInfo string
 	Stop     func() error
+	// Remove, when set, deletes what the stopped server stored. RunBench
+	// calls it when the benchmark ends rather than after the run: deleting
+	// a run's thousands of files between runs would make the next run's
+	// file creation slower on file systems that skip recently freed inodes
+	// (ext4 without a journal, as on the CI machines, walks past every
+	// inode freed in the last minutes of its group), so that one run's
+	// cleanup would be timed in another's. (A fresh database's few hundred
+	// files are dropped after each run: kept, their tables would draw
+	// autovacuum into the later runs.)
+	Remove func()
 	// RunQueue, when set, reads the server's scheduler latency histogram
 	// (Config.ServerRunQueue).
 	RunQueue func(ctx context.Context) (*metrics.Float64Histogram, error)
@@ -228,10 +238,17 @@ func RunBench(ctx context.Context, bc BenchConfig) (*BenchReport, error) {
 		Benchmark: "commits", Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 		CommitsPer: bc.Commits, Warmup: bc.Warmup, Tables: base.Tables, Compactor: base.Compactor, RatioVsPG: math.NaN(), Rounds: rounds,
 	}
+	// Every run's catalog is removed at the end (Server.Remove says why).
+	var removals []func()
+	defer func() {
+		for i := len(removals) - 1; i >= 0; i-- {
+			removals[i]()
+		}
+	}()
 	for _, w := range bc.Writers {
 		for round := 1; round <= rounds; round++ {
 			for _, t := range bc.Targets {
-				run, err := benchOne(ctx, bc, t, w)
+				run, err := benchOne(ctx, bc, t, w, &removals)
 				if err != nil {
 					return rep, fmt.Errorf("%s, %d writers: %w", t.Name, w, err)
 				}
@@ -328,11 +345,18 @@ func (r *BenchReport) medianRun(system string, writers int) (BenchRun, bool) {
 	return runs[(len(runs)-1)/2], true
 }
 
-func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int) (run BenchRun, err error) {
+// benchOne measures target t at writers on a fresh catalog, and drops it
+// after the run. A server it started is stopped then too, and what the
+// server stored is appended to removals for the caller to remove when the
+// benchmark ends (Server.Remove).
+func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int, removals *[]func()) (run BenchRun, err error) {
 	var srv Server
 	if t.Start != nil {
 		if srv, err = t.Start(ctx); err != nil {
 			return BenchRun{}, err
+		}
+		if srv.Remove != nil {
+			*removals = append(*removals, srv.Remove)
 		}
 		defer func() {
 			if serr := srv.Stop(); serr != nil && err == nil {

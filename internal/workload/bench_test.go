@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"image/color"
 	"image/png"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +132,36 @@ func TestRunBench(t *testing.T) {
 		t.Errorf("ratio %v at %d writers", rep.RatioVsPG, rep.RatioWriters)
 	}
 	t.Log(progress.String())
+}
+
+// TestRunBenchRemovesStoresAtTheEnd: a server a target starts for a run is
+// stopped after that run, and what it stored is removed only when the
+// benchmark ends, so that no run's deletions are timed in the next.
+func TestRunBenchRemovesStoresAtTheEnd(t *testing.T) {
+	pg := testenv.Postgres(t)
+	var events []string
+	started := 0
+	target := workload.Target{Name: "started", Start: func(context.Context) (workload.Server, error) {
+		started++
+		n := started
+		return workload.Server{
+			ConnInfo: pg,
+			Stop:     func() error { events = append(events, fmt.Sprintf("stop %d", n)); return nil },
+			Remove:   func() { events = append(events, fmt.Sprintf("remove %d", n)) },
+		}, nil
+	}}
+	_, err := workload.RunBench(context.Background(), workload.BenchConfig{
+		Targets: []workload.Target{{Name: "postgres", ConnInfo: pg}, target},
+		Writers: []int{1, 2}, Commits: 2, Rounds: 2,
+		Base: workload.Config{Tables: 1, MaxRetries: 100, RetryWait: 5 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"stop 1", "stop 2", "stop 3", "stop 4", "remove 4", "remove 3", "remove 2", "remove 1"}
+	if !slices.Equal(events, want) {
+		t.Errorf("events %q, want %q", events, want)
+	}
 }
 
 // TestRoundRatios: with several rounds the ratio is the median of the
