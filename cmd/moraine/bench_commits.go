@@ -35,7 +35,7 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.SetOutput(stderr)
 	writersFlag := fs.String("writers", "1,4,16", "comma-separated writer counts")
 	commits := fs.Int("commits", 200, "commits per writer")
-	warmup := fs.Int("warmup", 400, "commits landed untimed before each run's timed phase, split among its writers (the same on every system); 0 times from the first commit")
+	warmup := fs.Int("warmup", 400, "commits made untimed before each run's timed window opens; the writers do not stop at its edges (the same on every system); 0 times from the first commit")
 	pg := fs.String("postgres", "", "PostgreSQL conninfo (required), e.g. host=127.0.0.1 port=5432 user=postgres dbname=postgres")
 	moraine := fs.String("moraine", "", "moraine conninfo; empty: start an in-process moraine on --store")
 	store := fs.String("store", "local", "store of the in-process moraine: local (a temp directory) or s3 (in-process S3)")

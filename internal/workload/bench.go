@@ -57,9 +57,9 @@ type BenchConfig struct {
 	Writers []int    // writer counts, e.g. 1, 4, 16
 	Commits int      // commits per writer
 	Base    Config   // everything else (tables, compactor, retry settings); Writers/CommitsPerWriter/Dial are set per run
-	// Warmup commits land on each run's catalog before its timed phase,
-	// split among the writers (Config.Warmup), on every target alike; 0
-	// times from the first commit.
+	// Warmup commits end on each run's catalog before its timed window
+	// opens (Config.Warmup; the writers do not stop there), on every
+	// target alike; 0 times from the first commit.
 	Warmup int
 	// Rounds repeats every (writer count, target) measurement, the targets
 	// taking turns within a round so that the machine's drift falls on
@@ -79,7 +79,7 @@ type BenchRun struct {
 	Writers       int     `json:"writers"`
 	Round         int     `json:"round"`
 	Commits       int     `json:"commits"`
-	Warmup        int     `json:"warmup_commits"` // landed untimed before the timed phase
+	Warmup        int     `json:"warmup_commits"` // landed untimed before the timed window
 	Failed        int     `json:"failed"`
 	Retries       int     `json:"retries"`
 	Merges        int     `json:"merges"`
@@ -92,18 +92,18 @@ type BenchRun struct {
 	LinkP50MS  float64 `json:"link_p50_ms"`
 	LinkMeanMS float64 `json:"link_mean_ms"`
 	Verified   bool    `json:"verified"`
-	// MachineCPUMS and ProcessCPUMS are the timed phase's CPU time per
+	// MachineCPUMS and ProcessCPUMS are the timed window's CPU time per
 	// writer commit (Result.CPU): the whole machine's, and this process's
 	// (the driver; moraine too when it runs in-process). Zero when not
 	// measured.
 	MachineCPUMS float64 `json:"machine_cpu_ms_per_commit"`
 	ProcessCPUMS float64 `json:"process_cpu_ms_per_commit"`
 	// MachineBusy is the share of the machine's CPU time that was busy in
-	// the timed phase (CPUUse.BusyShare): below one, the run was not bound
+	// the timed window (CPUUse.BusyShare): below one, the run was not bound
 	// by CPU alone.
 	MachineBusy float64 `json:"machine_busy_share"`
 	// RunQueueMeanUS and RunQueueP90US are how long this process's
-	// goroutines waited for a processor once runnable in the timed phase
+	// goroutines waited for a processor once runnable in the timed window
 	// (CPUUse.RunQueue): the driver's, and moraine's too when it runs
 	// in-process. Zero when not measured.
 	RunQueueMeanUS float64 `json:"runq_wait_mean_us"`
@@ -440,7 +440,7 @@ func medianMean(v []time.Duration) (p50, mean time.Duration) {
 // system ran).
 func (r *BenchReport) WriteTable(w io.Writer) error {
 	if r.Warmup > 0 {
-		fmt.Fprintf(w, "each run timed after %d untimed warm-up commits on its catalog\n", r.Warmup)
+		fmt.Fprintf(w, "each run timed after %d untimed warm-up commits on its catalog, over a window of commits its writers make without stopping\n", r.Warmup)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rounds := r.Rounds > 1
@@ -501,7 +501,7 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 	return err
 }
 
-// writeCPU prints the timed phases' CPU time per commit, when measured.
+// writeCPU prints the timed windows' CPU time per commit, when measured.
 func (r *BenchReport) writeCPU(w io.Writer) error {
 	measured := false
 	for _, run := range r.Runs {
@@ -510,7 +510,7 @@ func (r *BenchReport) writeCPU(w io.Writer) error {
 	if !measured {
 		return nil
 	}
-	fmt.Fprintln(w, "CPU time per commit in the timed phase, ms: the whole machine's (busy time in /proc/stat) and this process's (the driver, and moraine when it runs in-process); busy: the share of the machine's CPU time that was busy; run queue: how long goroutines waited for a processor once runnable, mean/p90 µs, this process's and a server process's (its /metrics; - where not read)")
+	fmt.Fprintln(w, "CPU time per commit in the timed window, ms: the whole machine's (busy time in /proc/stat) and this process's (the driver, and moraine when it runs in-process); busy: the share of the machine's CPU time that was busy; run queue: how long goroutines waited for a processor once runnable, mean/p90 µs, this process's and a server process's (its /metrics; - where not read)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "system\twriters\tround\tmachine\tthis process\tbusy\trun queue\tserver run queue\t")
 	for _, run := range r.Runs {

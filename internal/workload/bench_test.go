@@ -119,7 +119,7 @@ func TestRunBench(t *testing.T) {
 		if r.Commits != 5*r.Writers || r.Warmup != 6 || !r.Verified || r.CommitsPerSec <= 0 || r.P50MS <= 0 || r.P99MS < r.P50MS {
 			t.Errorf("run %+v", r)
 		}
-		// Five or more consecutive snapshots land in every timed phase: the
+		// Five or more consecutive snapshots land in every timed window: the
 		// chain's links are measured, and each is shorter than the phase.
 		if r.LinkP50MS <= 0 || r.LinkMeanMS <= 0 || r.LinkP50MS > r.ElapsedMS {
 			t.Errorf("chain links of run %+v", r)

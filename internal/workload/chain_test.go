@@ -1,21 +1,26 @@
 package workload
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // TestChainLinks: a link is the time between the batch answers of
-// consecutive snapshots, both landed in the timed phase; a snapshot whose
-// predecessor did not land (or landed during the warm-up) has none.
+// consecutive snapshots, both answered in the timed window; a snapshot
+// whose predecessor did not land (or landed during the warm-up) has none,
+// nor has one answered after the window closed.
 func TestChainLinks(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	r := &Result{timedFrom: at(10), landed: []Landed{
-		{Snapshot: 4, Answered: at(5)},  // warm-up
-		{Snapshot: 5, Answered: at(11)}, // its predecessor was warm-up: no link
-		{Snapshot: 7, Answered: at(14)}, // out of acknowledgement order
+	r := &Result{timedFrom: at(10), timedTo: at(30), landed: []Landed{
+		{Snapshot: 12, Answered: at(31)}, // after the window
+		{Snapshot: 4, Answered: at(5)},   // warm-up
+		{Snapshot: 5, Answered: at(11)},  // its predecessor was warm-up: no link
+		{Snapshot: 7, Answered: at(14)},  // out of acknowledgement order
 		{Snapshot: 6, Answered: at(12)},
 		{Snapshot: 9, Answered: at(20)}, // 8 did not land: no link
 		{Snapshot: 10, Answered: at(25)},
@@ -32,7 +37,7 @@ func TestChainLinks(t *testing.T) {
 // answer after the previous batch's (negative when it came first), the
 // statistics reads, the path reads and the batch, which add up to the
 // link. Links whose commit was retried (no phases) or whose predecessor
-// did not land in the timed phase have none; a link is late when its
+// did not land in the timed window have none; a link is late when its
 // writer took its connection from the pool only after the previous batch
 // was answered. SummarizePhases gives each phase's median and mean, and the
 // late links' share of the time.
@@ -42,7 +47,7 @@ func TestChainPhases(t *testing.T) {
 	ph := func(began, pinned, stats, paths int) Phases {
 		return Phases{Began: us(began), Pinned: us(pinned), StatsRead: us(stats), PathsRead: us(paths)}
 	}
-	r := &Result{timedFrom: us(1000), landed: []Landed{
+	r := &Result{timedFrom: us(1000), timedTo: us(5000), landed: []Landed{
 		{Snapshot: 9, Answered: us(900)},                                       // warm-up
 		{Snapshot: 10, Answered: us(1100), Phases: ph(950, 1000, 1050, 1080)},  // predecessor in the warm-up
 		{Snapshot: 11, Answered: us(1500), Phases: ph(1000, 1090, 1200, 1260)}, // waited; snapshot answered 10 µs early
@@ -71,5 +76,44 @@ func TestChainPhases(t *testing.T) {
 	}
 	if SummarizePhases(nil) != nil {
 		t.Fatal("a summary of no links")
+	}
+}
+
+// TestWindowHasNoBarrier: the timed window opens while writers are in the
+// middle of commits they began during the warm-up — nobody waits for the
+// others at its edge (a barrier there would start every writer at once,
+// which on PostgreSQL collides them all on the same snapshot id). Eight
+// writers commit back to back, so when the 16th commit ends some of the
+// other seven have begun theirs.
+func TestWindowHasNoBarrier(t *testing.T) {
+	ctx := context.Background()
+	dial, drop, err := FreshDatabase(ctx, testenv.Postgres(t), "moraine_wl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := drop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	cfg := Config{Dial: dial, Writers: 8, CommitsPerWriter: 2, Warmup: 16, Tables: 2, MaxRetries: 1000, RetryWait: 5 * time.Millisecond, Seed: 9}
+	if err := Prepare(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	straddling := 0
+	for _, l := range res.Landed() {
+		if l.Kind == "insert" && l.Began.Before(res.timedFrom) && l.Answered.After(res.timedFrom) {
+			straddling++
+		}
+	}
+	if straddling == 0 {
+		t.Fatalf("no commit began before the window opened (%v) and was answered in it: the writers waited at its edge", res.timedFrom)
+	}
+	if res.Commits+res.Failed != 16 || res.timedTo.Sub(res.timedFrom) != res.Elapsed {
+		t.Fatalf("window: %d commits, %d failed, %v from %v to %v", res.Commits, res.Failed, res.Elapsed, res.timedFrom, res.timedTo)
 	}
 }

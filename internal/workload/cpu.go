@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// CPUUse is CPU time spent during a run's timed phase: by the whole machine
+// CPUUse is CPU time spent during a run's timed window: by the whole machine
 // (its busy time: user, nice, system, irq and softirq, not idle, iowait or
 // time stolen by the hypervisor) and by this process (the driver, and a
 // moraine running in-process). With the server in another process on the

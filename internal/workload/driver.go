@@ -92,21 +92,21 @@ type Config struct {
 	DataDir string
 
 	Writers          int // concurrent writers; default 4
-	CommitsPerWriter int // default 10
+	CommitsPerWriter int // the timed window counts Writers×CommitsPerWriter commits; default 10
 	Tables           int // default 4
 	Columns          int // user columns per table = stats rows per file; default 8
 	RowsPerFile      int // mean records per data file; default 100
 
-	// Warmup commits land first, untimed, split among the writers as
-	// evenly as they divide: the writers all finish theirs before the
-	// timed phase starts, and Result counts only the timed ones (the
-	// warm-up's commits are in Landed and verified). A
+	// Warmup commits come first, untimed: the timed window opens when
+	// that many writer commits have ended, whichever writers made them,
+	// and counts Writers×CommitsPerWriter more (Run); Result
+	// counts only the window's (every commit is in Landed and verified). A
 	// server's first commits pay for what a running one already has —
 	// memory the process has not touched yet, connections' first
 	// statements — which is not what a steady stream of commits costs.
 	Warmup int
 	// ServerRunQueue, when set, reads the server's scheduler latency
-	// histogram (a server in another process); the timed phase then
+	// histogram (a server in another process); the timed window then
 	// reports how long the server's goroutines waited to run
 	// (CPUUse.ServerRunQueue). A failed reading leaves it unmeasured.
 	ServerRunQueue func(ctx context.Context) (*metrics.Float64Histogram, error)
@@ -189,8 +189,10 @@ type Landed struct {
 	RowIDs   []Span  // row ids File holds
 	Records  int64
 	Attempts int
-	// Answered is when the answer to the batch that landed arrived.
-	Answered time.Time
+	// Began is when a writer's commit took its connection from the pool
+	// for its first attempt; Answered is when the answer to the batch that
+	// landed arrived.
+	Began, Answered time.Time
 	// Phases of a writer's commit landed at its first attempt (zero
 	// otherwise): Result.ChainPhases breaks the chain link down with them.
 	Phases Phases
@@ -206,14 +208,14 @@ type Phases struct {
 // Result is what a run measured and acknowledged.
 type Result struct {
 	Config    Config
-	Elapsed   time.Duration   // wall time of the timed writer phase
-	Latencies []time.Duration // per acknowledged writer commit, the pool's take to COMMIT ack, retries included
-	Commits   int             // acknowledged writer commits of the timed phase
-	Warmup    int             // acknowledged warm-up commits (untimed)
+	Elapsed   time.Duration   // wall time of the timed window (Run)
+	Latencies []time.Duration // per writer commit acknowledged in the window, the pool's take to COMMIT ack, retries included
+	Commits   int             // writer commits acknowledged in the window
+	Warmup    int             // writer commits acknowledged before it (untimed)
 	Failed    int             // writer commits that hit a true conflict or exhausted retries
 	Retries   int             // writer retries (attempts beyond the first)
 	Conflicts int             // true conflicts seen by writers
-	// CPU is what the timed phase cost in CPU time, when CPUMeasured.
+	// CPU is what the timed window cost in CPU time, when CPUMeasured.
 	CPU         CPUUse
 	CPUMeasured bool
 
@@ -224,7 +226,8 @@ type Result struct {
 
 	landed    []Landed
 	tableIDs  []int64
-	timedFrom time.Time // the timed phase's start
+	timedFrom time.Time // the timed window's start
+	timedTo   time.Time // and its end
 }
 
 // CommitsPerSec is acknowledged writer commits per second of wall time.
@@ -248,7 +251,7 @@ func (r *Result) Percentile(p float64) time.Duration {
 	return s[rank]
 }
 
-// ChainLinks returns, for every commit of the timed phase whose snapshot's
+// ChainLinks returns, for every commit of the timed window whose snapshot's
 // predecessor also landed in it, the time from the predecessor's batch
 // answer to its own, sorted. DuckLake's commits form a chain (each takes
 // snapshot base+1 from the head it read), so a link is what one commit
@@ -267,18 +270,18 @@ func (r *Result) ChainLinks() []time.Duration {
 }
 
 // answeredBySnapshot indexes by snapshot the commits whose batch was
-// answered in the timed phase: the ends of its chain links.
+// answered in the timed window: the ends of its chain links.
 func (r *Result) answeredBySnapshot() map[int64]Landed {
 	at := make(map[int64]Landed, len(r.landed))
 	for _, l := range r.landed {
-		if !l.Answered.IsZero() && !l.Answered.Before(r.timedFrom) {
+		if !l.Answered.IsZero() && !l.Answered.Before(r.timedFrom) && !l.Answered.After(r.timedTo) {
 			at[l.Snapshot] = l
 		}
 	}
 	return at
 }
 
-// ChainPhases breaks the chain links of the timed phase down (see
+// ChainPhases breaks the chain links of the timed window down (see
 // ChainLinks), for every link whose commit landed at its first attempt: from
 // the predecessor's batch answer to the commit's latest-snapshot answer
 // (Wait; negative when the snapshot was answered first, as when the
@@ -340,7 +343,19 @@ type driver struct {
 		landed []Landed
 		files  map[int64]Landed // acknowledged data files by id
 		res    Result
+		win    window
 	}
+}
+
+// window is the timed stretch of a run (Run): it opens on the Warmup-th
+// writer commit's outcome (acknowledged or failed) and closes on the
+// Writers×CommitsPerWriter-th after that, while every writer keeps
+// committing throughout.
+type window struct {
+	outcomes      int       // writer commits that ended so far
+	open, closed  bool      // the window has opened; it has closed
+	from, to      time.Time // when it opened and closed
+	opened, ended chan struct{}
 }
 
 func (d *driver) dial(ctx context.Context) (*pgconn.PgConn, error) {
@@ -400,12 +415,19 @@ func Go(ctx context.Context, cfg Config) <-chan Outcome {
 	return ch
 }
 
-// Run drives cfg.Writers writers of cfg.CommitsPerWriter timed commits each,
-// after cfg.Warmup untimed ones split among them (and the compactor, if enabled,
-// throughout) against a catalog made by Prepare. It returns
-// an error only for failures outside DuckLake's protocol (connection loss,
-// an unexpected server error); lost races that end in a true conflict or
-// exhausted retries are counted in Result.Failed.
+// Run drives cfg.Writers writers, each committing without pause from its
+// start until the run's timed window has closed, against a catalog made by
+// Prepare (and the compactor, if enabled, throughout). The window opens when
+// cfg.Warmup writer commits have ended (acknowledged, or failed after
+// DuckLake's retries) and closes when cfg.Writers×cfg.CommitsPerWriter more
+// have: the Result's figures are the window's. No writer waits for the others at either edge, so the window
+// sees the writers as a steady stream of commits does — not all starting at
+// once, which on PostgreSQL collides every writer on the same snapshot id
+// and spreads their retries out only over thousands of commits
+// (docs/benchmarks.md, fourteenth session). It returns an error only for
+// failures outside DuckLake's protocol (connection loss, an unexpected
+// server error); lost races that end in a true conflict or exhausted
+// retries are counted in Result.Failed.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	d := newDriver(cfg)
 	conn, err := d.dial(ctx)
@@ -442,28 +464,38 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	win := &d.mu.win
+	win.opened, win.ended = make(chan struct{}), make(chan struct{})
+	if d.cfg.Warmup == 0 {
+		d.openWindowLocked(time.Now())
+	}
+	// The window's CPU and run-queue readings are taken off the writers'
+	// path (the server's run queue is an HTTP request away).
+	type reading struct {
+		cpu cpuSample
+		srv *metrics.Float64Histogram
+	}
+	readings := make(chan [2]reading, 1)
+	go func() {
+		var r [2]reading
+		for i, edge := range [2]chan struct{}{win.opened, win.ended} {
+			select {
+			case <-edge:
+			case <-runCtx.Done():
+				readings <- r
+				return
+			}
+			r[i] = reading{cpu: readCPU(), srv: d.serverRunQueue(runCtx)}
+		}
+		readings <- r
+	}()
 	errs := make(chan error, d.cfg.Writers+1)
-	var writers, warmed sync.WaitGroup
-	timed := make(chan struct{}) // closed when every writer finished its warm-up
+	var writers sync.WaitGroup
 	for i := range conns {
 		writers.Add(1)
-		warmed.Add(1)
 		go func() {
 			defer writers.Done()
-			warm := d.cfg.Warmup / len(conns)
-			if i < d.cfg.Warmup%len(conns) {
-				warm++
-			}
-			err := d.writer(runCtx, conns[i], i, "warm", warm, false)
-			warmed.Done()
-			if err == nil {
-				select {
-				case <-timed:
-					err = d.writer(runCtx, conns[i], i, "c", d.cfg.CommitsPerWriter, true)
-				case <-runCtx.Done():
-				}
-			}
-			if err != nil {
+			if err := d.writer(runCtx, conns[i], i); err != nil {
 				errs <- fmt.Errorf("writer %d: %w", i, err)
 				cancel()
 			}
@@ -481,15 +513,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			}
 		}()
 	}
-	warmed.Wait()
-	srv0 := d.serverRunQueue(runCtx)
-	cpu0 := readCPU()
-	start := time.Now()
-	close(timed)
 	writers.Wait()
-	elapsed := time.Since(start)
-	cpu, cpuOK := readCPU().since(cpu0)
-	cpu.ServerRunQueue = runQueueSince(srv0, d.serverRunQueue(runCtx))
+	d.mu.Lock()
+	// Writers that stopped on an error end the window where they stopped.
+	d.openWindowLocked(time.Now())
+	d.closeWindowLocked(time.Now())
+	d.mu.Unlock()
+	r := <-readings
 	close(stopCompactor)
 	compactor.Wait()
 	close(errs)
@@ -497,9 +527,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	d.mu.Lock()
 	res := d.mu.res
 	res.Config = d.cfg
-	res.Elapsed = elapsed
-	res.CPU, res.CPUMeasured = cpu, cpuOK
-	res.timedFrom = start
+	res.Elapsed = win.to.Sub(win.from)
+	res.CPU, res.CPUMeasured = r[1].cpu.since(r[0].cpu)
+	res.CPU.ServerRunQueue = runQueueSince(r[0].srv, r[1].srv)
+	res.timedFrom, res.timedTo = win.from, win.to
 	res.landed = d.mu.landed
 	res.tableIDs = d.tables
 	d.mu.Unlock()
@@ -507,6 +538,74 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return &res, err
 	}
 	return &res, nil
+}
+
+// openWindowLocked opens the timed window at t, once. REQUIRES: d.mu held.
+func (d *driver) openWindowLocked(t time.Time) {
+	w := &d.mu.win
+	if !w.open {
+		w.open, w.from = true, t
+		close(w.opened)
+	}
+}
+
+// closeWindowLocked closes the timed window at t, once. REQUIRES: d.mu held.
+func (d *driver) closeWindowLocked(t time.Time) {
+	w := &d.mu.win
+	if !w.closed {
+		w.closed, w.to = true, t
+		close(w.ended)
+	}
+}
+
+// countOutcome files a writer commit's outcome (acknowledged, or failed
+// after DuckLake's retries), decided at now, under the window: the window
+// opens on the Warmup-th outcome and closes on the last one it counts, so
+// a run whose commits fail still ends; what happens outside the window is
+// not timed.
+func (d *driver) countOutcome(now time.Time, out outcome, err error, lat time.Duration) {
+	if err != nil {
+		return // the run is over (Run reports err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	w, res := &d.mu.win, &d.mu.res
+	w.outcomes++
+	if !w.open {
+		if !out.failed {
+			res.Warmup++
+		}
+		if w.outcomes == d.cfg.Warmup {
+			d.openWindowLocked(now)
+		}
+		return
+	}
+	if w.closed {
+		return
+	}
+	res.Retries += out.retries
+	if out.failed {
+		res.Failed++
+		if out.conflict {
+			res.Conflicts++
+		}
+	} else {
+		res.Commits++
+		res.Latencies = append(res.Latencies, lat)
+	}
+	if res.Commits+res.Failed == d.cfg.Writers*d.cfg.CommitsPerWriter {
+		d.closeWindowLocked(now)
+	}
+}
+
+// windowClosed reports whether the timed window has closed.
+func (d *driver) windowClosed() bool {
+	select {
+	case <-d.mu.win.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 // snapshot is DuckLake's view of where the catalog is.
@@ -877,7 +976,7 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 		if err == nil {
 			l.Answered = time.Now()
 			if err = exec(ctx, conn, "COMMIT"); err == nil {
-				l.Tag, l.Kind, l.Attempts = p.tag, p.kind, attempt+1
+				l.Tag, l.Kind, l.Attempts, l.Began = p.tag, p.kind, attempt+1, p.phases.Began
 				if attempt == 0 {
 					l.Phases = p.phases
 				}
@@ -1030,19 +1129,15 @@ func (d *driver) loadTables(ctx context.Context, conn *pgconn.PgConn) ([]int64, 
 	return ids, nil
 }
 
-// writer lands n insert commits on conn as writer w, tagged w<w>-<phase><i>;
-// measure says whether they count in the Result's timed figures.
-func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int, phase string, n int, measure bool) error {
-	seq := uint64(w) + 1
-	if !measure {
-		seq |= 1 << 48 // the warm-up draws apart from the timed phase
-	}
-	rng := rand.New(rand.NewPCG(d.cfg.Seed, seq))
-	for c := 0; c < n; c++ {
+// writer lands insert commits on conn as writer w, tagged w<w>-c<i>, until
+// the run's timed window has closed (Run).
+func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
+	rng := rand.New(rand.NewPCG(d.cfg.Seed, uint64(w)+1))
+	for c := 0; !d.windowClosed(); c++ {
 		table := d.tables[rng.IntN(len(d.tables))]
 		rows := int64(d.cfg.RowsPerFile/2 + rng.IntN(d.cfg.RowsPerFile+1))
 		path := "ducklake-" + uuidString(newUUID()) + ".parquet"
-		tag := fmt.Sprintf("w%d-%s%d", w, phase, c)
+		tag := fmt.Sprintf("w%d-c%d", w, c)
 		var size int64
 		if d.cfg.DataDir != "" {
 			// DuckLake writes the Parquet file before it commits.
@@ -1074,30 +1169,14 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int, phase s
 			return err
 		}
 		out, err := d.commitTail(ctx, conn, rng, base, st, p)
-		lat := time.Since(start)
+		ended := time.Now()
+		lat := ended.Sub(start)
 		if err == nil {
 			// The transaction is over for DuckDB (and for the latency);
 			// the pool takes its connection back before the next one.
 			err = poolReturn(ctx, conn)
 		}
-		d.mu.Lock()
-		if measure {
-			d.mu.res.Retries += out.retries
-			switch {
-			case err != nil:
-			case out.failed:
-				d.mu.res.Failed++
-				if out.conflict {
-					d.mu.res.Conflicts++
-				}
-			default:
-				d.mu.res.Commits++
-				d.mu.res.Latencies = append(d.mu.res.Latencies, lat)
-			}
-		} else if err == nil && !out.failed {
-			d.mu.res.Warmup++
-		}
-		d.mu.Unlock()
+		d.countOutcome(ended, out, err, lat)
 		if err != nil {
 			return err
 		}
