@@ -55,7 +55,10 @@ func TestSealedFollowerWaitsForFate(t *testing.T) {
 	if err := a.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if db.Current() != va {
+	// The followers may land on top of va as soon as a's commit returns,
+	// so the check is on va's fate, not on what is current by now: va
+	// lands only if a's commit published it itself.
+	if va.spec.state.Load() != specLanded {
 		t.Fatal("a transaction that committed its sealed writes did not publish the sealed version itself")
 	}
 	for _, ch := range []<-chan error{bDone, cDone} {
@@ -67,6 +70,9 @@ func TestSealedFollowerWaitsForFate(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatal("a follower still waits after the sealed version landed")
 		}
+	}
+	if vb.spec.state.Load() != specLanded {
+		t.Fatal("the follower that committed its sealed writes on the landed version did not publish its sealed version itself")
 	}
 	tb, _ := db.Current().Table("public", "snap")
 	if tb.Len() != 3 {
