@@ -212,9 +212,9 @@ type Result struct {
 	Latencies []time.Duration // per writer commit acknowledged in the window, the pool's take to COMMIT ack, retries included
 	Commits   int             // writer commits acknowledged in the window
 	Warmup    int             // writer commits acknowledged before it (untimed)
-	Failed    int             // writer commits that hit a true conflict or exhausted retries
-	Retries   int             // writer retries (attempts beyond the first)
-	Conflicts int             // true conflicts seen by writers
+	Failed    int             // writer commits in the window that hit a true conflict or exhausted retries
+	Retries   int             // retries (attempts beyond the first) of the writer commits that ended in the window
+	Conflicts int             // true conflicts among them
 	// CPU is what the timed window cost in CPU time, when CPUMeasured.
 	CPU         CPUUse
 	CPUMeasured bool
@@ -420,14 +420,14 @@ func Go(ctx context.Context, cfg Config) <-chan Outcome {
 // Prepare (and the compactor, if enabled, throughout). The window opens when
 // cfg.Warmup writer commits have ended (acknowledged, or failed after
 // DuckLake's retries) and closes when cfg.Writers×cfg.CommitsPerWriter more
-// have: the Result's figures are the window's. No writer waits for the others at either edge, so the window
-// sees the writers as a steady stream of commits does — not all starting at
-// once, which on PostgreSQL collides every writer on the same snapshot id
-// and spreads their retries out only over thousands of commits
-// (docs/benchmarks.md, fourteenth session). It returns an error only for
-// failures outside DuckLake's protocol (connection loss, an unexpected
-// server error); lost races that end in a true conflict or exhausted
-// retries are counted in Result.Failed.
+// have: the Result's figures are the window's. No writer waits for the
+// others at either edge, so the window sees the writers as a steady stream
+// of commits does — not all starting at once, which on PostgreSQL collides
+// every writer on the same snapshot id and spreads their retries out only
+// over thousands of commits (docs/benchmarks.md, fourteenth session). It
+// returns an error only for failures outside DuckLake's protocol
+// (connection loss, an unexpected server error); lost races that end in a
+// true conflict or exhausted retries are counted in Result.Failed.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	d := newDriver(cfg)
 	conn, err := d.dial(ctx)
