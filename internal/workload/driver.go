@@ -464,11 +464,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	d.mu.Lock()
 	win := &d.mu.win
 	win.opened, win.ended = make(chan struct{}), make(chan struct{})
 	if d.cfg.Warmup == 0 {
 		d.openWindowLocked(time.Now())
 	}
+	d.mu.Unlock()
 	// The window's CPU and run-queue readings are taken off the writers'
 	// path (the server's run queue is an HTTP request away).
 	type reading struct {
