@@ -338,6 +338,10 @@ type driver struct {
 		tablePaths, schemaPaths, snapshots, snapshotIDs, changes string
 	}
 
+	// stopped is closed when the run stops (Run), for the writers, whose
+	// context cannot be cancelled.
+	stopped <-chan struct{}
+
 	mu struct {
 		sync.Mutex
 		landed []Landed
@@ -464,6 +468,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	d.stopped = runCtx.Done()
 	d.mu.Lock()
 	win := &d.mu.win
 	win.opened, win.ended = make(chan struct{}), make(chan struct{})
@@ -497,7 +502,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		writers.Add(1)
 		go func() {
 			defer writers.Done()
-			if err := d.writer(runCtx, conns[i], i); err != nil {
+			// pgconn watches a cancellable context around every call
+			// (context.AfterFunc on it, so on the run's context, whose
+			// lock all writers then share), and a commit makes a dozen
+			// calls. A writer talks through a context that cannot be
+			// cancelled instead, and a stopped run closes its connection,
+			// which ends the call in flight.
+			unhook := context.AfterFunc(runCtx, func() { _ = conns[i].Conn().Close() })
+			defer unhook()
+			if err := d.writer(context.WithoutCancel(runCtx), conns[i], i); err != nil {
+				if runCtx.Err() != nil {
+					// The run stopped first (the caller, or another
+					// writer that failed): what this one hit is the
+					// closed connection.
+					err = context.Cause(runCtx)
+				}
 				errs <- fmt.Errorf("writer %d: %w", i, err)
 				cancel()
 			}
@@ -540,6 +559,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return &res, err
 	}
 	return &res, nil
+}
+
+// stopErr reports that the run stopped: ctx is done or, for a writer
+// (whose context cannot be cancelled), the run is.
+func (d *driver) stopErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	select {
+	case <-d.stopped:
+		return context.Canceled
+	default:
+		return nil
+	}
 }
 
 // openWindowLocked opens the timed window at t, once. REQUIRES: d.mu held.
@@ -988,8 +1021,8 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 			}
 		}
 		_ = exec(ctx, conn, "ROLLBACK")
-		if ctx.Err() != nil {
-			return out, ctx.Err()
+		if err := d.stopErr(ctx); err != nil {
+			return out, err
 		}
 		if !retryable(err) {
 			return out, fmt.Errorf("commit %s (snapshot %d): %w", p.tag, base.id+1, err)
@@ -1006,6 +1039,8 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 		case <-time.After(time.Duration(wait)):
 		case <-ctx.Done():
 			return out, ctx.Err()
+		case <-d.stopped:
+			return out, context.Canceled
 		}
 		out.retries++
 		if err := poolTake(ctx, conn); err != nil {

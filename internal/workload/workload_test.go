@@ -197,3 +197,46 @@ func TestVerifyCatchesCorruption(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStopsBlockedWriters: cancelling a run ends it even while every
+// writer is blocked inside a call to the server (here behind a lock on the
+// snapshot table), and Run reports the cancellation, not the connections
+// it closed to end those calls.
+func TestRunStopsBlockedWriters(t *testing.T) {
+	dial := freshDB(t)
+	cfg := workload.Config{Dial: dial, Writers: 4, CommitsPerWriter: 1000, Tables: 2, Seed: 3}
+	ctx := context.Background()
+	if err := workload.Prepare(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	locker, err := dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	if err := locker.Exec(ctx, "BEGIN; LOCK TABLE ducklake_snapshot IN ACCESS EXCLUSIVE MODE").Close(); err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := workload.Run(runCtx, cfg)
+		done <- err
+	}()
+	// Every writer is blocked on the lock: nothing ends the run but the
+	// cancellation.
+	select {
+	case err := <-done:
+		t.Fatalf("Run ended before it was cancelled: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Run: %v; want the cancellation", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not end within 10s of its cancellation")
+	}
+}
