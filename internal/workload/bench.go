@@ -119,7 +119,8 @@ type BenchRun struct {
 
 // PhaseSummary summarizes a run's chain links broken down (LinkPhases):
 // the median and mean of each phase in microseconds, and the late links
-// (LinkPhases.Late) — how many, and their share of all the links' time.
+// (LinkPhases.Late) — how many, and their share of all the links' time;
+// and the rest of its writers' cycles (WriterCycle).
 type PhaseSummary struct {
 	Links     int        `json:"links"`
 	Wait      [2]float64 `json:"wait_us"` // [median, mean]
@@ -129,28 +130,25 @@ type PhaseSummary struct {
 	Link      [2]float64 `json:"link_us"`
 	Late      int        `json:"late_links"`
 	LateShare float64    `json:"late_time_share"`
+	// Tail and ToSnapshot summarize WriterCycle's, [median, mean] µs;
+	// zero without any.
+	Tail       [2]float64 `json:"tail_us"`
+	ToSnapshot [2]float64 `json:"to_snapshot_us"`
 }
 
 // SummarizePhases returns nil for no links.
-func SummarizePhases(links []LinkPhases) *PhaseSummary {
+func SummarizePhases(links []LinkPhases, cycles []WriterCycle) *PhaseSummary {
 	if len(links) == 0 {
 		return nil
 	}
-	stat := func(f func(LinkPhases) time.Duration) [2]float64 {
-		v := make([]time.Duration, len(links))
-		for i, l := range links {
-			v[i] = f(l)
-		}
-		slices.Sort(v)
-		p50, mean := medianMean(v)
-		return [2]float64{us(p50), us(mean)}
-	}
 	s := &PhaseSummary{Links: len(links),
-		Wait:  stat(func(l LinkPhases) time.Duration { return l.Wait }),
-		Stats: stat(func(l LinkPhases) time.Duration { return l.Stats }),
-		Paths: stat(func(l LinkPhases) time.Duration { return l.Paths }),
-		Batch: stat(func(l LinkPhases) time.Duration { return l.Batch }),
-		Link:  stat(func(l LinkPhases) time.Duration { return l.Link }),
+		Wait:       medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Wait }),
+		Stats:      medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Stats }),
+		Paths:      medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Paths }),
+		Batch:      medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Batch }),
+		Link:       medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Link }),
+		Tail:       medianMeanUS(cycles, func(c WriterCycle) time.Duration { return c.Tail }),
+		ToSnapshot: medianMeanUS(cycles, func(c WriterCycle) time.Duration { return c.ToSnapshot }),
 	}
 	var all, late time.Duration
 	for _, l := range links {
@@ -164,6 +162,21 @@ func SummarizePhases(links []LinkPhases) *PhaseSummary {
 		s.LateShare = float64(late) / float64(all)
 	}
 	return s
+}
+
+// medianMeanUS is the median and mean of f over xs in microseconds; zero
+// for none.
+func medianMeanUS[T any](xs []T, f func(T) time.Duration) [2]float64 {
+	if len(xs) == 0 {
+		return [2]float64{}
+	}
+	v := make([]time.Duration, len(xs))
+	for i, x := range xs {
+		v[i] = f(x)
+	}
+	slices.Sort(v)
+	p50, mean := medianMean(v)
+	return [2]float64{us(p50), us(mean)}
 }
 
 // BenchReport is the whole benchmark, as printed and as written to JSON.
@@ -407,7 +420,7 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int, remova
 		run.ServerRunQueueP90US = us(res.CPU.ServerRunQueue.P90)
 	}
 	if bc.Phases {
-		run.Phases = SummarizePhases(res.ChainPhases())
+		run.Phases = SummarizePhases(res.ChainPhases(), res.WriterCycles())
 	}
 	if bc.Verify {
 		conn, err := dial(ctx)
@@ -533,17 +546,17 @@ func (r *BenchReport) writePhases(w io.Writer) error {
 	if !measured {
 		return nil
 	}
-	fmt.Fprintln(w, "chain link by phase, median/mean µs: snapshot answer after the previous batch's, statistics reads, path reads, batch; late: links whose writer took its connection only after the previous batch was answered")
+	fmt.Fprintln(w, "chain link by phase, median/mean µs: snapshot answer after the previous batch's, statistics reads, path reads, batch; late: links whose writer took its connection only after the previous batch was answered; the rest of a writer's cycle: tail, from its batch's answer until it began its next commit (COMMIT, durability, the pool), and to snapshot, from then until that commit's latest-snapshot answer (the pool, BEGIN, the prepare, the wait behind the chain)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\twriters\tround\tlinks\twait\tstats\tpaths\tbatch\tlink\tlate\tlate time\t")
+	fmt.Fprintln(tw, "system\twriters\tround\tlinks\twait\tstats\tpaths\tbatch\tlink\tlate\tlate time\ttail\tto snapshot\t")
 	pair := func(v [2]float64) string { return fmt.Sprintf("%.0f/%.0f", v[0], v[1]) }
 	for _, run := range r.Runs {
 		p := run.Phases
 		if p == nil {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.1f%%\t\n", run.System, run.Writers, run.Round, p.Links,
-			pair(p.Wait), pair(p.Stats), pair(p.Paths), pair(p.Batch), pair(p.Link), p.Late, 100*p.LateShare)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%.1f%%\t%s\t%s\t\n", run.System, run.Writers, run.Round, p.Links,
+			pair(p.Wait), pair(p.Stats), pair(p.Paths), pair(p.Batch), pair(p.Link), p.Late, 100*p.LateShare, pair(p.Tail), pair(p.ToSnapshot))
 	}
 	return tw.Flush()
 }

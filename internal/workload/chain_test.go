@@ -67,15 +67,54 @@ func TestChainPhases(t *testing.T) {
 			t.Errorf("snapshot %d: phases add up to %v, the link is %v", l.Snapshot, l.Wait+l.Stats+l.Paths+l.Batch, l.Link)
 		}
 	}
-	s := SummarizePhases(got)
+	s := SummarizePhases(got, nil)
 	if s.Links != 2 || s.Late != 1 || s.LateShare != 3000.0/3400 {
 		t.Fatalf("summary %+v", s)
 	}
 	if s.Wait != [2]float64{300, 145} || s.Batch != [2]float64{2400, 1320} || s.Link != [2]float64{3000, 1700} {
 		t.Fatalf("summary medians/means %+v", s)
 	}
-	if SummarizePhases(nil) != nil {
+	if s.Tail != [2]float64{} || s.ToSnapshot != [2]float64{} {
+		t.Fatalf("cycles summarized from none: %+v", s)
+	}
+	if SummarizePhases(nil, nil) != nil {
 		t.Fatal("a summary of no links")
+	}
+}
+
+// TestWriterCycles: a writer's step from one commit to its next is counted
+// for commits answered in the window, landed at their first attempt, whose
+// writer's previous commit landed (wherever it was answered); the setup's
+// and the compactor's commits are not a writer's.
+func TestWriterCycles(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	us := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Microsecond) }
+	ph := func(began, pinned int) Phases {
+		return Phases{Began: us(began), Pinned: us(pinned), StatsRead: us(pinned + 10), PathsRead: us(pinned + 20)}
+	}
+	r := &Result{timedFrom: us(1000), timedTo: us(5000), landed: []Landed{
+		{Writer: 0, Nth: 0, Answered: us(900), Phases: ph(500, 600)},     // the warm-up: a predecessor only
+		{Writer: 0, Nth: 1, Answered: us(1500), Phases: ph(1200, 1300)},  // tail 300, to snapshot 100
+		{Writer: 1, Nth: 3, Answered: us(1600), Phases: ph(1100, 1400)},  // its Nth 2 did not land
+		{Writer: 2, Nth: 0, Answered: us(2400)},                          // retried: a predecessor only
+		{Writer: -1, Nth: 5, Answered: us(2500), Phases: ph(2000, 2100)}, // the compactor
+		{Writer: 1, Nth: 4, Answered: us(2000), Phases: ph(1800, 1900)},  // tail 200, to snapshot 100
+		{Writer: 0, Nth: 2, Answered: us(2600)},                          // retried: no phases
+		{Writer: 2, Nth: 1, Answered: us(3000), Phases: ph(2800, 2960)},  // tail 400, to snapshot 160
+		{Writer: 0, Nth: 3, Answered: us(6000), Phases: ph(2700, 2800)},  // after the window
+	}}
+	got := r.WriterCycles()
+	want := []WriterCycle{
+		{Writer: 0, Nth: 1, Tail: 300 * time.Microsecond, ToSnapshot: 100 * time.Microsecond},
+		{Writer: 1, Nth: 4, Tail: 200 * time.Microsecond, ToSnapshot: 100 * time.Microsecond},
+		{Writer: 2, Nth: 1, Tail: 400 * time.Microsecond, ToSnapshot: 160 * time.Microsecond},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("WriterCycles =\n%+v\nwant\n%+v", got, want)
+	}
+	s := SummarizePhases([]LinkPhases{{Link: time.Millisecond}}, got)
+	if s.Tail != [2]float64{300, 300} || s.ToSnapshot != [2]float64{100, 120} {
+		t.Fatalf("summary tail %v, to snapshot %v", s.Tail, s.ToSnapshot)
 	}
 }
 

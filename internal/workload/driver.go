@@ -189,6 +189,10 @@ type Landed struct {
 	RowIDs   []Span  // row ids File holds
 	Records  int64
 	Attempts int
+	// Writer and Nth name a writer's commit: its writer (from 0) and its
+	// place in that writer's sequence (from 0); Writer is -1 for the
+	// setup and the compactor's commits.
+	Writer, Nth int
 	// Began is when a writer's commit took its connection from the pool
 	// for its first attempt; Answered is when the answer to the batch that
 	// landed arrived.
@@ -314,6 +318,53 @@ func (r *Result) ChainPhases() []LinkPhases {
 	}
 	slices.SortFunc(out, func(a, b LinkPhases) int { return cmp.Compare(a.Snapshot, b.Snapshot) })
 	return out
+}
+
+// WriterCycles follows each writer from one commit to its next, for every
+// commit answered in the timed window that landed at its first attempt
+// and whose writer's previous commit landed too: Tail, from the previous
+// commit's batch answer until the writer began this one (the COMMIT's wait
+// for durability and the pool's round trips), and ToSnapshot, from then
+// until its latest-snapshot answer (the pool's take, BEGIN, the prepare,
+// and the wait for the commit under way). With the link's own reads and
+// batch (ChainPhases) they make up a writer's whole cycle: on moraine,
+// whose writers queue behind the chain, they tell a rate bound by the
+// chain (long ToSnapshot) from one bound by the writers' tails (late
+// links).
+func (r *Result) WriterCycles() []WriterCycle {
+	type key struct{ writer, nth int }
+	by := make(map[key]Landed, len(r.landed))
+	for _, l := range r.landed {
+		if l.Writer >= 0 {
+			by[key{l.Writer, l.Nth}] = l
+		}
+	}
+	var out []WriterCycle
+	for _, l := range r.landed {
+		ph := l.Phases
+		if l.Writer < 0 || ph.Began.IsZero() || l.Answered.Before(r.timedFrom) || l.Answered.After(r.timedTo) {
+			continue
+		}
+		prev, ok := by[key{l.Writer, l.Nth - 1}]
+		if !ok {
+			continue
+		}
+		out = append(out, WriterCycle{Writer: l.Writer, Nth: l.Nth,
+			Tail: ph.Began.Sub(prev.Answered), ToSnapshot: ph.Pinned.Sub(ph.Began)})
+	}
+	slices.SortFunc(out, func(a, b WriterCycle) int {
+		if c := cmp.Compare(a.Writer, b.Writer); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Nth, b.Nth)
+	})
+	return out
+}
+
+// WriterCycle is one step of a writer's cycle (Result.WriterCycles).
+type WriterCycle struct {
+	Writer, Nth      int
+	Tail, ToSnapshot time.Duration
 }
 
 // LinkPhases is one chain link broken down (Result.ChainPhases).
@@ -982,6 +1033,8 @@ func retryable(err error) bool {
 type plan struct {
 	kind   string
 	tag    string
+	writer int // Landed.Writer and Landed.Nth
+	nth    int
 	mine   changes.Set
 	paths  bool // the batch adds files: DuckLake reads the data paths first
 	build  func(base snapshot, st *stats) (batch string, landed Landed)
@@ -1012,6 +1065,7 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 			l.Answered = time.Now()
 			if err = exec(ctx, conn, "COMMIT"); err == nil {
 				l.Tag, l.Kind, l.Attempts, l.Began = p.tag, p.kind, attempt+1, p.phases.Began
+				l.Writer, l.Nth = p.writer, p.nth
 				if attempt == 0 {
 					l.Phases = p.phases
 				}
@@ -1105,7 +1159,7 @@ func (d *driver) createTables(ctx context.Context, conn *pgconn.PgConn) (Landed,
 	for i := 1; i <= d.cfg.Tables; i++ {
 		mine = append(mine, changes.Entry{Kind: changes.CreatedTable, Schema: "main", Name: fmt.Sprintf("t%d", i)})
 	}
-	p := plan{kind: "setup", tag: "setup", mine: mine, build: func(base snapshot, _ *stats) (string, Landed) {
+	p := plan{kind: "setup", tag: "setup", writer: -1, mine: mine, build: func(base snapshot, _ *stats) (string, Landed) {
 		s := base.id + 1
 		stmts := []string{snapshotSQL(d.q, s, base.schemaVersion+1, base.nextCatalogID+int64(d.cfg.Tables), base.nextFileID)}
 		for i := 0; i < d.cfg.Tables; i++ {
@@ -1183,7 +1237,7 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
 				return err
 			}
 		}
-		p := plan{kind: "insert", tag: tag, paths: true,
+		p := plan{kind: "insert", tag: tag, writer: w, nth: c, paths: true,
 			mine: changes.Set{{Kind: changes.InsertedIntoTable, ID: table}},
 			build: func(base snapshot, st *stats) (string, Landed) {
 				return d.insertBatch(base, st, table, rows, size, path, tag)
@@ -1324,7 +1378,7 @@ func (d *driver) compactor(ctx context.Context, conn *pgconn.PgConn, stop <-chan
 			_ = exec(ctx, conn, "ROLLBACK")
 			return err
 		}
-		p := plan{kind: "merge", tag: tag, paths: true,
+		p := plan{kind: "merge", tag: tag, writer: -1, nth: round, paths: true,
 			mine:  changes.Set{{Kind: changes.MergeAdjacent, ID: table}},
 			build: func(base snapshot, _ *stats) (string, Landed) { return d.mergeBatch(base, table, sources, m, tag) },
 		}

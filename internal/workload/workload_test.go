@@ -3,6 +3,7 @@ package workload_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -88,6 +89,23 @@ func TestWarmupIsUntimed(t *testing.T) {
 	}
 	if links := res.ChainLinks(); len(links) > 12 {
 		t.Fatalf("%d chain links in a window of 12 commits", len(links))
+	}
+	// Every commit names its writer and its place in the writer's
+	// sequence as its tag does, and the writers' cycles are measured
+	// across the window's edge (a commit's predecessor may be a warm-up one).
+	for _, l := range landed {
+		if want := fmt.Sprintf("w%d-c%d", l.Writer, l.Nth); l.Kind == "insert" && l.Tag != want {
+			t.Errorf("commit %s is writer %d's commit %d", l.Tag, l.Writer, l.Nth)
+		}
+	}
+	cycles := res.WriterCycles()
+	if len(cycles) == 0 || len(cycles) > 12 {
+		t.Fatalf("%d writer cycles in a window of 12 commits", len(cycles))
+	}
+	for _, c := range cycles {
+		if c.Tail <= 0 || c.ToSnapshot <= 0 {
+			t.Errorf("writer %d commit %d: tail %v, to snapshot %v", c.Writer, c.Nth, c.Tail, c.ToSnapshot)
+		}
 	}
 }
 
