@@ -107,6 +107,19 @@ func TestBenchCommitsSmoke(t *testing.T) {
 					t.Fatalf("%s: %s run's server run queue %q:\n%s", tc.name, r[1], r[5], out)
 				}
 			}
+			// Every run says how many of its writers committed in the
+			// window (at least one, at most all) and how many commits were
+			// still under way when it closed.
+			runRow := regexp.MustCompile(`(?m)^\s*(postgres|moraine)\s+([12])\s.*\s(\d+)/([12])\s+(0|[1-9]\d* \(oldest \d+\.\d ms\))$`)
+			runRows := runRow.FindAllStringSubmatch(out, -1)
+			if want := 2 * writerCounts * rounds; len(runRows) != want {
+				t.Fatalf("%s: %d run rows with writers committed and unanswered, want %d:\n%s", tc.name, len(runRows), want, out)
+			}
+			for _, r := range runRows {
+				if k, _ := strconv.Atoi(r[3]); r[2] != r[4] || k < 1 || r[3] > r[4] {
+					t.Fatalf("%s: %s run with %s writers: %s/%s committed:\n%s", tc.name, r[1], r[2], r[3], r[4], out)
+				}
+			}
 			if child := strings.Contains(out, "moraine: a child process, a fresh server per run"); child != strings.HasPrefix(tc.name, "process") {
 				t.Fatalf("%s: says it ran a child process: %v:\n%s", tc.name, child, out)
 			}

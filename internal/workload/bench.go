@@ -91,7 +91,14 @@ type BenchRun struct {
 	// snapshot's batch answer to the next one's (Result.ChainLinks).
 	LinkP50MS  float64 `json:"link_p50_ms"`
 	LinkMeanMS float64 `json:"link_mean_ms"`
-	Verified   bool    `json:"verified"`
+	// WritersCommitted is how many of the writers had a commit
+	// acknowledged in the window; Unanswered how many writer commits were
+	// still under way when it closed, and UnansweredOldestMS the age of the
+	// oldest then (Result.Unanswered): p50 and p99 do not count them.
+	WritersCommitted   int     `json:"writers_committed"`
+	Unanswered         int     `json:"unanswered_at_end"`
+	UnansweredOldestMS float64 `json:"unanswered_oldest_ms"`
+	Verified           bool    `json:"verified"`
 	// MachineCPUMS and ProcessCPUMS are the timed window's CPU time per
 	// writer commit (Result.CPU): the whole machine's, and this process's
 	// (the driver; moraine too when it runs in-process). Zero when not
@@ -268,8 +275,9 @@ func RunBench(ctx context.Context, bc BenchConfig) (*BenchReport, error) {
 				run.Round = round
 				rep.Runs = append(rep.Runs, run)
 				if bc.Progress != nil {
-					fmt.Fprintf(bc.Progress, "%s writers=%d round %d: %.1f commits/s, p50 %.2fms, p99 %.2fms, chain link p50 %.2fms, %d failed, %d retries\n",
-						t.Name, w, round, run.CommitsPerSec, run.P50MS, run.P99MS, run.LinkP50MS, run.Failed, run.Retries)
+					fmt.Fprintf(bc.Progress, "%s writers=%d round %d: %.1f commits/s, p50 %.2fms, p99 %.2fms, chain link p50 %.2fms, %d failed, %d retries, %d of %d writers committed, %d unanswered at the end (oldest %.1fms)\n",
+						t.Name, w, round, run.CommitsPerSec, run.P50MS, run.P99MS, run.LinkP50MS, run.Failed, run.Retries,
+						run.WritersCommitted, w, run.Unanswered, run.UnansweredOldestMS)
 				}
 			}
 		}
@@ -405,6 +413,10 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int, remova
 	run = BenchRun{
 		System: t.Name, Writers: writers, Commits: res.Commits, Warmup: res.Warmup, Failed: res.Failed, Retries: res.Retries, Merges: res.Merges,
 		ElapsedMS: ms(res.Elapsed), CommitsPerSec: res.CommitsPerSec(), P50MS: ms(res.Percentile(50)), P99MS: ms(res.Percentile(99)),
+		WritersCommitted: res.WritersCommitted, Unanswered: len(res.Unanswered),
+	}
+	for _, a := range res.Unanswered {
+		run.UnansweredOldestMS = max(run.UnansweredOldestMS, ms(a))
 	}
 	if links := res.ChainLinks(); len(links) > 0 {
 		p50, mean := medianMean(links)
@@ -448,6 +460,15 @@ func medianMean(v []time.Duration) (p50, mean time.Duration) {
 	return v[len(v)/2], sum / time.Duration(len(v))
 }
 
+// unansweredCell is a run's commits still under way when its window
+// closed, with the oldest one's age then.
+func unansweredCell(run BenchRun) string {
+	if run.Unanswered == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%d (oldest %.1f ms)", run.Unanswered, run.UnansweredOldestMS)
+}
+
 // WriteTable prints the runs, a ratio line per writer count when there are
 // two systems, and ends with `ratio_vs_postgres=<x>` (`n/a` when only one
 // system ran).
@@ -455,12 +476,13 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 	if r.Warmup > 0 {
 		fmt.Fprintf(w, "each run timed after %d untimed warm-up commits on its catalog, over a window of commits its writers make without stopping\n", r.Warmup)
 	}
+	fmt.Fprintln(w, "p50/p99 count the commits that ended in the window; committed: the writers with a commit acknowledged in it; unanswered: writer commits still under way when it closed (a writer that lost the race sleeps in DuckLake's back-off), with the oldest one's age")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	rounds := r.Rounds > 1
 	if rounds {
-		fmt.Fprintln(tw, "system\twriters\tround\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\tlink p50 ms\tlink mean ms\t")
+		fmt.Fprintln(tw, "system\twriters\tround\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\tlink p50 ms\tlink mean ms\tcommitted\tunanswered\t")
 	} else {
-		fmt.Fprintln(tw, "system\twriters\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\tlink p50 ms\tlink mean ms\t")
+		fmt.Fprintln(tw, "system\twriters\tcommits\tfailed\tretries\tcommits/s\tp50 ms\tp99 ms\tlink p50 ms\tlink mean ms\tcommitted\tunanswered\t")
 	}
 	for _, run := range r.Runs {
 		if rounds {
@@ -468,8 +490,9 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 		} else {
 			fmt.Fprintf(tw, "%s\t%d\t", run.System, run.Writers)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", run.Commits, run.Failed,
-			run.Retries, run.CommitsPerSec, run.P50MS, run.P99MS, run.LinkP50MS, run.LinkMeanMS)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%.1f\t%.2f\t%.2f\t%.2f\t%.2f\t%d/%d\t%s\t\n", run.Commits, run.Failed,
+			run.Retries, run.CommitsPerSec, run.P50MS, run.P99MS, run.LinkP50MS, run.LinkMeanMS,
+			run.WritersCommitted, run.Writers, unansweredCell(run))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -495,8 +518,8 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 			if rounds {
 				what = fmt.Sprintf(" (median runs of %d rounds)", r.Rounds)
 			}
-			fmt.Fprintf(w, "%s/%s writers=%d: commits/s x%.2f, p50 latency x%.2f%s\n", s, r.BaselineLabel, n,
-				a.CommitsPerSec/b.CommitsPerSec, a.P50MS/b.P50MS, what)
+			fmt.Fprintf(w, "%s/%s writers=%d: commits/s x%.2f, p50 latency x%.2f (writers committed: %d against %d of %d)%s\n", s, r.BaselineLabel, n,
+				a.CommitsPerSec/b.CommitsPerSec, a.P50MS/b.P50MS, a.WritersCommitted, b.WritersCommitted, n, what)
 		}
 	}
 	if rounds && len(r.RoundRatios) > 0 {

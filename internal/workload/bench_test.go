@@ -22,9 +22,9 @@ func sampleReport() *workload.BenchReport {
 		Benchmark: "commits", BaselineLabel: "postgres", RatioWriters: 16, RatioVsPG: 2.5,
 		Runs: []workload.BenchRun{
 			{System: "postgres", Writers: 1, Commits: 100, CommitsPerSec: 200, P50MS: 4, P99MS: 9},
-			{System: "postgres", Writers: 16, Commits: 1600, CommitsPerSec: 100, P50MS: 40, P99MS: 900},
+			{System: "postgres", Writers: 16, Commits: 1600, CommitsPerSec: 100, P50MS: 40, P99MS: 900, WritersCommitted: 2, Unanswered: 14, UnansweredOldestMS: 5123.4},
 			{System: "moraine", Writers: 1, Commits: 100, CommitsPerSec: 400, P50MS: 2, P99MS: 5},
-			{System: "moraine", Writers: 16, Commits: 1600, Failed: 3, CommitsPerSec: 250, P50MS: 10, P99MS: 100},
+			{System: "moraine", Writers: 16, Commits: 1600, Failed: 3, CommitsPerSec: 250, P50MS: 10, P99MS: 100, WritersCommitted: 16, Unanswered: 15, UnansweredOldestMS: 9.5},
 		},
 	}
 }
@@ -37,7 +37,8 @@ func TestWriteTable(t *testing.T) {
 	out := buf.String()
 	for _, want := range []string{
 		"commits/s", "link p50 ms", "moraine/postgres writers=1: commits/s x2.00, p50 latency x0.50",
-		"moraine/postgres writers=16: commits/s x2.50, p50 latency x0.25",
+		"moraine/postgres writers=16: commits/s x2.50, p50 latency x0.25 (writers committed: 16 against 2 of 16)",
+		"2/16", "14 (oldest 5123.4 ms)", "16/16", "15 (oldest 9.5 ms)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

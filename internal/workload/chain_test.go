@@ -155,4 +155,54 @@ func TestWindowHasNoBarrier(t *testing.T) {
 	if res.Commits+res.Failed != 16 || res.timedTo.Sub(res.timedFrom) != res.Elapsed {
 		t.Fatalf("window: %d commits, %d failed, %v from %v to %v", res.Commits, res.Failed, res.Elapsed, res.timedFrom, res.timedTo)
 	}
+	// Nor at its end: when it closes, other writers are in the middle of
+	// commits (begun before it closed, at most one each).
+	if n := len(res.Unanswered); n == 0 || n > 7 {
+		t.Fatalf("%d commits under way at the window's end, of 7 other writers", n)
+	}
+	for _, a := range res.Unanswered {
+		if a <= 0 {
+			t.Fatalf("a commit under way at the window's end is %v old", a)
+		}
+	}
+	if res.WritersCommitted < 1 || res.WritersCommitted > 8 {
+		t.Fatalf("%d of 8 writers committed in the window", res.WritersCommitted)
+	}
+}
+
+// TestWindowNotesLosers: when the window closes it counts the writers that
+// had a commit acknowledged in it and the commits still under way then,
+// with their ages — a failed commit is no writer's success, and a commit
+// begun after the close is not under way in the window.
+func TestWindowNotesLosers(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	d := newDriver(Config{Writers: 4, CommitsPerWriter: 1})
+	d.mu.win.opened, d.mu.win.ended = make(chan struct{}), make(chan struct{})
+	d.mu.Lock()
+	d.openWindowLocked(t0)
+	d.mu.Unlock()
+	d.began[0].Store(ms(1).UnixNano()) // under way across the close
+	d.began[3].Store(ms(9).UnixNano()) // begun after the close
+	d.countOutcome(1, ms(2), outcome{}, nil, time.Millisecond)
+	d.countOutcome(2, ms(3), outcome{failed: true}, nil, 2*time.Millisecond)
+	d.countOutcome(1, ms(4), outcome{}, nil, time.Millisecond)
+	if d.windowClosed() {
+		t.Fatal("the window closed after 3 of 4 outcomes")
+	}
+	d.countOutcome(1, ms(5), outcome{}, nil, time.Millisecond)
+	if !d.windowClosed() {
+		t.Fatal("the window is open after 4 of 4 outcomes")
+	}
+	res := d.mu.res
+	if res.Commits != 3 || res.Failed != 1 || res.WritersCommitted != 1 {
+		t.Fatalf("commits %d, failed %d, writers committed %d; want 3, 1, 1", res.Commits, res.Failed, res.WritersCommitted)
+	}
+	if !slices.Equal(res.Unanswered, []time.Duration{4 * time.Millisecond}) {
+		t.Fatalf("unanswered %v; want writer 0's commit, 4ms old at the close", res.Unanswered)
+	}
+	d.countOutcome(0, ms(6), outcome{}, nil, 5*time.Millisecond)
+	if res := d.mu.res; res.Commits != 3 || res.WritersCommitted != 1 {
+		t.Fatalf("an outcome after the close counted: %+v", res)
+	}
 }

@@ -55,6 +55,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -219,6 +220,16 @@ type Result struct {
 	Failed    int             // writer commits in the window that hit a true conflict or exhausted retries
 	Retries   int             // retries (attempts beyond the first) of the writer commits that ended in the window
 	Conflicts int             // true conflicts among them
+	// WritersCommitted is how many writers had a commit acknowledged in
+	// the window. Unanswered holds, for every writer commit begun before
+	// the window closed and not yet ended then, its age at the close —
+	// its first pool take to the window's end, back-off sleeps included.
+	// Latencies only count commits that ended in the window; a writer
+	// that keeps losing the race sleeps in DuckLake's back-off across it
+	// (PostgreSQL: ten retries sleep about eight seconds in all), and
+	// these two say so.
+	WritersCommitted int
+	Unanswered       []time.Duration
 	// CPU is what the timed window cost in CPU time, when CPUMeasured.
 	CPU         CPUUse
 	CPUMeasured bool
@@ -392,6 +403,9 @@ type driver struct {
 	// stopped is closed when the run stops (Run), for the writers, whose
 	// context cannot be cancelled.
 	stopped <-chan struct{}
+	// began holds each writer's commit in progress: the UnixNano of its
+	// first pool take, 0 between commits (Result.Unanswered).
+	began []atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -399,6 +413,9 @@ type driver struct {
 		files  map[int64]Landed // acknowledged data files by id
 		res    Result
 		win    window
+		// committed marks the writers with a commit acknowledged in
+		// the window (Result.WritersCommitted).
+		committed []bool
 	}
 }
 
@@ -449,6 +466,8 @@ func newDriver(cfg Config) *driver {
 	d.text.snapshotIDs = localScan(d.q, "ducklake_snapshot", "snapshot_id")
 	d.text.changes = localScan(d.q, "ducklake_snapshot_changes", "snapshot_id", "changes_made")
 	d.mu.files = map[int64]Landed{}
+	d.began = make([]atomic.Int64, cfg.Writers)
+	d.mu.committed = make([]bool, cfg.Writers)
 	return d
 }
 
@@ -635,12 +654,25 @@ func (d *driver) openWindowLocked(t time.Time) {
 	}
 }
 
-// closeWindowLocked closes the timed window at t, once. REQUIRES: d.mu held.
+// closeWindowLocked closes the timed window at t, once, and notes the
+// writer commits still under way then (Result.Unanswered). REQUIRES: d.mu
+// held.
 func (d *driver) closeWindowLocked(t time.Time) {
 	w := &d.mu.win
-	if !w.closed {
-		w.closed, w.to = true, t
-		close(w.ended)
+	if w.closed {
+		return
+	}
+	w.closed, w.to = true, t
+	close(w.ended)
+	for i := range d.began {
+		if b := d.began[i].Load(); b != 0 && b < t.UnixNano() {
+			d.mu.res.Unanswered = append(d.mu.res.Unanswered, t.Sub(time.Unix(0, b)))
+		}
+	}
+	for _, c := range d.mu.committed {
+		if c {
+			d.mu.res.WritersCommitted++
+		}
 	}
 }
 
@@ -649,7 +681,7 @@ func (d *driver) closeWindowLocked(t time.Time) {
 // opens on the Warmup-th outcome and closes on the last one it counts, so
 // a run whose commits fail still ends; what happens outside the window is
 // not timed.
-func (d *driver) countOutcome(now time.Time, out outcome, err error, lat time.Duration) {
+func (d *driver) countOutcome(writer int, now time.Time, out outcome, err error, lat time.Duration) {
 	if err != nil {
 		return // the run is over (Run reports err)
 	}
@@ -678,6 +710,7 @@ func (d *driver) countOutcome(now time.Time, out outcome, err error, lat time.Du
 	} else {
 		res.Commits++
 		res.Latencies = append(res.Latencies, lat)
+		d.mu.committed[writer] = true
 	}
 	if res.Commits+res.Failed == d.cfg.Writers*d.cfg.CommitsPerWriter {
 		d.closeWindowLocked(now)
@@ -1244,6 +1277,7 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
 			},
 		}
 		start := time.Now()
+		d.began[w].Store(start.UnixNano())
 		base, err := d.begin(ctx, conn)
 		if err != nil {
 			return err
@@ -1261,13 +1295,14 @@ func (d *driver) writer(ctx context.Context, conn *pgconn.PgConn, w int) error {
 		}
 		out, err := d.commitTail(ctx, conn, rng, base, st, p)
 		ended := time.Now()
+		d.began[w].Store(0)
 		lat := ended.Sub(start)
 		if err == nil {
 			// The transaction is over for DuckDB (and for the latency);
 			// the pool takes its connection back before the next one.
 			err = poolReturn(ctx, conn)
 		}
-		d.countOutcome(ended, out, err, lat)
+		d.countOutcome(w, ended, out, err, lat)
 		if err != nil {
 			return err
 		}
