@@ -110,3 +110,37 @@ func TestCopyDecodeReuse(t *testing.T) {
 		}
 	}
 }
+
+// TestStatsKeepTheirTable: a commit's statistics keep the rows of the table
+// it commits to and skip the others, and a row without a table id is a
+// format error, not a skipped row.
+func TestStatsKeepTheirTable(t *testing.T) {
+	enc := newCopyEncoder()
+	enc.row(int64(1), int64(1), false, nil, "a", "b", nil)
+	enc.row(int64(2), int64(1), false, nil, "c", "d", nil)
+	enc.row(int64(2), int64(2), true, nil, "e", "f", nil)
+	enc.row(int64(3), int64(1), false, nil, "g", "h", nil)
+	rows, err := decodeCopy(enc.bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := (&driver{}).newStats(2)
+	var kept []int
+	for i, r := range rows {
+		mine, err := st.mine(r)
+		if err != nil {
+			t.Fatalf("row %d: %v", i, err)
+		}
+		if mine {
+			kept = append(kept, i)
+		}
+	}
+	if len(kept) != 2 || kept[0] != 1 || kept[1] != 2 {
+		t.Fatalf("kept rows %v of table 2; want 1 and 2", kept)
+	}
+	for _, bad := range [][][]byte{nil, {nil, {0}}, {{1, 2, 3}}} {
+		if _, err := st.mine(bad); !errors.Is(err, errCopyFormat) {
+			t.Errorf("row %q: %v; want a format error", bad, err)
+		}
+	}
+}

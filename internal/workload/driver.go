@@ -932,10 +932,11 @@ func (d *driver) readStats(ctx context.Context, conn *pgconn.PgConn, table int64
 func (d *driver) readTableStats(ctx context.Context, conn *pgconn.PgConn, st *stats) error {
 	err := copyRows(ctx, conn, d.text.tableStats, func(rows [][][]byte) error {
 		for _, r := range rows {
-			if mine, err := st.mine(r); err != nil || !mine {
-				if err != nil {
-					return err
-				}
+			mine, err := st.mine(r)
+			if err != nil {
+				return err
+			}
+			if !mine {
 				continue
 			}
 			v, err := int8s(r, 4)
@@ -958,10 +959,11 @@ func (d *driver) readColumnStats(ctx context.Context, conn *pgconn.PgConn, st *s
 			if len(r) < 6 {
 				return errCopyFormat
 			}
-			if mine, err := st.mine(r); err != nil || !mine {
-				if err != nil {
-					return err
-				}
+			mine, err := st.mine(r)
+			if err != nil {
+				return err
+			}
+			if !mine {
 				continue
 			}
 			v, err := int8s(r, 2)
