@@ -344,10 +344,10 @@ func (r *Result) ChainPhases() []LinkPhases {
 // links).
 func (r *Result) WriterCycles() []WriterCycle {
 	type key struct{ writer, nth int }
-	by := make(map[key]Landed, len(r.landed))
+	answered := make(map[key]time.Time, len(r.landed))
 	for _, l := range r.landed {
 		if l.Writer >= 0 {
-			by[key{l.Writer, l.Nth}] = l
+			answered[key{l.Writer, l.Nth}] = l.Answered
 		}
 	}
 	var out []WriterCycle
@@ -356,12 +356,12 @@ func (r *Result) WriterCycles() []WriterCycle {
 		if l.Writer < 0 || ph.Began.IsZero() || l.Answered.Before(r.timedFrom) || l.Answered.After(r.timedTo) {
 			continue
 		}
-		prev, ok := by[key{l.Writer, l.Nth - 1}]
+		prev, ok := answered[key{l.Writer, l.Nth - 1}]
 		if !ok {
 			continue
 		}
 		out = append(out, WriterCycle{Writer: l.Writer, Nth: l.Nth,
-			Tail: ph.Began.Sub(prev.Answered), ToSnapshot: ph.Pinned.Sub(ph.Began)})
+			Tail: ph.Began.Sub(prev), ToSnapshot: ph.Pinned.Sub(ph.Began)})
 	}
 	slices.SortFunc(out, func(a, b WriterCycle) int {
 		if c := cmp.Compare(a.Writer, b.Writer); c != 0 {
@@ -732,7 +732,6 @@ type snapshot struct{ id, schemaVersion, nextCatalogID, nextFileID int64 }
 
 type tableStat struct{ records, nextRowID, size int64 }
 
-// stats is what a commit reads to compute absolute table statistics.
 // stats are the statistics a commit reads, kept for the one table it
 // commits to. DuckDB builds them for every table from the same whole-table
 // reads; the driver reads what DuckDB reads but decodes only the rows it
@@ -909,7 +908,7 @@ func int8s(row [][]byte, n int) ([]int64, error) {
 	return out, nil
 }
 
-// newStats returns stats sized for the catalog, so that filling them never
+// newStats returns stats for table, sized so that filling them never
 // rehashes: the reads run on the commit chain (between the next writer's
 // latest-snapshot read and its batch).
 func (d *driver) newStats(table int64) *stats {
