@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"weak"
 
 	"github.com/tidwall/btree"
 
@@ -226,6 +227,57 @@ func (t *Table) Scan(fn func(c CTID, r datum.Row) bool) {
 		}
 		return true
 	})
+}
+
+// Chunk is a run of consecutive rows of a published table as its B-tree
+// holds them together: a leaf's rows, or one row kept in a branch.
+type Chunk struct{ items []rowItem }
+
+// ChunkKey names a chunk's rows: two chunks with equal keys hold the same
+// rows, ctids and bytes. It holds no reference to them (a cache keyed by it
+// keeps no table alive), and the key of a chunk whose node is gone never
+// equals a later chunk's (weak pointers compare by object, not address).
+type ChunkKey struct {
+	first weak.Pointer[rowItem]
+	n     int
+}
+
+// Len is the number of rows in the chunk.
+func (c Chunk) Len() int { return len(c.items) }
+
+// Row returns the chunk's i-th row. Row bytes are immutable.
+func (c Chunk) Row(i int) (CTID, datum.Row) { return c.items[i].ctid, c.items[i].row }
+
+// Key returns the chunk's key.
+func (c Chunk) Key() ChunkKey { return ChunkKey{first: weak.Make(&c.items[0]), n: len(c.items)} }
+
+// Touch reads a byte at each end of every row of the chunk: the loads are
+// independent, so a caller about to read the rows one by one has their
+// cache misses overlap (see Scan).
+func (c Chunk) Touch() {
+	var sum byte
+	for _, it := range c.items {
+		if r := it.row; len(r) > 0 {
+			sum += r[0] + r[len(r)-1]
+		}
+	}
+	runtime.KeepAlive(sum)
+}
+
+// Chunks calls fn with the table's rows in ctid order, a chunk at a time,
+// until fn returns false. It reports false, without calling fn, for a table
+// a transaction is still writing: its B-tree nodes change in place. A
+// published table's nodes never change — a writer copies a node before
+// writing it (own, copyTree, freeze) — and that is what lets a chunk's key
+// name its rows for as long as the key can be matched.
+func (t *Table) Chunks(fn func(Chunk) bool) bool {
+	if t.owner != 0 {
+		return false
+	}
+	t.rows.Walk(func(items []rowItem) bool {
+		return len(items) == 0 || fn(Chunk{items: items})
+	})
+	return true
 }
 
 // ScanFrom is Scan starting at the first row whose ctid is >= from.

@@ -1,6 +1,7 @@
 package pgwire
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -153,5 +154,52 @@ func BenchmarkSelect1(b *testing.B) {
 				b.ReportMetric(float64(per)/float64(pg), "ratio")
 			}
 		})
+	}
+}
+
+// copyOutData returns the payloads of a COPY OUT's CopyData messages.
+func copyOutData(t testing.TB, rc *rawClient, sql string) [][]byte {
+	t.Helper()
+	rc.send(&pgproto3.Query{String: sql})
+	var out [][]byte
+	for {
+		msg, err := rc.fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			out = append(out, append([]byte(nil), m.Data...))
+		case *pgproto3.ErrorResponse:
+			t.Fatalf("copy: %s", m.Message)
+		case *pgproto3.ReadyForQuery:
+			return out
+		}
+	}
+}
+
+// Rows framed beforehand and sent k at a time (AppendMessages, the SQL
+// layer's cached rows) reach the client exactly as AppendRow sends them:
+// the binary COPY header in the first row's message, one message per row.
+func TestCopyOutAppendMessages(t *testing.T) {
+	ts := startServer(t, Config{})
+	rc := dialRaw(t, ts)
+	rc.startup()
+	for _, n := range []int{0, 1, 10, 3000} {
+		want := copyOutData(t, rc, fmt.Sprintf("COPY fast(%d) TO STDOUT", n))
+		if len(want) != n+1 { // the rows and the trailer
+			t.Fatalf("fast(%d): %d messages", n, len(want))
+		}
+		for _, k := range []int{1, 3, 7, 5000} {
+			got := copyOutData(t, rc, fmt.Sprintf("COPY framed(%d,%d) TO STDOUT", n, k))
+			if len(got) != len(want) {
+				t.Fatalf("framed(%d,%d): %d messages, want %d", n, k, len(got), len(want))
+			}
+			for i := range got {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("framed(%d,%d): message %d\n got %x\nwant %x", n, k, i, got[i], want[i])
+				}
+			}
+		}
 	}
 }

@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +29,7 @@ import (
 //	COPY t TO STDOUT [binary]    / COPY t FROM STDIN [binary]
 //	COPY series(n) TO STDOUT [binary]  n rows (id, 'x')
 //	COPY fast(n) TO STDOUT       n binary rows through the AppendRow fast path
+//	COPY framed(n,k) TO STDOUT   the same rows, framed beforehand, k at a time (AppendMessages)
 //	BEGIN / COMMIT / ROLLBACK, NOTICE <text>, PANIC, anything else: 42601
 //	SELECT version()             text
 type toyExec struct {
@@ -121,6 +123,7 @@ var (
 	reCopy       = regexp.MustCompile(`^copy t( \(\s*id,\s*name\s*\))? (from stdin|to stdout)(.*)$`)
 	reCopySeries = regexp.MustCompile(`^copy series\(([0-9]+)\) to stdout(.*)$`)
 	reCopyFast   = regexp.MustCompile(`^copy fast\(([0-9]+)\) to stdout`)
+	reCopyFramed = regexp.MustCompile(`^copy framed\(([0-9]+),([0-9]+)\) to stdout`)
 	reParam      = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9_]+))?`)
 )
 
@@ -298,6 +301,29 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		appendRow := f.append
 		for f.i = 0; f.i < int64(n); f.i++ {
 			if err := co.AppendRow(appendRow); err != nil {
+				return err
+			}
+		}
+		return co.Close()
+	case reCopyFramed.MatchString(lower):
+		m := reCopyFramed.FindStringSubmatch(lower)
+		n, _ := strconv.Atoi(m[1])
+		k, _ := strconv.Atoi(m[2])
+		co, err := w.CopyOut(1, tCols)
+		if err != nil {
+			return err
+		}
+		f := &fastRows{name: "duckdb-lake-row"}
+		for f.i = 0; f.i < int64(n); {
+			var msgs []byte
+			rows := 0
+			for ; rows < k && f.i < int64(n); rows, f.i = rows+1, f.i+1 {
+				at := len(msgs) + 1
+				msgs = append(msgs, 'd', 0, 0, 0, 0)
+				msgs = f.append(msgs)
+				binary.BigEndian.PutUint32(msgs[at:], uint32(len(msgs)-at))
+			}
+			if err := co.AppendMessages(msgs, rows); err != nil {
 				return err
 			}
 		}

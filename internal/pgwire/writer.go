@@ -396,6 +396,43 @@ func (co *CopyOut) AppendRow(fn func(dst []byte) []byte) error {
 	return co.endData(at)
 }
 
+// AppendMessages appends rows whole rows as AppendRow frames them — each
+// a CopyData message: 'd', its length, the row payload — kept from an
+// earlier COPY (the SQL layer's cache of encoded rows). The first row of a
+// binary COPY still carries the COPY header. msgs must hold exactly rows
+// such messages; only the first one's length is read.
+func (co *CopyOut) AppendMessages(msgs []byte, rows int) error {
+	if co.closed {
+		return errWriterState
+	}
+	if rows == 0 {
+		return nil
+	}
+	c := co.w.c
+	if co.headerPending {
+		if len(msgs) < 5 {
+			return fmt.Errorf("pgwire: COPY messages: %d bytes", len(msgs))
+		}
+		end := 1 + int(binary.BigEndian.Uint32(msgs[1:5]))
+		if end < 5 || end > len(msgs) {
+			return fmt.Errorf("pgwire: COPY message of length %d in %d bytes", end-1, len(msgs))
+		}
+		at := co.beginData()
+		c.out = append(c.out, msgs[5:end]...)
+		binary.BigEndian.PutUint32(c.out[at:], uint32(len(c.out)-at))
+		msgs = msgs[end:]
+	}
+	c.out = append(c.out, msgs...)
+	before := co.rows
+	co.rows += int64(rows)
+	if before>>10 != co.rows>>10 && co.w.ctx != nil {
+		if err := co.w.ctx.Err(); err != nil {
+			return err
+		}
+	}
+	return c.maybeFlush()
+}
+
 // Row encodes one row of Go values (nil = NULL) with the columns' types
 // and sends it.
 func (co *CopyOut) Row(vals []any) error {

@@ -159,6 +159,9 @@ type copyPlan struct {
 	name   string // the table, for errors
 	out    []outCol
 	fields [2]byte // the tuple's field count, big endian
+	// tmpl is the memoized plan this one was copied from (forUse), which
+	// names it in the COPY cache; nil for a plan not memoized.
+	tmpl *copyPlan
 }
 
 // forUse returns a copy of a memoized plan with its own cells (the scratch
@@ -166,6 +169,7 @@ type copyPlan struct {
 func (p *copyPlan) forUse() *copyPlan {
 	q := *p
 	q.cells = make([]cellRef, len(p.stored))
+	q.tmpl = p
 	return &q
 }
 
@@ -385,20 +389,29 @@ func (p *copyPlan) copyRows(co rowAppender, scan encodedScan) error {
 	appendFn := w.append
 	var err error
 	scan(func(ctid int64, r datum.Row) bool {
-		if werr := p.walk(r); werr != nil {
-			err = fmt.Errorf("%s row (%d,%d): %w", p.name, uint64(ctid)>>16, uint16(ctid), werr)
-			return false
-		}
-		w.r, w.ctid, w.err = r, ctid, nil
-		aerr := co.AppendRow(appendFn)
-		if w.err != nil {
-			err = w.err
-		} else {
-			err = aerr
-		}
+		err = p.sendRow(co, w, appendFn, ctid, r)
 		return err == nil
 	})
 	return err
+}
+
+// sendRow writes row r at ctid to co as a binary tuple through w, whose
+// append method appendFn is. A row that does not decode is not written.
+func (p *copyPlan) sendRow(co rowAppender, w *tupleWriter, appendFn func([]byte) []byte, ctid int64, r datum.Row) error {
+	if err := p.walk(r); err != nil {
+		return rowError(p.name, ctid, err)
+	}
+	w.r, w.ctid, w.err = r, ctid, nil
+	aerr := co.AppendRow(appendFn)
+	if w.err != nil {
+		return w.err
+	}
+	return aerr
+}
+
+// rowError is the error of a stored row of table name that does not decode.
+func rowError(name string, ctid int64, err error) error {
+	return fmt.Errorf("%s row (%d,%d): %w", name, uint64(ctid)>>16, uint16(ctid), err)
 }
 
 // tupleWriter appends the tuple of the row last walked.

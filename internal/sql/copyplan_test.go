@@ -423,11 +423,11 @@ INSERT INTO ducklake_memo VALUES (1, 'a', 10), (2, NULL, 20), (3, 'c', NULL)`, "
 		if !ok {
 			t.Fatalf("%s: not a stream read", sql)
 		}
-		p, scan, ok := sr.encodedPlan()
+		p, src, ok := sr.encodedPlan()
 		if !ok {
 			t.Fatalf("%s: no plan", sql)
 		}
-		return p, sr, scan
+		return p, sr, src.scan
 	}
 	check := func(p *copyPlan, sr *streamRead, scan encodedScan) {
 		t.Helper()

@@ -21,13 +21,15 @@ const ServerVersionString = "PostgreSQL 15.18 (moraine) on x86_64-pc-linux-gnu, 
 type Executor struct {
 	cat   *memcat.Server
 	cache *parseCache
+	// copies is the binary COPY cache (copycache.go).
+	copies *copyCache
 	// Now is the clock for NOW(); tests replace it.
 	Now func() time.Time
 }
 
 // New returns an executor over cat.
 func New(cat *memcat.Server) *Executor {
-	return &Executor{cat: cat, cache: newParseCache(4096), Now: time.Now}
+	return &Executor{cat: cat, cache: newParseCache(4096), copies: newCopyCache(copyCacheBytes), Now: time.Now}
 }
 
 var _ pgwire.Executor = (*Executor)(nil)

@@ -98,12 +98,17 @@ func (r *resultSink) copyOut(format int16, cols []colInfo, src rowSource) error 
 // copyOutEncoded is copyOut in binary format for a plan over a table's
 // stored rows (see copyplan.go): the rows go from their stored encoding to
 // the wire without being decoded into values.
-func (r *resultSink) copyOutEncoded(cols []colInfo, p *copyPlan, scan encodedScan) error {
+func (r *resultSink) copyOutEncoded(cols []colInfo, p *copyPlan, src encodedSource) error {
 	co, err := r.w.CopyOut(1, pgColumns(cols))
 	if err != nil {
 		return err
 	}
-	if err := p.copyRows(co, scan); err != nil {
+	if src.chunks != nil {
+		err = p.copyChunks(co, src.chunks, src.rows, src.cache)
+	} else {
+		err = p.copyRows(co, src.scan)
+	}
+	if err != nil {
 		return err
 	}
 	r.done = true

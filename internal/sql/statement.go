@@ -584,8 +584,9 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 			}
 			if sr, ok := x.streamable(sel); ok {
 				if ec, ok := out.(encodedCopier); ok && format == 1 {
-					if p, scan, ok := sr.encodedPlan(); ok {
-						return ec.copyOutEncoded(sr.cols, p, scan)
+					if p, src, ok := sr.encodedPlan(); ok {
+						src.cache = x.s.ex.copies
+						return ec.copyOutEncoded(sr.cols, p, src)
 					}
 				}
 				return out.copyOut(format, sr.cols, sr.source())
@@ -713,20 +714,35 @@ type streamRead struct {
 // encodedCopier is a sink that can send a binary COPY straight from stored
 // rows (resultSink; test sinks take the general path).
 type encodedCopier interface {
-	copyOutEncoded(cols []colInfo, p *copyPlan, scan encodedScan) error
+	copyOutEncoded(cols []colInfo, p *copyPlan, src encodedSource) error
+}
+
+// encodedSource is what a binary COPY plan reads: the table's stored rows,
+// and, for a published lake table, the same rows a chunk at a time, which
+// the COPY cache can answer (copycache.go).
+type encodedSource struct {
+	scan   encodedScan
+	chunks func(fn func(memcat.Chunk) bool) // nil: rows only
+	rows   int                              // the table's row count
+	cache  *copyCache                       // nil: no cache
 }
 
 // encodedPlan returns a binary COPY plan over the table's stored rows and
 // the scan to run it on; ok is false when the table does not hold encoded
 // rows or the plan would not reproduce the general path exactly.
-func (sr *streamRead) encodedPlan() (*copyPlan, encodedScan, bool) {
+func (sr *streamRead) encodedPlan() (*copyPlan, encodedSource, bool) {
+	var src encodedSource
 	et, ok := any(sr.t).(encodedTable)
 	if !ok {
-		return nil, nil, false
+		return nil, src, false
 	}
 	stored, scan, ok := et.EncodedRows()
 	if !ok {
-		return nil, nil, false
+		return nil, src, false
+	}
+	src.scan = scan
+	if _, chunks, ok := sr.t.EncodedChunks(); ok {
+		src.chunks, src.rows = chunks, sr.t.Len()
 	}
 	// A plan depends on the table's definition and the columns read, so a
 	// lake table's definition memo keeps one per column list: DuckLake reads
@@ -738,9 +754,9 @@ func (sr *streamRead) encodedPlan() (*copyPlan, encodedScan, bool) {
 		key = copyPlanKey{planColumns(sr.idx)}
 		if tmpl, ok := memo.Load(key); ok {
 			if tmpl == nil {
-				return nil, nil, false
+				return nil, src, false
 			}
-			return tmpl.(*copyPlan).forUse(), scan, true
+			return tmpl.(*copyPlan).forUse(), src, true
 		}
 	}
 	def := make([]datum.Type, len(sr.t.Def.Columns))
@@ -751,14 +767,14 @@ func (sr *streamRead) encodedPlan() (*copyPlan, encodedScan, bool) {
 	if memo != nil {
 		if ok {
 			memo.Store(key, p)
-			return p.forUse(), scan, true
+			return p.forUse(), src, true
 		}
 		memo.Store(key, nil)
 	}
 	if !ok {
-		return nil, nil, false
+		return nil, src, false
 	}
-	return p, scan, true
+	return p, src, true
 }
 
 // copyPlanKey keys a binary COPY plan in a definition's memo: the positions

@@ -181,6 +181,27 @@ func (t *Table) EncodedRows() (types []datum.Type, scan func(fn func(ctid int64,
 	}, true
 }
 
+// Chunk is a run of a lake table's stored rows that later versions share
+// while none of its rows changes; its Key names its rows (catalog.Chunk).
+type Chunk = catalog.Chunk
+
+// ChunkKey names a Chunk's rows.
+type ChunkKey = catalog.ChunkKey
+
+// EncodedChunks is EncodedRows a chunk at a time: ok is false for a temp
+// table and for a table the transaction is writing (its rows change in
+// place, so no key can name them).
+func (t *Table) EncodedChunks() (types []datum.Type, chunks func(fn func(Chunk) bool), ok bool) {
+	if t.src == nil {
+		return nil, nil, false
+	}
+	src := t.src
+	if !src.Chunks(func(Chunk) bool { return false }) {
+		return nil, nil, false
+	}
+	return src.Types(), func(fn func(Chunk) bool) { src.Chunks(fn) }, true
+}
+
 // Indexed reports whether the table is a lake table with a primary key
 // index (LookupKey and EdgeKey answer from it).
 func (t *Table) Indexed() bool { return t.src != nil && t.src.HasPrimaryKey() }

@@ -1,0 +1,192 @@
+package sql
+
+import (
+	"encoding/binary"
+	"sync"
+	"sync/atomic"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// The binary COPY cache. Every DuckLake commit reads the whole of
+// ducklake_table_stats and ducklake_table_column_stats (one row per table
+// and one per column): with a thousand tables, 9 000 rows encoded for the
+// wire at every commit, most of the server's work on the commit chain,
+// though a commit changes the statistics of one table. The catalog's
+// tables are persistent B-trees, so the rows a commit did not touch lie in
+// the very same tree nodes in the next version (catalog.Chunk). The cache
+// keeps the CopyData messages a plan encoded from a chunk under the
+// chunk's key and the plan: a later COPY by the same plan sends a chunk it
+// finds as it was, and encodes only the chunks commits changed since.
+//
+// INVARIANT: a cached entry holds exactly the messages copyRows would send
+// for the chunk's rows (copycache_test.go checks this by property). Rows
+// that fail to encode are never cached: their COPY takes the row path's
+// error at the row where it fails.
+
+// copyCacheBytes bounds the cache's entries (their message bytes). A
+// thousand tables' statistics take about 0.6 MiB per plan.
+const copyCacheBytes = 64 << 20
+
+// minCachedChunk is the fewest rows a cached chunk holds. The B-tree
+// keeps most rows in its leaves; a branch's rows come one chunk each, are
+// rewritten (copied to a new node) by every commit that writes below them,
+// and cost more to look up than to encode.
+const minCachedChunk = 4
+
+// copyCache maps (plan, chunk) to the chunk's CopyData messages. It keeps
+// two generations: entries go into the current one, hits in the previous
+// one move up, and when the current one holds half the budget it becomes
+// the previous one (whose entries are dropped). What a COPY used recently
+// stays; memory stays under the budget. Safe for concurrent use.
+type copyCache struct {
+	mu        sync.Mutex
+	half      int // bytes per generation
+	cur, prev map[copyCacheKey][]byte
+	curBytes  int
+	// hits and misses count chunks (tests and docs/benchmarks.md).
+	hits, misses atomic.Int64
+}
+
+type copyCacheKey struct {
+	plan  *copyPlan // the memoized plan: the table definition and columns read
+	chunk memcat.ChunkKey
+}
+
+func newCopyCache(budget int) *copyCache {
+	return &copyCache{half: budget / 2, cur: map[copyCacheKey][]byte{}}
+}
+
+func (c *copyCache) get(k copyCacheKey) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if b, ok := c.cur[k]; ok {
+		c.hits.Add(1)
+		return b, true
+	}
+	if b, ok := c.prev[k]; ok {
+		delete(c.prev, k)
+		c.putLocked(k, b)
+		c.hits.Add(1)
+		return b, true
+	}
+	c.misses.Add(1)
+	return nil, false
+}
+
+func (c *copyCache) put(k copyCacheKey, b []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.putLocked(k, b)
+}
+
+func (c *copyCache) putLocked(k copyCacheKey, b []byte) {
+	if c.curBytes+len(b) > c.half {
+		c.prev, c.cur, c.curBytes = c.cur, make(map[copyCacheKey][]byte, len(c.cur)), 0
+	}
+	c.cur[k] = b
+	c.curBytes += len(b)
+}
+
+// cacheable reports whether a COPY of a table of rows rows, whose rows
+// would take about bytes of messages each, should go through the cache: a
+// table that would fill more than a quarter of it (a million data files)
+// is sent without it, lest every scan of it evict everything else and
+// copy its own bytes into the cache for nothing.
+func (c *copyCache) cacheable(rows int, bytes float64) bool {
+	return bytes*float64(rows) <= float64(c.half)/2
+}
+
+// messageAppender is where a COPY's rows go when they may come from the
+// cache: pgwire's CopyOut.
+type messageAppender interface {
+	rowAppender
+	AppendMessages(msgs []byte, rows int) error
+}
+
+// copyChunks is copyRows over a table's chunks, sending each chunk from
+// the cache when the same plan sent it before and putting the chunks it
+// encodes there (see above). rows is the table's row count. A row that
+// fails to encode ends the COPY as copyRows does: the rows before it are
+// sent, the error names it.
+func (p *copyPlan) copyChunks(co messageAppender, chunks func(fn func(memcat.Chunk) bool), rows int, cache *copyCache) error {
+	if p.tmpl == nil || cache == nil {
+		return p.copyRows(co, chunkRows(chunks))
+	}
+	w := &tupleWriter{p: p}
+	appendFn := w.append
+	var msgs []byte
+	var err error
+	decided, use := false, false
+	chunks(func(ch memcat.Chunk) bool {
+		if !decided {
+			// Decide from the first chunk's stored bytes: a message is
+			// about the row's bytes plus the frame, the tuple header and
+			// a length per column.
+			stored := 0
+			for i := 0; i < ch.Len(); i++ {
+				_, r := ch.Row(i)
+				stored += len(r)
+			}
+			per := float64(stored)/float64(ch.Len()) + float64(7+4*len(p.out))
+			decided, use = true, cache.cacheable(rows, per)
+		}
+		if !use || ch.Len() < minCachedChunk {
+			ch.Touch()
+			for i := 0; i < ch.Len() && err == nil; i++ {
+				ctid, r := ch.Row(i)
+				err = p.sendRow(co, w, appendFn, int64(ctid), r)
+			}
+			return err == nil
+		}
+		k := copyCacheKey{plan: p.tmpl, chunk: ch.Key()}
+		if b, ok := cache.get(k); ok {
+			err = co.AppendMessages(b, ch.Len())
+			return err == nil
+		}
+		ch.Touch()
+		msgs = msgs[:0]
+		for i := 0; i < ch.Len(); i++ {
+			ctid, r := ch.Row(i)
+			begin := len(msgs)
+			if werr := p.walk(r); werr != nil {
+				err = rowError(p.name, int64(ctid), werr)
+			} else {
+				msgs = append(msgs, 'd', 0, 0, 0, 0)
+				w.r, w.ctid, w.err = r, int64(ctid), nil
+				msgs = w.append(msgs)
+				binary.BigEndian.PutUint32(msgs[begin+1:], uint32(len(msgs)-begin-1))
+				err = w.err
+			}
+			if err != nil {
+				// Send the rows before the bad one, as copyRows would
+				// have, and stop at it; the chunk is not cached.
+				if aerr := co.AppendMessages(msgs[:begin], i); aerr != nil {
+					err = aerr
+				}
+				return false
+			}
+		}
+		cache.put(k, append([]byte(nil), msgs...))
+		err = co.AppendMessages(msgs, ch.Len())
+		return err == nil
+	})
+	return err
+}
+
+// chunkRows is a scan over the rows of chunks.
+func chunkRows(chunks func(fn func(memcat.Chunk) bool)) encodedScan {
+	return func(fn func(ctid int64, r datum.Row) bool) {
+		chunks(func(ch memcat.Chunk) bool {
+			ch.Touch()
+			for i := 0; i < ch.Len(); i++ {
+				ctid, r := ch.Row(i)
+				if !fn(int64(ctid), r) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+}
