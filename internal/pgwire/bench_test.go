@@ -15,9 +15,9 @@ import (
 	"github.com/moraine-db/moraine/internal/testenv"
 )
 
-// copyOutRaw runs a COPY on a raw connection and discards the stream,
-// so that only the server's work is measured.
-func copyOutRaw(t testing.TB, rc *rawClient, sql string) (bytes int64) {
+// copyOutEach runs a COPY on a raw connection and calls fn with each
+// CopyData payload (valid only during the call).
+func copyOutEach(t testing.TB, rc *rawClient, sql string, fn func(data []byte)) {
 	t.Helper()
 	rc.send(&pgproto3.Query{String: sql})
 	for {
@@ -27,13 +27,21 @@ func copyOutRaw(t testing.TB, rc *rawClient, sql string) (bytes int64) {
 		}
 		switch m := msg.(type) {
 		case *pgproto3.CopyData:
-			bytes += int64(len(m.Data))
+			fn(m.Data)
 		case *pgproto3.ErrorResponse:
 			t.Fatalf("copy: %s", m.Message)
 		case *pgproto3.ReadyForQuery:
-			return bytes
+			return
 		}
 	}
+}
+
+// copyOutRaw runs a COPY on a raw connection and discards the stream,
+// so that only the server's work is measured.
+func copyOutRaw(t testing.TB, rc *rawClient, sql string) (bytes int64) {
+	t.Helper()
+	copyOutEach(t, rc, sql, func(data []byte) { bytes += int64(len(data)) })
+	return bytes
 }
 
 // The fast path must not allocate per row: a 200k-row binary COPY OUT
@@ -158,24 +166,10 @@ func BenchmarkSelect1(b *testing.B) {
 }
 
 // copyOutData returns the payloads of a COPY OUT's CopyData messages.
-func copyOutData(t testing.TB, rc *rawClient, sql string) [][]byte {
+func copyOutData(t testing.TB, rc *rawClient, sql string) (out [][]byte) {
 	t.Helper()
-	rc.send(&pgproto3.Query{String: sql})
-	var out [][]byte
-	for {
-		msg, err := rc.fe.Receive()
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch m := msg.(type) {
-		case *pgproto3.CopyData:
-			out = append(out, append([]byte(nil), m.Data...))
-		case *pgproto3.ErrorResponse:
-			t.Fatalf("copy: %s", m.Message)
-		case *pgproto3.ReadyForQuery:
-			return out
-		}
-	}
+	copyOutEach(t, rc, sql, func(data []byte) { out = append(out, append([]byte(nil), data...)) })
+	return out
 }
 
 // Rows framed beforehand and sent k at a time (AppendMessages, the SQL

@@ -133,11 +133,7 @@ func (p *copyPlan) copyChunks(co messageAppender, chunks func(fn func(memcat.Chu
 			decided, use = true, cache.cacheable(rows, per)
 		}
 		if !use || ch.Len() < minCachedChunk {
-			ch.Touch()
-			for i := 0; i < ch.Len() && err == nil; i++ {
-				ctid, r := ch.Row(i)
-				err = p.sendRow(co, w, appendFn, int64(ctid), r)
-			}
+			err = p.sendChunk(co, w, appendFn, ch)
 			return err == nil
 		}
 		k := copyCacheKey{plan: p.tmpl, chunk: ch.Key()}
@@ -145,34 +141,52 @@ func (p *copyPlan) copyChunks(co messageAppender, chunks func(fn func(memcat.Chu
 			err = co.AppendMessages(b, ch.Len())
 			return err == nil
 		}
-		ch.Touch()
-		msgs = msgs[:0]
-		for i := 0; i < ch.Len(); i++ {
-			ctid, r := ch.Row(i)
-			begin := len(msgs)
-			if werr := p.walk(r); werr != nil {
-				err = rowError(p.name, int64(ctid), werr)
-			} else {
-				msgs = append(msgs, 'd', 0, 0, 0, 0)
-				w.r, w.ctid, w.err = r, int64(ctid), nil
-				msgs = w.append(msgs)
-				binary.BigEndian.PutUint32(msgs[begin+1:], uint32(len(msgs)-begin-1))
-				err = w.err
-			}
-			if err != nil {
-				// Send the rows before the bad one, as copyRows would
-				// have, and stop at it; the chunk is not cached.
-				if aerr := co.AppendMessages(msgs[:begin], i); aerr != nil {
-					err = aerr
-				}
-				return false
-			}
+		var ok bool
+		if msgs, ok = p.encodeChunk(msgs[:0], w, ch); !ok {
+			// A row that does not encode: the chunk goes row by row, as
+			// copyRows sends it, up to that row's error; nothing is cached.
+			err = p.sendChunk(co, w, appendFn, ch)
+			return err == nil
 		}
 		cache.put(k, append([]byte(nil), msgs...))
 		err = co.AppendMessages(msgs, ch.Len())
 		return err == nil
 	})
 	return err
+}
+
+// sendChunk sends the rows of ch as copyRows does (sendRow).
+func (p *copyPlan) sendChunk(co rowAppender, w *tupleWriter, appendFn func([]byte) []byte, ch memcat.Chunk) error {
+	ch.Touch()
+	for i := 0; i < ch.Len(); i++ {
+		ctid, r := ch.Row(i)
+		if err := p.sendRow(co, w, appendFn, int64(ctid), r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeChunk appends the CopyData messages of ch's rows to msgs, framed
+// as AppendRow frames them; ok is false if a row does not decode or does
+// not encode.
+func (p *copyPlan) encodeChunk(msgs []byte, w *tupleWriter, ch memcat.Chunk) (_ []byte, ok bool) {
+	ch.Touch()
+	for i := 0; i < ch.Len(); i++ {
+		ctid, r := ch.Row(i)
+		if p.walk(r) != nil {
+			return msgs, false
+		}
+		at := len(msgs) + 1
+		msgs = append(msgs, 'd', 0, 0, 0, 0)
+		w.r, w.ctid, w.err = r, int64(ctid), nil
+		msgs = w.append(msgs)
+		if w.err != nil {
+			return msgs, false
+		}
+		binary.BigEndian.PutUint32(msgs[at:], uint32(len(msgs)-at))
+	}
+	return msgs, true
 }
 
 // chunkRows is a scan over the rows of chunks.

@@ -18,16 +18,9 @@ func (c *copyRecorder) AppendMessages(msgs []byte, rows int) error {
 	return nil
 }
 
-// tb is what these helpers need of *testing.T and *rapid.T.
-type tb interface {
-	Helper()
-	Fatal(args ...any)
-	Fatalf(format string, args ...any)
-}
-
-// copyBoth copies sql's table by the cached chunk path (through cache)
-// and by the row path, and fails unless both send the same stream.
-func copyBoth(t tb, ctx context.Context, ex *Executor, s *Session, sql string, cache *copyCache) []byte {
+// encodedPlanOf returns the binary COPY plan of a whole-table read sql in
+// session s, its streamRead and what it reads.
+func encodedPlanOf(t tb, ctx context.Context, ex *Executor, s *Session, sql string) (*copyPlan, *streamRead, encodedSource) {
 	t.Helper()
 	stmts, err := ex.cache.parse(sql)
 	if err != nil {
@@ -42,6 +35,34 @@ func copyBoth(t tb, ctx context.Context, ex *Executor, s *Session, sql string, c
 	if !ok {
 		t.Fatalf("%s: no plan", sql)
 	}
+	return p, sr, src
+}
+
+// insertStats fills ducklake_table_column_stats with eight rows for each
+// of tables tables; note marks their min_value.
+func insertStats(t tb, ctx context.Context, s *Session, tables int, note string) {
+	t.Helper()
+	var rows []string
+	for tid := 1; tid <= tables; tid++ {
+		for c := 1; c <= 8; c++ {
+			rows = append(rows, fmt.Sprintf("(%d, %d, false, NULL, '%s%d', 'w%d', NULL)", tid, c, note, tid, c))
+		}
+	}
+	mustSQL(t, ctx, s, "INSERT INTO ducklake_table_column_stats VALUES "+strings.Join(rows, ","))
+}
+
+// tb is what these helpers need of *testing.T and *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+// copyBoth copies sql's table by the cached chunk path (through cache)
+// and by the row path, and fails unless both send the same stream.
+func copyBoth(t tb, ctx context.Context, ex *Executor, s *Session, sql string, cache *copyCache) []byte {
+	t.Helper()
+	p, _, src := encodedPlanOf(t, ctx, ex, s, sql)
 	var want, got copyRecorder
 	if err := p.copyRows(&want, src.scan); err != nil {
 		t.Fatal(err)
@@ -81,13 +102,7 @@ func TestCopyCacheMatchesRowPath(t *testing.T) {
 		mustSQL(rt, ctx, s, statsTable)
 		cache := newCopyCache(rapid.SampledFrom([]int{1 << 10, 64 << 10, 8 << 20}).Draw(rt, "budget"))
 		tables := rapid.IntRange(1, 60).Draw(rt, "tables")
-		var rows []string
-		for tid := 1; tid <= tables; tid++ {
-			for c := 1; c <= 8; c++ {
-				rows = append(rows, fmt.Sprintf("(%d, %d, false, NULL, 'a', 'b', NULL)", tid, c))
-			}
-		}
-		mustSQL(rt, ctx, s, "INSERT INTO ducklake_table_column_stats VALUES "+strings.Join(rows, ","))
+		insertStats(rt, ctx, s, tables, "a")
 		copyBoth(rt, ctx, ex, s, statsCopy, cache)
 		for step := rapid.IntRange(1, 12).Draw(rt, "steps"); step > 0; step-- {
 			tid := rapid.IntRange(1, tables+2).Draw(rt, "table")
@@ -127,13 +142,7 @@ func TestCopyCacheSendsUnchangedChunks(t *testing.T) {
 	s := ex.Open("lake", "postgres", "", 1)
 	defer s.Close()
 	mustSQL(t, ctx, s, statsTable)
-	var rows []string
-	for tid := 1; tid <= 500; tid++ {
-		for c := 1; c <= 8; c++ {
-			rows = append(rows, fmt.Sprintf("(%d, %d, false, NULL, 'v%d', 'w%d', NULL)", tid, c, tid, c))
-		}
-	}
-	mustSQL(t, ctx, s, "INSERT INTO ducklake_table_column_stats VALUES "+strings.Join(rows, ","))
+	insertStats(t, ctx, s, 500, "v")
 	cache := newCopyCache(8 << 20)
 	counts := func() (hits, misses int64) {
 		h, m := cache.hits.Load(), cache.misses.Load()
@@ -186,13 +195,7 @@ func TestCopyCacheConcurrent(t *testing.T) {
 	w := ex.Open("lake", "postgres", "", 1)
 	defer w.Close()
 	mustSQL(t, ctx, w, statsTable)
-	var rows []string
-	for tid := 1; tid <= 200; tid++ {
-		for c := 1; c <= 8; c++ {
-			rows = append(rows, fmt.Sprintf("(%d, %d, false, NULL, 'v', 'w', NULL)", tid, c))
-		}
-	}
-	mustSQL(t, ctx, w, "INSERT INTO ducklake_table_column_stats VALUES "+strings.Join(rows, ","))
+	insertStats(t, ctx, w, 200, "v")
 	cache := newCopyCache(8 << 20)
 	done := make(chan struct{})
 	errs := make(chan error, 4)

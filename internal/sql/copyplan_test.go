@@ -414,19 +414,7 @@ INSERT INTO ducklake_memo VALUES (1, 'a', 10), (2, NULL, 20), (3, 'c', NULL)`, "
 	}
 	plan := func(sql string) (*copyPlan, *streamRead, encodedScan) {
 		t.Helper()
-		stmts, err := ex.cache.parse(sql)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x := &exec{ctx: ctx, s: s, lits: stmts[0].lits}
-		sr, ok := x.streamable(stmts[0].node.GetSelectStmt())
-		if !ok {
-			t.Fatalf("%s: not a stream read", sql)
-		}
-		p, src, ok := sr.encodedPlan()
-		if !ok {
-			t.Fatalf("%s: no plan", sql)
-		}
+		p, sr, src := encodedPlanOf(t, ctx, ex, s, sql)
 		return p, sr, src.scan
 	}
 	check := func(p *copyPlan, sr *streamRead, scan encodedScan) {
