@@ -264,6 +264,11 @@ func (c Chunk) Touch() {
 	runtime.KeepAlive(sum)
 }
 
+// Frozen reports whether the table can no longer change: a published
+// table, or the frozen view of one a transaction is writing (Table); not
+// the working table a transaction writes in place (Txn.Peek).
+func (t *Table) Frozen() bool { return t.owner == 0 }
+
 // Chunks calls fn with the table's rows in ctid order, a chunk at a time,
 // until fn returns false. It reports false, without calling fn, for a table
 // a transaction is still writing: its B-tree nodes change in place. A
@@ -271,7 +276,7 @@ func (c Chunk) Touch() {
 // writing it (own, copyTree, freeze) — and that is what lets a chunk's key
 // name its rows for as long as the key can be matched.
 func (t *Table) Chunks(fn func(Chunk) bool) bool {
-	if t.owner != 0 {
+	if !t.Frozen() {
 		return false
 	}
 	t.rows.Walk(func(items []rowItem) bool {

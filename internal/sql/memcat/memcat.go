@@ -196,7 +196,7 @@ func (t *Table) EncodedChunks() (types []datum.Type, chunks func(fn func(Chunk) 
 		return nil, nil, false
 	}
 	src := t.src
-	if !src.Chunks(func(Chunk) bool { return false }) {
+	if !src.Frozen() {
 		return nil, nil, false
 	}
 	return src.Types(), func(fn func(Chunk) bool) { src.Chunks(fn) }, true
