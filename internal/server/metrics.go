@@ -43,6 +43,14 @@ type Metrics struct {
 	ReplicaSeq     prometheus.Gauge
 	stack          atomic.Pointer[Stack]
 	ready          atomic.Bool
+	copies         atomic.Pointer[CopyCacheReporter]
+}
+
+// CopyCacheReporter is an executor with a binary COPY cache (the SQL
+// layer's; docs/sql.md): chunks answered from it and encoded anew, and
+// the bytes it holds.
+type CopyCacheReporter interface {
+	CopyCacheStats() (hits, misses, bytes int64)
 }
 
 // NewMetrics registers every collector.
@@ -94,6 +102,22 @@ func NewMetrics() *Metrics {
 	gauge("moraine_store_flushes", "Memtables flushed to sorted tables.", func(st *Stack) float64 { return float64(st.KV.Stats().Flushes) })
 	gauge("moraine_store_compactions", "Store compactions published.", func(st *Stack) float64 { return float64(st.KV.Stats().Compactions) })
 	gauge("moraine_store_seq", "Highest durable store sequence number.", func(st *Stack) float64 { return float64(st.KV.Stats().LastSeq) })
+	copies := func(pick func(hits, misses, bytes int64) int64) func() float64 {
+		return func() float64 {
+			if r := m.copies.Load(); r != nil {
+				return float64(pick((*r).CopyCacheStats()))
+			}
+			return 0
+		}
+	}
+	m.Registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "moraine_copy_cache_hits_total",
+			Help: "B-tree leaves a binary COPY sent from the COPY cache."}, copies(func(h, _, _ int64) int64 { return h })),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "moraine_copy_cache_misses_total",
+			Help: "B-tree leaves a binary COPY of a cached table encoded anew."}, copies(func(_, m, _ int64) int64 { return m })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "moraine_copy_cache_bytes",
+			Help: "Message bytes held by the COPY cache."}, copies(func(_, _, b int64) int64 { return b })),
+	)
 	m.Registry.MustRegister(&residentCollector{m: m})
 	// The process's own series, as every Go server exports them: CPU,
 	// memory, threads and file descriptors, the collector, and the
@@ -105,6 +129,14 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(collectors.MetricsGC, collectors.MetricsScheduler)),
 	)
 	return m
+}
+
+// setExecutor makes the executor's COPY cache, if it has one, the one the
+// metrics report.
+func (m *Metrics) setExecutor(e any) {
+	if r, ok := e.(CopyCacheReporter); ok {
+		m.copies.Store(&r)
+	}
 }
 
 func (m *Metrics) setStack(st *Stack) {

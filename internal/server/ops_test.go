@@ -233,6 +233,14 @@ func TestMetricsSeries(t *testing.T) {
 	if v := metricValue(t, body, `moraine_connections_total`); v < 3 {
 		t.Errorf("connections_total = %v", v)
 	}
+	// Every commit read its table's eight column statistics, one B-tree
+	// leaf that the commit before had just rewritten.
+	if v := metricValue(t, body, `moraine_copy_cache_misses_total`); v < float64(res.Commits) {
+		t.Errorf("copy_cache_misses_total = %v after %d commits", v, res.Commits)
+	}
+	if v := metricValue(t, body, `moraine_copy_cache_bytes`); v <= 0 {
+		t.Errorf("copy_cache_bytes = %v", v)
+	}
 	// The scheduler saw every round trip of the workload's commits.
 	if v := metricValue(t, body, `go_sched_latencies_seconds_count`); v < 1 {
 		t.Errorf("go_sched_latencies_seconds_count = %v", v)

@@ -131,7 +131,9 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 	}
 	s.stack = st
 	s.metrics.setStack(st)
-	g := newGuard(s.newExec(st), s.cfg.Replica, s.metrics)
+	exec := s.newExec(st)
+	s.metrics.setExecutor(exec)
+	g := newGuard(exec, s.cfg.Replica, s.metrics)
 	wire, err := pgwire.New(wcfg, g)
 	if err != nil {
 		st.Close(context.Background())

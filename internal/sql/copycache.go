@@ -45,6 +45,7 @@ type copyCache struct {
 	half      int // bytes per generation
 	cur, prev map[copyCacheKey][]byte
 	curBytes  int
+	prevBytes int
 	// hits and misses count chunks (tests and docs/benchmarks.md).
 	hits, misses atomic.Int64
 }
@@ -52,6 +53,16 @@ type copyCache struct {
 type copyCacheKey struct {
 	plan  *copyPlan // the memoized plan: the table definition and columns read
 	chunk memcat.ChunkKey
+}
+
+// CopyCacheStats reports the executor's binary COPY cache: chunks sent
+// from it and encoded anew since the start, and the message bytes it
+// holds (server.CopyCacheReporter, for the metrics).
+func (ex *Executor) CopyCacheStats() (hits, misses, bytes int64) {
+	c := ex.copies
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits.Load(), c.misses.Load(), int64(c.curBytes + c.prevBytes)
 }
 
 func newCopyCache(budget int) *copyCache {
@@ -67,6 +78,7 @@ func (c *copyCache) get(k copyCacheKey) ([]byte, bool) {
 	}
 	if b, ok := c.prev[k]; ok {
 		delete(c.prev, k)
+		c.prevBytes -= len(b)
 		c.putLocked(k, b)
 		c.hits.Add(1)
 		return b, true
@@ -83,7 +95,8 @@ func (c *copyCache) put(k copyCacheKey, b []byte) {
 
 func (c *copyCache) putLocked(k copyCacheKey, b []byte) {
 	if c.curBytes+len(b) > c.half {
-		c.prev, c.cur, c.curBytes = c.cur, make(map[copyCacheKey][]byte, len(c.cur)), 0
+		c.prev, c.cur = c.cur, make(map[copyCacheKey][]byte, len(c.cur))
+		c.prevBytes, c.curBytes = c.curBytes, 0
 	}
 	c.cur[k] = b
 	c.curBytes += len(b)

@@ -241,3 +241,42 @@ type fatalTB struct{ err error }
 func (f *fatalTB) Helper()                   {}
 func (f *fatalTB) Fatal(args ...any)         { f.err = fmt.Errorf("%s", fmt.Sprint(args...)); panic(f) }
 func (f *fatalTB) Fatalf(s string, a ...any) { f.err = fmt.Errorf(s, a...); panic(f) }
+
+// TestCopyCacheGenerations: the cache holds at most its budget; an entry
+// found in the older generation moves up; the bytes it reports are the
+// bytes it holds.
+func TestCopyCacheGenerations(t *testing.T) {
+	c := newCopyCache(1000) // 500 bytes a generation
+	plans := make([]copyPlan, 12)
+	key := func(i int) copyCacheKey { return copyCacheKey{plan: &plans[i]} }
+	held := func() int {
+		n := 0
+		for _, b := range c.cur {
+			n += len(b)
+		}
+		for _, b := range c.prev {
+			n += len(b)
+		}
+		return n
+	}
+	for i := range plans {
+		c.put(key(i), make([]byte, 100))
+		if n := held(); n > 1000 || n != c.curBytes+c.prevBytes {
+			t.Fatalf("after %d puts: %d bytes held, counted %d+%d", i+1, n, c.curBytes, c.prevBytes)
+		}
+	}
+	// 12 puts of 100 bytes: the current generation took 5, rotated, took 5,
+	// rotated, took 2; entries 5..9 are the older generation.
+	if _, ok := c.get(key(0)); ok {
+		t.Fatal("an entry two generations old is still there")
+	}
+	if _, ok := c.get(key(7)); !ok {
+		t.Fatal("an entry of the older generation is gone")
+	}
+	if _, ok := c.cur[key(7)]; !ok {
+		t.Fatal("a hit in the older generation did not move up")
+	}
+	if n := held(); n != c.curBytes+c.prevBytes {
+		t.Fatalf("%d bytes held, counted %d+%d", n, c.curBytes, c.prevBytes)
+	}
+}
