@@ -38,6 +38,7 @@ type Config struct {
 	DataPathOptions string
 	MaxConnections  int
 	GCMinHeapMiB    int
+	CopyCacheMiB    int
 	// WALInFlight is how many WAL objects may be in flight at once; 0
 	// chooses by store (walInFlightFor).
 	WALInFlight int
@@ -120,6 +121,8 @@ var settings = []setting{
 		intBetween(func(c *Config) *int { return &c.WALInFlight }, 0, slate.MaxWALInFlight)},
 	{"gc-min-heap-mib", "keep the Go collector's heap target at least this many MiB while the catalog is small, trading memory for fewer collections (0: Go's default; ignored when GOGC is set)", "64",
 		intAtLeast(func(c *Config) *int { return &c.GCMinHeapMiB }, 0)},
+	{"copy-cache-mib", "memory for the binary COPY cache: the encoded rows of B-tree leaves that DuckDB's whole-table catalog reads send again and again (every commit reads every table's statistics; 0: off)", "64",
+		intAtLeast(func(c *Config) *int { return &c.CopyCacheMiB }, 0)},
 	{"sysmon-awake", "keep the Go runtime's system monitor from deep-sleeping whenever the server waits for its clients (serve restarts itself once with GODEBUG=schedtrace set so): waking it on every client message cost a fifth of the server's CPU on a 2-vCPU VM; ignored when GODEBUG already sets schedtrace", "true",
 		func(c *Config, v string) (err error) { c.SysmonAwake, err = strconv.ParseBool(v); return }},
 	{"idle-timeout", "close client connections idle this long (0: never)", "0s",

@@ -43,13 +43,15 @@ type Metrics struct {
 	ReplicaSeq     prometheus.Gauge
 	stack          atomic.Pointer[Stack]
 	ready          atomic.Bool
-	copies         atomic.Pointer[CopyCacheReporter]
+	copies         atomic.Pointer[CopyCacheExecutor]
 }
 
-// CopyCacheReporter is an executor with a binary COPY cache (the SQL
-// layer's; docs/sql.md): chunks answered from it and encoded anew, and
+// CopyCacheExecutor is an executor with a binary COPY cache (the SQL
+// layer's; docs/sql.md): the server sizes it (copy-cache-mib) before
+// serving, and reports the leaves answered from it and encoded anew and
 // the bytes it holds.
-type CopyCacheReporter interface {
+type CopyCacheExecutor interface {
+	SetCopyCacheBytes(n int)
 	CopyCacheStats() (hits, misses, bytes int64)
 }
 
@@ -131,13 +133,8 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// setExecutor makes the executor's COPY cache, if it has one, the one the
-// metrics report.
-func (m *Metrics) setExecutor(e any) {
-	if r, ok := e.(CopyCacheReporter); ok {
-		m.copies.Store(&r)
-	}
-}
+// setCopyCache makes c the COPY cache the metrics report.
+func (m *Metrics) setCopyCache(c CopyCacheExecutor) { m.copies.Store(&c) }
 
 func (m *Metrics) setStack(st *Stack) {
 	m.stack.Store(st)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -589,4 +590,58 @@ func FuzzGuardClassify(f *testing.F) {
 		writeVerb(sql)
 		conflictClass(errors.New(sql))
 	})
+}
+
+// TestCopyCacheSetting: copy-cache-mib sizes the executor's binary COPY
+// cache, 0 turns it off, and the metrics report what it did — a repeated
+// whole-table COPY is answered from the cache, byte for byte the same.
+func TestCopyCacheSetting(t *testing.T) {
+	for _, tc := range []struct {
+		mib  string
+		want bool // the second COPY hits the cache
+	}{{"0", false}, {"1", true}} {
+		t.Run("mib="+tc.mib, func(t *testing.T) {
+			ml, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			maddr := ml.Addr().String()
+			ml.Close()
+			r := start(t, "mem://", "--metrics-listen", maddr, "--copy-cache-mib", tc.mib)
+			defer r.Stop(t)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			conn, err := pgconn.Connect(ctx, r.Conninfo("lake"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			var rows []string
+			for i := 0; i < 400; i++ {
+				rows = append(rows, fmt.Sprintf("(%d, %d, false, NULL, 'v%d', 'w', NULL)", i/8, i%8, i))
+			}
+			if _, err := conn.Exec(ctx, `CREATE TABLE ducklake_table_column_stats(table_id BIGINT, column_id BIGINT, contains_null BOOLEAN, contains_nan BOOLEAN, min_value VARCHAR, max_value VARCHAR, extra_stats VARCHAR);
+INSERT INTO ducklake_table_column_stats VALUES `+strings.Join(rows, ",")).ReadAll(); err != nil {
+				t.Fatal(err)
+			}
+			read := func() []byte {
+				var b bytes.Buffer
+				if _, err := conn.CopyTo(ctx, &b, `COPY (SELECT "table_id", "column_id", "min_value" FROM "public"."ducklake_table_column_stats") TO STDOUT (FORMAT "binary")`); err != nil {
+					t.Fatal(err)
+				}
+				return b.Bytes()
+			}
+			first, second := read(), read()
+			if !bytes.Equal(first, second) || len(first) < 400*20 {
+				t.Fatalf("two COPYs of an unchanged table: %d and %d bytes", len(first), len(second))
+			}
+			body := httpGet(t, "http://"+maddr+"/metrics")
+			hits := metricValue(t, body, "moraine_copy_cache_hits_total")
+			misses := metricValue(t, body, "moraine_copy_cache_misses_total")
+			held := metricValue(t, body, "moraine_copy_cache_bytes")
+			if tc.want && (hits == 0 || misses == 0 || held == 0) || !tc.want && hits+misses+held != 0 {
+				t.Fatalf("copy-cache-mib=%s: %v hits, %v misses, %v bytes", tc.mib, hits, misses, held)
+			}
+		})
+	}
 }

@@ -132,7 +132,10 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 	s.stack = st
 	s.metrics.setStack(st)
 	exec := s.newExec(st)
-	s.metrics.setExecutor(exec)
+	if c, ok := exec.(CopyCacheExecutor); ok {
+		c.SetCopyCacheBytes(s.cfg.CopyCacheMiB << 20)
+		s.metrics.setCopyCache(c)
+	}
 	g := newGuard(exec, s.cfg.Replica, s.metrics)
 	wire, err := pgwire.New(wcfg, g)
 	if err != nil {

@@ -25,8 +25,9 @@ import (
 // that fail to encode are never cached: their COPY takes the row path's
 // error at the row where it fails.
 
-// copyCacheBytes bounds the cache's entries (their message bytes). A
-// thousand tables' statistics take about 0.6 MiB per plan.
+// copyCacheBytes is the cache's default size (server setting
+// copy-cache-mib): it bounds the entries' message bytes. A thousand
+// tables' statistics take about 0.6 MiB per plan.
 const copyCacheBytes = 64 << 20
 
 // minCachedChunk is the fewest rows a cached chunk holds. The B-tree
@@ -55,11 +56,24 @@ type copyCacheKey struct {
 	chunk memcat.ChunkKey
 }
 
+// SetCopyCacheBytes replaces the executor's binary COPY cache by an empty
+// one holding at most n bytes of messages; 0 turns it off. It must be
+// called before the executor serves (server.CopyCacheExecutor).
+func (ex *Executor) SetCopyCacheBytes(n int) {
+	ex.copies = nil
+	if n > 0 {
+		ex.copies = newCopyCache(n)
+	}
+}
+
 // CopyCacheStats reports the executor's binary COPY cache: chunks sent
 // from it and encoded anew since the start, and the message bytes it
-// holds (server.CopyCacheReporter, for the metrics).
+// holds (server.CopyCacheExecutor, for the metrics).
 func (ex *Executor) CopyCacheStats() (hits, misses, bytes int64) {
 	c := ex.copies
+	if c == nil {
+		return 0, 0, 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.hits.Load(), c.misses.Load(), int64(c.curBytes + c.prevBytes)
