@@ -91,9 +91,7 @@ func (c *copyCache) get(k copyCacheKey) ([]byte, bool) {
 		return b, true
 	}
 	if b, ok := c.prev[k]; ok {
-		delete(c.prev, k)
-		c.prevBytes -= len(b)
-		c.putLocked(k, b)
+		c.putLocked(k, b) // moves it up
 		c.hits.Add(1)
 		return b, true
 	}
@@ -108,6 +106,15 @@ func (c *copyCache) put(k copyCacheKey, b []byte) {
 }
 
 func (c *copyCache) putLocked(k copyCacheKey, b []byte) {
+	// Two sessions that missed the same chunk both put it: the second
+	// replaces the first.
+	if old, ok := c.cur[k]; ok {
+		c.curBytes -= len(old)
+	}
+	if old, ok := c.prev[k]; ok {
+		delete(c.prev, k)
+		c.prevBytes -= len(old)
+	}
 	if c.curBytes+len(b) > c.half {
 		c.prev, c.cur = c.cur, make(map[copyCacheKey][]byte, len(c.cur))
 		c.prevBytes, c.curBytes = c.curBytes, 0

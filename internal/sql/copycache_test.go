@@ -279,4 +279,13 @@ func TestCopyCacheGenerations(t *testing.T) {
 	if n := held(); n != c.curBytes+c.prevBytes {
 		t.Fatalf("%d bytes held, counted %d+%d", n, c.curBytes, c.prevBytes)
 	}
+	// Two sessions that missed one chunk both put it.
+	c.put(key(11), make([]byte, 50))
+	c.put(key(8), make([]byte, 60)) // in the older generation
+	if n := held(); n != c.curBytes+c.prevBytes || len(c.cur[key(11)]) != 50 {
+		t.Fatalf("after putting twice: %d bytes held, counted %d+%d", n, c.curBytes, c.prevBytes)
+	}
+	if _, ok := c.prev[key(8)]; ok {
+		t.Fatal("a key put again is still in the older generation")
+	}
 }
