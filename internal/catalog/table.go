@@ -229,8 +229,8 @@ func (t *Table) Scan(fn func(c CTID, r datum.Row) bool) {
 	})
 }
 
-// Chunk is a run of consecutive rows of a published table as its B-tree
-// holds them together: a leaf's rows, or one row kept in a branch.
+// Chunk is a run of consecutive rows of a frozen table (Frozen) as its
+// B-tree holds them together: a leaf's rows, or one row kept in a branch.
 type Chunk struct{ items []rowItem }
 
 // ChunkKey names a chunk's rows: two chunks with equal keys hold the same
@@ -272,9 +272,10 @@ func (t *Table) Frozen() bool { return t.owner == 0 }
 // Chunks calls fn with the table's rows in ctid order, a chunk at a time,
 // until fn returns false. It reports false, without calling fn, for a table
 // a transaction is still writing: its B-tree nodes change in place. A
-// published table's nodes never change — a writer copies a node before
-// writing it (own, copyTree, freeze) — and that is what lets a chunk's key
-// name its rows for as long as the key can be matched.
+// frozen table's nodes never change — a writer copies a node before writing
+// it (own and copyTree for a published table; freeze gives the working
+// table's trees new copy-on-write ids) — and that is what lets a chunk's
+// key name its rows for as long as the key can be matched.
 func (t *Table) Chunks(fn func(Chunk) bool) bool {
 	if !t.Frozen() {
 		return false
