@@ -272,7 +272,10 @@ func metricValue(t *testing.T, body, series string) float64 {
 // TestFailover: while writers commit through server A, server B opens the
 // same store. A is fenced: it exits with ErrFenced, and B's catalog holds
 // exactly the commits A acknowledged (the workload verifier checks that no
-// acknowledged commit is missing and that no unacknowledged one landed).
+// acknowledged commit is missing and that no refused one landed). A commit
+// whose COMMIT got no answer — A made it durable, then went away, or the
+// workload, stopping at its first error, closed the connection before the
+// answer came — may be on B or not, whole (workload.Result.InDoubt).
 func TestFailover(t *testing.T) {
 	store := "file://" + t.TempDir()
 	a := start(t, store)
@@ -322,7 +325,7 @@ func TestFailover(t *testing.T) {
 	if err := r.Result.Verify(ctx, conn); err != nil {
 		t.Fatalf("after failover (%d acknowledged commits): %v", len(r.Result.Landed()), err)
 	}
-	t.Logf("%d commits acknowledged by A, all on B", len(r.Result.Landed()))
+	t.Logf("%d commits acknowledged by A, all on B; %d in doubt", len(r.Result.Landed()), len(r.Result.InDoubt()))
 }
 
 // TestGuardFencedMessage: once fenced, every statement is refused with an

@@ -240,6 +240,7 @@ type Result struct {
 	MergeFailed    int
 
 	landed    []Landed
+	inDoubt   []Landed
 	tableIDs  []int64
 	timedFrom time.Time // the timed window's start
 	timedTo   time.Time // and its end
@@ -388,6 +389,12 @@ type LinkPhases struct {
 // Landed returns the acknowledged commits in acknowledgement order.
 func (r *Result) Landed() []Landed { return append([]Landed(nil), r.landed...) }
 
+// InDoubt returns the commits whose COMMIT got no answer — the connection
+// failed during it, because the server went away (a fenced or killed
+// writer) or because the run stopped and closed it: each may have landed
+// or not, and Verify accepts either, whole.
+func (r *Result) InDoubt() []Landed { return append([]Landed(nil), r.inDoubt...) }
+
 type driver struct {
 	cfg    Config
 	q      string // quoted metadata schema
@@ -410,9 +417,11 @@ type driver struct {
 	mu struct {
 		sync.Mutex
 		landed []Landed
-		files  map[int64]Landed // acknowledged data files by id
-		res    Result
-		win    window
+		// inDoubt holds the commits whose COMMIT went unanswered.
+		inDoubt []Landed
+		files   map[int64]Landed // acknowledged data files by id
+		res     Result
+		win     window
 		// committed marks the writers with a commit acknowledged in
 		// the window (Result.WritersCommitted).
 		committed []bool
@@ -623,6 +632,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.CPU.ServerRunQueue = runQueueSince(r[0].srv, r[1].srv)
 	res.timedFrom, res.timedTo = win.from, win.to
 	res.landed = d.mu.landed
+	res.inDoubt = d.mu.inDoubt
 	res.tableIDs = d.tables
 	d.mu.Unlock()
 	if err := <-errs; err != nil {
@@ -1116,15 +1126,22 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 		err := exec(ctx, conn, batch)
 		if err == nil {
 			l.Answered = time.Now()
+			l.Tag, l.Kind, l.Attempts, l.Began = p.tag, p.kind, attempt+1, p.phases.Began
+			l.Writer, l.Nth = p.writer, p.nth
+			if attempt == 0 {
+				l.Phases = p.phases
+			}
 			if err = exec(ctx, conn, "COMMIT"); err == nil {
-				l.Tag, l.Kind, l.Attempts, l.Began = p.tag, p.kind, attempt+1, p.phases.Began
-				l.Writer, l.Nth = p.writer, p.nth
-				if attempt == 0 {
-					l.Phases = p.phases
-				}
 				d.recordLanded(l)
 				out.landed = l
 				return out, nil
+			}
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) {
+				// No answer to the COMMIT (the connection failed during
+				// it: the server went away, or a stopped run closed it):
+				// the commit may have landed or not.
+				d.recordInDoubt(l)
 			}
 		}
 		_ = exec(ctx, conn, "ROLLBACK")
@@ -1174,6 +1191,14 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 		}
 		st = newStats
 	}
+}
+
+// recordInDoubt notes a commit whose COMMIT went unanswered
+// (Result.InDoubt).
+func (d *driver) recordInDoubt(l Landed) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mu.inDoubt = append(d.mu.inDoubt, l)
 }
 
 func (d *driver) recordLanded(l Landed) {

@@ -216,6 +216,33 @@ func TestVerifyCatchesCorruption(t *testing.T) {
 	}
 }
 
+// TestVerifyInDoubt: a commit whose COMMIT went unanswered may have landed
+// or not; Verify accepts both, and still refuses a commit nobody made.
+func TestVerifyInDoubt(t *testing.T) {
+	dial := freshDB(t)
+	cfg := workload.Config{Dial: dial, Writers: 2, CommitsPerWriter: 3, Tables: 2, Seed: 5}
+	res := runAndVerify(t, cfg)
+	workload.DoubtForTest(res) // the last commit landed, the ghost did not
+	if n := len(res.InDoubt()); n != 2 {
+		t.Fatalf("%d commits in doubt", n)
+	}
+	ctx := context.Background()
+	conn, err := dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if err := res.Verify(ctx, conn); err != nil {
+		t.Fatalf("with one commit in doubt landed and one not: %v", err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO ducklake_snapshot VALUES (1000, NOW(), 1, 1, 1); INSERT INTO ducklake_snapshot_changes VALUES (1000, 'inserted_into_table:1', NULL, 'ghost', NULL)`).ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Verify(ctx, conn); !errors.Is(err, workload.ErrVerify) || !strings.Contains(err.Error(), "never acknowledged") {
+		t.Fatalf("a commit nobody made: Verify = %v", err)
+	}
+}
+
 // TestRunStopsBlockedWriters: cancelling a run ends it even while every
 // writer is blocked inside a call to the server (here behind a lock on the
 // snapshot table), and Run reports the cancellation, not the connections
