@@ -3,8 +3,13 @@ package workload
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestCopyRoundTrip(t *testing.T) {
@@ -141,6 +146,27 @@ func TestStatsKeepTheirTable(t *testing.T) {
 	for _, bad := range [][][]byte{nil, {nil, {0}}, {{1, 2, 3}}} {
 		if _, err := st.mine(bad); !errors.Is(err, errCopyFormat) {
 			t.Errorf("row %q: %v; want a format error", bad, err)
+		}
+	}
+}
+
+// TestCommitInDoubt: which COMMIT errors leave the commit's fate unknown.
+func TestCommitInDoubt(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{io.ErrUnexpectedEOF, true}, // the connection closed mid-answer
+		{fmt.Errorf("read: %w", net.ErrClosed), true},
+		{&pgconn.PgError{Code: "57P01", Message: "server fenced"}, true},
+		{&pgconn.PgError{Code: "08006"}, true},
+		{fmt.Errorf("commit: %w", &pgconn.PgError{Code: "57P01"}), true},
+		{&pgconn.PgError{Code: "40001"}, false}, // refused: serialization
+		{&pgconn.PgError{Code: "23505"}, false}, // refused: the snapshot id is taken
+		{&pgconn.PgError{Code: "58030"}, false}, // refused: the store write failed
+	} {
+		if got := commitInDoubt(tc.err); got != tc.want {
+			t.Errorf("commitInDoubt(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

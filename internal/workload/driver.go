@@ -391,8 +391,9 @@ func (r *Result) Landed() []Landed { return append([]Landed(nil), r.landed...) }
 
 // InDoubt returns the commits whose COMMIT got no answer — the connection
 // failed during it, because the server went away (a fenced or killed
-// writer) or because the run stopped and closed it: each may have landed
-// or not, and Verify accepts either, whole.
+// writer) or because the run stopped and closed it — or was answered with
+// a shutdown error (57P: a fenced server): each may have landed or not,
+// and Verify accepts either, whole.
 func (r *Result) InDoubt() []Landed { return append([]Landed(nil), r.inDoubt...) }
 
 type driver struct {
@@ -1136,11 +1137,7 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 				out.landed = l
 				return out, nil
 			}
-			var pgErr *pgconn.PgError
-			if !errors.As(err, &pgErr) {
-				// No answer to the COMMIT (the connection failed during
-				// it: the server went away, or a stopped run closed it):
-				// the commit may have landed or not.
+			if commitInDoubt(err) {
 				d.recordInDoubt(l)
 			}
 		}
@@ -1193,8 +1190,23 @@ func (d *driver) commitTail(ctx context.Context, conn *pgconn.PgConn, rng *rand.
 	}
 }
 
-// recordInDoubt notes a commit whose COMMIT went unanswered
-// (Result.InDoubt).
+// commitInDoubt reports whether a COMMIT that returned err may have landed
+// all the same: it got no answer (the connection failed during it — the
+// server went away, or a stopped run closed it), or the server answered
+// that it is shutting down (class 57P: a fenced moraine answers 57P01 to a
+// commit whose store write may have landed before the fence overtook its
+// acknowledgement; docs/operations.md, Failover). Any other answer refuses
+// the commit.
+func commitInDoubt(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	return strings.HasPrefix(pgErr.Code, "57P") || strings.HasPrefix(pgErr.Code, "08")
+}
+
+// recordInDoubt notes a commit whose COMMIT may have landed though it was
+// not acknowledged (Result.InDoubt).
 func (d *driver) recordInDoubt(l Landed) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
