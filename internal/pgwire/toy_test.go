@@ -2,7 +2,6 @@ package pgwire
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -318,10 +317,7 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 			var msgs []byte
 			rows := 0
 			for ; rows < k && f.i < int64(n); rows, f.i = rows+1, f.i+1 {
-				at := len(msgs) + 1
-				msgs = append(msgs, 'd', 0, 0, 0, 0)
-				msgs = f.append(msgs)
-				binary.BigEndian.PutUint32(msgs[at:], uint32(len(msgs)-at))
+				msgs = AppendCopyData(msgs, f.append)
 			}
 			if err := co.AppendMessages(msgs, rows); err != nil {
 				return err

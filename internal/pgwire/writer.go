@@ -396,11 +396,19 @@ func (co *CopyOut) AppendRow(fn func(dst []byte) []byte) error {
 	return co.endData(at)
 }
 
-// AppendMessages appends rows whole rows as AppendRow frames them — each
-// a CopyData message: 'd', its length, the row payload — kept from an
-// earlier COPY (the SQL layer's cache of encoded rows). The first row of a
-// binary COPY still carries the COPY header. msgs must hold exactly rows
-// such messages; only the first one's length is read.
+// AppendCopyData appends to dst one CopyData message whose payload fn
+// appends: a COPY row framed as AppendRow frames it, for AppendMessages.
+func AppendCopyData(dst []byte, fn func(dst []byte) []byte) []byte {
+	at := len(dst) + 1
+	dst = fn(append(dst, 'd', 0, 0, 0, 0))
+	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at))
+	return dst
+}
+
+// AppendMessages appends rows whole rows framed by AppendCopyData, kept
+// from an earlier COPY (the SQL layer's cache of encoded rows). The first
+// row of a binary COPY still carries the COPY header. msgs must hold
+// exactly rows such messages; only the first one's length is read.
 func (co *CopyOut) AppendMessages(msgs []byte, rows int) error {
 	if co.closed {
 		return errWriterState

@@ -1,11 +1,10 @@
 package sql
 
 import (
-	"encoding/binary"
 	"sync"
 	"sync/atomic"
 
-	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
 )
 
@@ -139,14 +138,15 @@ type messageAppender interface {
 	AppendMessages(msgs []byte, rows int) error
 }
 
-// copyChunks is copyRows over a table's chunks, sending each chunk from
-// the cache when the same plan sent it before and putting the chunks it
-// encodes there (see above). rows is the table's row count. A row that
-// fails to encode ends the COPY as copyRows does: the rows before it are
-// sent, the error names it.
-func (p *copyPlan) copyChunks(co messageAppender, chunks func(fn func(memcat.Chunk) bool), rows int, cache *copyCache) error {
-	if p.tmpl == nil || cache == nil {
-		return p.copyRows(co, chunkRows(chunks))
+// copyChunks is copyRows over src's chunks, sending each chunk from the
+// cache when the same plan sent it before and putting the chunks it
+// encodes there (see above). A row that fails to encode ends the COPY as
+// copyRows does: the rows before it are sent, the error names it. Without
+// chunks, a cache or a memoized plan to name entries by, it is copyRows.
+func (p *copyPlan) copyChunks(co messageAppender, src encodedSource) error {
+	cache, chunks, rows := src.cache, src.chunks, src.rows
+	if p.tmpl == nil || cache == nil || chunks == nil {
+		return p.copyRows(co, src.scan)
 	}
 	w := &tupleWriter{p: p}
 	appendFn := w.append
@@ -201,8 +201,8 @@ func (p *copyPlan) sendChunk(co rowAppender, w *tupleWriter, appendFn func([]byt
 	return nil
 }
 
-// encodeChunk appends the CopyData messages of ch's rows to msgs, framed
-// as AppendRow frames them; ok is false if a row does not decode or does
+// encodeChunk appends the CopyData messages of ch's rows to msgs
+// (pgwire.AppendCopyData); ok is false if a row does not decode or does
 // not encode.
 func (p *copyPlan) encodeChunk(msgs []byte, w *tupleWriter, ch memcat.Chunk) (_ []byte, ok bool) {
 	ch.Touch()
@@ -211,30 +211,10 @@ func (p *copyPlan) encodeChunk(msgs []byte, w *tupleWriter, ch memcat.Chunk) (_ 
 		if p.walk(r) != nil {
 			return msgs, false
 		}
-		at := len(msgs) + 1
-		msgs = append(msgs, 'd', 0, 0, 0, 0)
 		w.r, w.ctid, w.err = r, int64(ctid), nil
-		msgs = w.append(msgs)
-		if w.err != nil {
+		if msgs = pgwire.AppendCopyData(msgs, w.append); w.err != nil {
 			return msgs, false
 		}
-		binary.BigEndian.PutUint32(msgs[at:], uint32(len(msgs)-at))
 	}
 	return msgs, true
-}
-
-// chunkRows is a scan over the rows of chunks.
-func chunkRows(chunks func(fn func(memcat.Chunk) bool)) encodedScan {
-	return func(fn func(ctid int64, r datum.Row) bool) {
-		chunks(func(ch memcat.Chunk) bool {
-			ch.Touch()
-			for i := 0; i < ch.Len(); i++ {
-				ctid, r := ch.Row(i)
-				if !fn(int64(ctid), r) {
-					return false
-				}
-			}
-			return true
-		})
-	}
 }

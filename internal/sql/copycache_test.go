@@ -70,7 +70,8 @@ func copyBoth(t tb, ctx context.Context, ex *Executor, s *Session, sql string, c
 	if src.chunks == nil {
 		return want.buf // a table this transaction writes: rows only
 	}
-	if err := p.copyChunks(&got, src.chunks, src.rows, cache); err != nil {
+	src.cache = cache
+	if err := p.copyChunks(&got, src); err != nil {
 		t.Fatal(err)
 	}
 	if got.rows != want.rows || !bytes.Equal(got.buf, want.buf) {

@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
 )
 
 // The binary COPY fast path. DuckDB reads the whole of each catalog table
@@ -40,6 +41,9 @@ type encodedScan func(fn func(ctid int64, r datum.Row) bool)
 // provides it, every COPY takes the general path.
 type encodedTable interface {
 	EncodedRows() (types []datum.Type, scan func(fn func(ctid int64, r datum.Row) bool), ok bool)
+	// EncodedChunks is EncodedRows a B-tree node at a time, for a table
+	// that can no longer change (the COPY cache's; copycache.go).
+	EncodedChunks() (types []datum.Type, chunks func(fn func(memcat.Chunk) bool), ok bool)
 }
 
 // copyOp is how one output column is written.

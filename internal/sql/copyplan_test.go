@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/pgwire"
 )
 
 // copyRecorder is a rowAppender that keeps each COPY row payload, framed
@@ -28,10 +29,7 @@ type copyRecorder struct {
 }
 
 func (c *copyRecorder) AppendRow(fn func(dst []byte) []byte) error {
-	at := len(c.buf) + 1
-	c.buf = append(c.buf, 'd', 0, 0, 0, 0)
-	c.buf = fn(c.buf)
-	binary.BigEndian.PutUint32(c.buf[at:], uint32(len(c.buf)-at))
+	c.buf = pgwire.AppendCopyData(c.buf, fn)
 	c.rows++
 	if c.flushAt > 0 && len(c.buf) > c.flushAt {
 		c.buf = c.buf[:0]

@@ -103,12 +103,7 @@ func (r *resultSink) copyOutEncoded(cols []colInfo, p *copyPlan, src encodedSour
 	if err != nil {
 		return err
 	}
-	if src.chunks != nil {
-		err = p.copyChunks(co, src.chunks, src.rows, src.cache)
-	} else {
-		err = p.copyRows(co, src.scan)
-	}
-	if err != nil {
+	if err := p.copyChunks(co, src); err != nil {
 		return err
 	}
 	r.done = true

@@ -741,7 +741,7 @@ func (sr *streamRead) encodedPlan() (*copyPlan, encodedSource, bool) {
 		return nil, src, false
 	}
 	src.scan = scan
-	if _, chunks, ok := sr.t.EncodedChunks(); ok {
+	if _, chunks, ok := et.EncodedChunks(); ok {
 		src.chunks, src.rows = chunks, sr.t.Len()
 	}
 	// A plan depends on the table's definition and the columns read, so a
