@@ -51,6 +51,18 @@ func insertStats(t tb, ctx context.Context, s *Session, tables int, note string)
 	mustSQL(t, ctx, s, "INSERT INTO ducklake_table_column_stats VALUES "+strings.Join(rows, ","))
 }
 
+// statsSession opens a session on a fresh executor whose
+// ducklake_table_column_stats holds eight rows for each of tables tables.
+func statsSession(t *testing.T, ctx context.Context, tables int) (*Executor, *Session) {
+	t.Helper()
+	ex := testServer()
+	s := ex.Open("lake", "postgres", "", 1)
+	t.Cleanup(func() { s.Close() })
+	mustSQL(t, ctx, s, statsTable)
+	insertStats(t, ctx, s, tables, "v")
+	return ex, s
+}
+
 // tb is what these helpers need of *testing.T and *rapid.T.
 type tb interface {
 	Helper()
@@ -139,11 +151,7 @@ func TestCopyCacheMatchesRowPath(t *testing.T) {
 // large for the cache leaves it alone.
 func TestCopyCacheSendsUnchangedChunks(t *testing.T) {
 	ctx := context.Background()
-	ex := testServer()
-	s := ex.Open("lake", "postgres", "", 1)
-	defer s.Close()
-	mustSQL(t, ctx, s, statsTable)
-	insertStats(t, ctx, s, 500, "v")
+	ex, s := statsSession(t, ctx, 500)
 	cache := newCopyCache(8 << 20)
 	counts := func() (hits, misses int64) {
 		h, m := cache.hits.Load(), cache.misses.Load()
@@ -192,11 +200,7 @@ func TestCopyCacheSendsUnchangedChunks(t *testing.T) {
 // (run with -race: entries are shared between sessions, read-only).
 func TestCopyCacheConcurrent(t *testing.T) {
 	ctx := context.Background()
-	ex := testServer()
-	w := ex.Open("lake", "postgres", "", 1)
-	defer w.Close()
-	mustSQL(t, ctx, w, statsTable)
-	insertStats(t, ctx, w, 200, "v")
+	ex, w := statsSession(t, ctx, 200)
 	cache := newCopyCache(8 << 20)
 	done := make(chan struct{})
 	errs := make(chan error, 4)
