@@ -42,18 +42,19 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	files := fs.Int("files", 1000000, "data files to register")
 	snaps := fs.Int("snapshots", 10000, "snapshots to spread them over")
 	stats := fs.Int("stats", 8, "column-stats rows per data file")
-	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the reload (with --postgres: of moraine serving the reads) to this file")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the reload (with --postgres: of this process while both systems' reads are timed; -tagignore system=postgres leaves PostgreSQL's client out) to this file")
 	pg := fs.String("postgres", "", "PostgreSQL conninfo: compare DuckLake's catalog reads against it (else: moraine-only load/heap figures)")
 	tables := fs.Int("tables", 10000, "user tables (with --postgres)")
 	reps := fs.Int("reps", 3, "runs of each read; the fastest counts (with --postgres)")
+	rounds := fs.Int("rounds", 1, "time every read this many times on both systems, the two taking turns at going first; the ratio is the median of the rounds' (with --postgres)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file (with --postgres)")
 	pngOut := fs.String("png", "", "write a bar chart of the read times to this PNG file (with --postgres)")
 	process := fs.Bool("process", false, "serve moraine's reads from a child `moraine serve` process on the built store, as deployed, instead of in-process (with --postgres; --cpuprofile then profiles the reading client only)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *files < 1 || *snaps < 1 || *stats < 1 || *tables < 1 || *reps < 1 {
-		fmt.Fprintln(stderr, "bench catalog: --files, --snapshots, --stats, --tables and --reps must be positive")
+	if *files < 1 || *snaps < 1 || *stats < 1 || *tables < 1 || *reps < 1 || *rounds < 1 {
+		fmt.Fprintln(stderr, "bench catalog: --files, --snapshots, --stats, --tables, --reps and --rounds must be positive")
 		return 2
 	}
 	if *process && *pg == "" {
@@ -61,7 +62,7 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		return 2
 	}
 	if *pg != "" {
-		o := catalogVsPG{postgres: *pg, reps: *reps, jsonOut: *jsonOut, pngOut: *pngOut, cpuprofile: *cpuprofile,
+		o := catalogVsPG{postgres: *pg, reps: *reps, rounds: *rounds, jsonOut: *jsonOut, pngOut: *pngOut, cpuprofile: *cpuprofile,
 			shape: bench.LakeShape{Tables: *tables, Files: *files, Stats: *stats, FilesPerCommit: max(1, (*files+*snaps-1) / *snaps)}}
 		var err error
 		if o.process, err = processExe(*process); err != nil {

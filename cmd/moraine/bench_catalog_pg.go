@@ -18,6 +18,7 @@ type catalogVsPG struct {
 	postgres        string
 	shape           bench.LakeShape
 	reps            int
+	rounds          int // times every read is timed on both systems; the ratio is the rounds' median
 	jsonOut, pngOut string
 	cpuprofile      string // CPU profile of the process while moraine serves the reads
 	process         string // serve the reads from a child process of this executable; "" in-process
@@ -84,10 +85,6 @@ func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer
 	fmt.Fprintf(stdout, "postgres: loaded the same %d rows by binary COPY FROM STDIN (piped from moraine) + VACUUM FREEZE ANALYZE in %.1fs\n",
 		copied, load.Seconds())
 
-	pgT, err := bench.TimeReads(ctx, pg, bench.Reads, o.reps)
-	if err != nil {
-		return fmt.Errorf("postgres: %w", err)
-	}
 	stopProfile, err := startProfiles(o.cpuprofile, "")
 	if err != nil {
 		return err
@@ -95,18 +92,29 @@ func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer
 	// Settle the process's heap first, as VACUUM settled PostgreSQL's
 	// tables: piping the catalog out to PostgreSQL and reading it back left
 	// gigabytes of garbage in this process (driver and server share it),
-	// and a collection of a heap that size running under the first reads
-	// timed is the load's cost, not theirs.
+	// and a collection of a heap that size running under the reads timed
+	// is the load's cost, not theirs.
 	runtime.GC()
-	moT, err := bench.TimeReads(ctx, mo, bench.Reads, o.reps)
+	var rounds []*bench.CatalogReport
+	for round := 0; round < o.rounds; round++ {
+		// The systems take turns at going first, read by read.
+		pgT, moT, err := bench.TimeReadsPaired(ctx, pg, mo, bench.Reads, o.reps, round%2 == 1)
+		if err != nil {
+			stopProfile()
+			return err
+		}
+		rep, err := bench.NewCatalogReport(bench.Machine(), o.shape, o.reps, pgT, moT)
+		if err != nil {
+			stopProfile()
+			return err
+		}
+		if o.rounds > 1 {
+			fmt.Fprintf(stderr, "round %d: ratio %.3f\n", round+1, rep.RatioVsPG)
+		}
+		rounds = append(rounds, rep)
+	}
 	stopProfile()
-	if err != nil {
-		return fmt.Errorf("moraine: %w", err)
-	}
-	rep, err := bench.NewCatalogReport(bench.Machine(), o.shape, o.reps, pgT, moT)
-	if err != nil {
-		return err
-	}
+	rep := bench.MedianRound(rounds)
 	rep.BuildSec, rep.CopySec, rep.CopiedRows = build.Seconds(), load.Seconds(), copied
 	if o.jsonOut != "" {
 		if err := bench.WriteJSON(o.jsonOut, rep); err != nil {

@@ -206,9 +206,14 @@ func TestBenchChildProcess(t *testing.T) {
 
 func TestBenchCatalogSmoke(t *testing.T) {
 	pg := testenv.Postgres(t)
-	for _, process := range []bool{false, true} {
-		t.Run(fmt.Sprintf("process=%v", process), func(t *testing.T) {
-			args := []string{"--tables=5", "--files=200", "--snapshots=10", "--stats=4", "--reps=1", "--postgres", pg}
+	for _, tc := range []struct {
+		name    string
+		process bool
+		rounds  int
+	}{{"in-process", false, 1}, {"process", true, 1}, {"rounds", false, 3}} {
+		process := tc.process
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--tables=5", "--files=200", "--snapshots=10", "--stats=4", "--reps=1", "--rounds=" + strconv.Itoa(tc.rounds), "--postgres", pg}
 			if process {
 				// The child is this test binary run as moraine (TestMain).
 				t.Setenv("MORAINE_TEST_AS_MAIN", "1")
@@ -229,11 +234,23 @@ func TestBenchCatalogSmoke(t *testing.T) {
 			if child := strings.Contains(out, "serving that store from a child `moraine serve` process"); child != process {
 				t.Fatalf("--process %v, but says it served from a child: %v:\n%s", process, child, out)
 			}
+			// Several rounds: each round's ratio, and their median is the
+			// figure.
+			byRound := regexp.MustCompile(`ratio round by round: (\S+ \S+ \S+); median (\S+)\n`).FindStringSubmatch(out)
+			if (byRound != nil) != (tc.rounds > 1) {
+				t.Fatalf("%d rounds, round-by-round line %q:\n%s", tc.rounds, byRound, out)
+			}
+			if byRound != nil && !strings.HasSuffix(out, "ratio_vs_postgres="+byRound[2]+"\n") {
+				t.Fatalf("the figure is not the rounds' median %s:\n%s", byRound[2], out)
+			}
 		})
 	}
 	var bad, errb bytes.Buffer
 	if code := benchCatalogMain(context.Background(), []string{"--tables=0", "--postgres", pg}, &bad, &errb); code != 2 {
 		t.Fatalf("bad --tables: exit %d", code)
+	}
+	if code := benchCatalogMain(context.Background(), []string{"--rounds=0", "--postgres", pg}, &bad, &errb); code != 2 {
+		t.Fatalf("bad --rounds: exit %d", code)
 	}
 	if code := benchCatalogMain(context.Background(), []string{"--process"}, &bad, &errb); code != 2 {
 		t.Fatalf("--process without --postgres: exit %d", code)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -191,33 +193,60 @@ type countingWriter struct{ n int64 }
 
 func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
 
-// TimeReads runs every read reps times on conn and keeps the fastest run
-// of each.
-func TimeReads(ctx context.Context, conn *pgconn.PgConn, reads []Read, reps int) ([]ReadTiming, error) {
-	out := make([]ReadTiming, len(reads))
+// TimeReadsPaired times every read on both systems, keeping the fastest of
+// reps runs of each: a read runs reps times on one system and then reps
+// times on the other before the next read begins, moraine's first if moraineFirst. Timing one system's reads
+// after the other's put seconds between the two timings of a read, and on
+// a shared machine whose speed drifts over seconds (the development VM's
+// whole-table reads moved by a third from one minute to the next) that
+// drift fell on one system only. Each system's reads run under the pprof
+// label system=postgres or system=moraine, so a CPU profile of the run can
+// leave the other system's client out (-tagignore system=postgres).
+func TimeReadsPaired(ctx context.Context, pg, mo *pgconn.PgConn, reads []Read, reps int, moraineFirst bool) (pgT, moT []ReadTiming, err error) {
+	pgT, moT = make([]ReadTiming, len(reads)), make([]ReadTiming, len(reads))
+	sides := []struct {
+		name string
+		conn *pgconn.PgConn
+		out  []ReadTiming
+	}{{"postgres", pg, pgT}, {"moraine", mo, moT}}
+	if moraineFirst {
+		sides[0], sides[1] = sides[1], sides[0]
+	}
 	for i, r := range reads {
-		best := ReadTiming{Time: -1}
-		for rep := 0; rep < max(1, reps); rep++ {
-			cw := &countingWriter{}
-			t0 := time.Now()
-			if r.Describe != "" {
-				if err := workload.Describe(ctx, conn, r.Describe); err != nil {
-					return nil, fmt.Errorf("%s: describe: %w", r.Name, err)
-				}
-			}
-			tag, err := conn.CopyTo(ctx, cw, r.SQL)
+		for _, s := range sides {
+			pprof.Do(ctx, pprof.Labels("system", s.name), func(ctx context.Context) {
+				s.out[i], err = timeRead(ctx, s.conn, r, reps)
+			})
 			if err != nil {
-				return nil, fmt.Errorf("%s: %w", r.Name, err)
-			}
-			d := time.Since(t0)
-			if best.Time < 0 || d < best.Time {
-				best = ReadTiming{Rows: tag.RowsAffected(), Bytes: cw.n, Time: d}
+				return nil, nil, fmt.Errorf("%s: %w", s.name, err)
 			}
 		}
-		best.MS = float64(best.Time) / float64(time.Millisecond)
-		out[i] = best
 	}
-	return out, nil
+	return pgT, moT, nil
+}
+
+// timeRead runs r reps times on conn and returns the fastest run.
+func timeRead(ctx context.Context, conn *pgconn.PgConn, r Read, reps int) (ReadTiming, error) {
+	best := ReadTiming{Time: -1}
+	for rep := 0; rep < max(1, reps); rep++ {
+		cw := &countingWriter{}
+		t0 := time.Now()
+		if r.Describe != "" {
+			if err := workload.Describe(ctx, conn, r.Describe); err != nil {
+				return ReadTiming{}, fmt.Errorf("%s: describe: %w", r.Name, err)
+			}
+		}
+		tag, err := conn.CopyTo(ctx, cw, r.SQL)
+		if err != nil {
+			return ReadTiming{}, fmt.Errorf("%s: %w", r.Name, err)
+		}
+		d := time.Since(t0)
+		if best.Time < 0 || d < best.Time {
+			best = ReadTiming{Rows: tag.RowsAffected(), Bytes: cw.n, Time: d}
+		}
+	}
+	best.MS = float64(best.Time) / float64(time.Millisecond)
+	return best, nil
 }
 
 // CatalogRow is one statement in the catalog report.
@@ -232,14 +261,19 @@ type CatalogRow struct {
 
 // CatalogReport is `moraine bench catalog --postgres`.
 type CatalogReport struct {
-	Benchmark   string        `json:"benchmark"`
-	Machine     string        `json:"machine"`
-	Shape       LakeShape     `json:"shape"`
-	BuildSec    float64       `json:"moraine_build_sec"`
-	CopySec     float64       `json:"postgres_load_sec"`
-	CopiedRows  int64         `json:"rows_copied"`
-	Reps        int           `json:"repetitions"`
-	Rows        []CatalogRow  `json:"reads"`
+	Benchmark  string    `json:"benchmark"`
+	Machine    string    `json:"machine"`
+	Shape      LakeShape `json:"shape"`
+	BuildSec   float64   `json:"moraine_build_sec"`
+	CopySec    float64   `json:"postgres_load_sec"`
+	CopiedRows int64     `json:"rows_copied"`
+	Reps       int       `json:"repetitions"`
+	// Rows are the reads of the median round (MedianRound), the whole run
+	// for a single round.
+	Rows []CatalogRow `json:"reads"`
+	// RoundRatios are every round's ratio_vs_postgres, in the order run;
+	// with more than one, RatioVsPG is their median.
+	RoundRatios []float64     `json:"round_ratios"`
 	PhaseMS     [2][2]float64 `json:"-"`
 	RatioVsPG   float64       `json:"ratio_vs_postgres"`
 	RowsMatched bool          `json:"rows_matched"`
@@ -284,6 +318,30 @@ func rate(n int64, ms float64) string {
 	return fmt.Sprintf("%.0f", v)
 }
 
+// MedianRound reports the rounds of one run (each a NewCatalogReport over
+// the same catalog, in the order run) as one: the median round's reads,
+// every round's ratio, and their median as ratio_vs_postgres — the commit
+// benchmark's --rounds method, so that a burst of the shared machine's
+// load in one round does not decide the figure.
+func MedianRound(rounds []*CatalogReport) *CatalogReport {
+	ratios := make([]float64, len(rounds))
+	for i, r := range rounds {
+		ratios[i] = r.RatioVsPG
+	}
+	// The round whose ratio is nearest the median (for an even count, the
+	// median lies between two rounds; the lower one is shown).
+	mid := workload.Median(ratios)
+	pick := rounds[0]
+	for _, r := range rounds {
+		if d, best := math.Abs(r.RatioVsPG-mid), math.Abs(pick.RatioVsPG-mid); d < best || d == best && r.RatioVsPG < pick.RatioVsPG {
+			pick = r
+		}
+	}
+	out := *pick
+	out.RoundRatios, out.RatioVsPG = ratios, mid
+	return &out
+}
+
 // WriteTable prints one line per read with both systems, a total per phase,
 // and ends with `ratio_vs_postgres=<x>`.
 func (r *CatalogReport) WriteTable(w io.Writer) error {
@@ -314,6 +372,13 @@ func (r *CatalogReport) WriteTable(w io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(w, "wire bytes are postgres/moraine; times are the fastest of", r.Reps, "runs; pg/moraine > 1 means moraine is faster")
+	if len(r.RoundRatios) > 1 {
+		parts := make([]string, len(r.RoundRatios))
+		for i, x := range r.RoundRatios {
+			parts[i] = fmt.Sprintf("%.2f", x)
+		}
+		fmt.Fprintf(w, "the reads above are the median round's; ratio round by round: %s; median %.3f\n", strings.Join(parts, " "), r.RatioVsPG)
+	}
 	_, err := fmt.Fprintf(w, "ratio_vs_postgres=%.3f\n", r.RatioVsPG)
 	return err
 }

@@ -291,7 +291,7 @@ func RunBench(ctx context.Context, bc BenchConfig) (*BenchReport, error) {
 		rep.BaselineLabel = bc.Targets[0].Name
 		rep.RoundRatios = rep.roundRatios(hi)
 		if len(rep.RoundRatios) > 0 {
-			rep.RatioVsPG = median(rep.RoundRatios)
+			rep.RatioVsPG = Median(rep.RoundRatios)
 		}
 	}
 	return rep, nil
@@ -338,9 +338,9 @@ func (r *BenchReport) roundRatios(n int) []float64 {
 	return out
 }
 
-// median of a non-empty slice (the mean of the middle two for an even
+// Median of a non-empty slice (the mean of the middle two for an even
 // count); xs is not modified.
-func median(xs []float64) float64 {
+func Median(xs []float64) float64 {
 	s := append([]float64(nil), xs...)
 	sort.Float64s(s)
 	if n := len(s); n%2 == 1 {
