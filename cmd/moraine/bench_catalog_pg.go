@@ -20,7 +20,7 @@ type catalogVsPG struct {
 	reps            int
 	rounds          int // times every read is timed on both systems; the ratio is the rounds' median
 	jsonOut, pngOut string
-	cpuprofile      string // CPU profile of the process while moraine serves the reads
+	cpuprofile      string // CPU profile of the process while both systems' reads are timed
 	process         string // serve the reads from a child process of this executable; "" in-process
 }
 

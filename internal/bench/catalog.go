@@ -195,12 +195,13 @@ func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); re
 
 // TimeReadsPaired times every read on both systems, keeping the fastest of
 // reps runs of each: a read runs reps times on one system and then reps
-// times on the other before the next read begins, moraine's first if moraineFirst. Timing one system's reads
-// after the other's put seconds between the two timings of a read, and on
-// a shared machine whose speed drifts over seconds (the development VM's
-// whole-table reads moved by a third from one minute to the next) that
-// drift fell on one system only. Each system's reads run under the pprof
-// label system=postgres or system=moraine, so a CPU profile of the run can
+// times on the other (moraine's first if moraineFirst) before the next
+// read begins. Timing all of one system's reads after the other's put
+// seconds between the two timings of a read, and on a shared machine
+// whose speed drifts over seconds (the development VM's whole-table reads
+// moved by a third from one minute to the next) that drift fell on one
+// system only. Each system's reads run under the pprof label
+// system=postgres or system=moraine, so that a CPU profile of the run can
 // leave the other system's client out (-tagignore system=postgres).
 func TimeReadsPaired(ctx context.Context, pg, mo *pgconn.PgConn, reads []Read, reps int, moraineFirst bool) (pgT, moT []ReadTiming, err error) {
 	pgT, moT = make([]ReadTiming, len(reads)), make([]ReadTiming, len(reads))
