@@ -335,8 +335,13 @@ func (x *exec) aggregate(fc *pg.FuncCall, in *rel) (tv, error) {
 	}
 	e := &env{cols: in.cols}
 	if name == "count" {
-		if fc.AggStar {
+		switch {
+		case fc.AggStar:
 			return tv{datum.IntValue(int64(len(in.rows))), datum.Int8}, nil
+		case len(fc.Args) == 0:
+			return tv{}, errf(codeWrongObjectType, "count(*) must be used to call a parameterless aggregate function")
+		case len(fc.Args) > 1:
+			return tv{}, errf(codeUndefinedFunc, "function %s does not exist", name)
 		}
 		n := int64(0)
 		for _, row := range in.rows {
