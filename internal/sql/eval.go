@@ -506,6 +506,13 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 		}
 		return tv{datum.ArrayValue(elem, vals), at}, nil
 	case pg.SubLinkType_ANY_SUBLINK:
+		// x IN (SELECT …) compares x with the subquery's one column.
+		switch {
+		case len(r.cols) == 0:
+			return tv{}, errf(codeSyntax, "subquery has too few columns")
+		case len(r.cols) > 1:
+			return tv{}, errf(codeSyntax, "subquery has too many columns")
+		}
 		l, err := x.eval(sl.Testexpr, e)
 		if err != nil {
 			return tv{}, err
