@@ -505,20 +505,27 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 			vals[i] = row[0]
 		}
 		return tv{datum.ArrayValue(elem, vals), at}, nil
-	case pg.SubLinkType_ANY_SUBLINK:
-		// x IN (SELECT …) compares x with the subquery's one column.
+	case pg.SubLinkType_ANY_SUBLINK, pg.SubLinkType_ALL_SUBLINK:
+		// x IN (SELECT …) and x op ANY/ALL (SELECT …) compare x with the
+		// subquery's one column; IN names no operator and means =.
 		switch {
 		case len(r.cols) == 0:
 			return tv{}, errf(codeSyntax, "subquery has too few columns")
 		case len(r.cols) > 1:
 			return tv{}, errf(codeSyntax, "subquery has too many columns")
 		}
+		op := "="
+		if len(sl.OperName) > 0 {
+			op = opName(sl.OperName)
+		}
 		l, err := x.eval(sl.Testexpr, e)
 		if err != nil {
 			return tv{}, err
 		}
-		return fold3(len(r.rows), true, func(i int) (tv, error) {
-			return compareOp("=", l, tv{r.rows[i][0], r.cols[0].typ})
+		// ANY is true at the first true comparison, ALL false at the first
+		// false; otherwise a NULL comparison makes the answer NULL.
+		return fold3(len(r.rows), sl.SubLinkType == pg.SubLinkType_ANY_SUBLINK, func(i int) (tv, error) {
+			return compareOp(op, l, tv{r.rows[i][0], r.cols[0].typ})
 		})
 	}
 	return tv{}, unsupported("subquery of kind %s", sl.SubLinkType)
