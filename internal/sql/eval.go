@@ -508,6 +508,9 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 	case pg.SubLinkType_ANY_SUBLINK, pg.SubLinkType_ALL_SUBLINK:
 		// x IN (SELECT …) and x op ANY/ALL (SELECT …) compare x with the
 		// subquery's one column; IN names no operator and means =.
+		if sl.Testexpr.GetRowExpr() != nil {
+			return tv{}, unsupported("row comparison with a subquery")
+		}
 		switch {
 		case len(r.cols) == 0:
 			return tv{}, errf(codeSyntax, "subquery has too few columns")
