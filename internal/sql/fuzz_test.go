@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/moraine-db/moraine/internal/pgwire"
 )
 
 // FuzzStatement feeds arbitrary text to the SQL front: parse, classify and
@@ -38,14 +40,7 @@ func FuzzStatement(f *testing.F) {
 	for _, s := range seeds {
 		f.Add(s)
 	}
-	ex := testServer()
-	setup := ex.Open("fuzz", "postgres", "", 1)
-	_ = setup.query(context.Background(), `CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY, "snapshot_time" TIMESTAMP WITH TIME ZONE, "schema_version" BIGINT, "next_catalog_id" BIGINT, "next_file_id" BIGINT);
-CREATE TABLE "public"."ducklake_metadata"("key" VARCHAR NOT NULL, "value" VARCHAR NOT NULL, "scope" VARCHAR, "scope_id" BIGINT);
-CREATE TABLE "public"."ducklake_data_file"("data_file_id" BIGINT PRIMARY KEY, "table_id" BIGINT, "begin_snapshot" BIGINT, "end_snapshot" BIGINT);
-CREATE TABLE "public"."ducklake_column"("column_id" BIGINT, "table_id" BIGINT, "end_snapshot" BIGINT);
-INSERT INTO "public".ducklake_snapshot VALUES (0, NOW(), 0, 1, 0), (1, NOW(), 1, 2, 0);
-INSERT INTO "public".ducklake_metadata VALUES ('version', '0.3', NULL, NULL)`, &textSink{})
+	ex := fuzzServer(f)
 	f.Fuzz(func(t *testing.T, sql string) {
 		s := ex.Open("fuzz", "postgres", "", 2)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -53,5 +48,78 @@ INSERT INTO "public".ducklake_metadata VALUES ('version', '0.3', NULL, NULL)`, &
 		_ = s.query(ctx, sql, &textSink{stdin: "1\t2\n"})
 		_, _ = s.Prepare(ctx, sql, nil)
 		_ = s.Close()
+	})
+}
+
+// fuzzServer is an executor with a database "fuzz" holding a few DuckLake
+// tables and rows, for the fuzz targets to run statements against.
+func fuzzServer(tb testing.TB) *Executor {
+	ex := testServer()
+	setup := ex.Open("fuzz", "postgres", "", 1)
+	defer setup.Close()
+	err := setup.query(context.Background(), `CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY, "snapshot_time" TIMESTAMP WITH TIME ZONE, "schema_version" BIGINT, "next_catalog_id" BIGINT, "next_file_id" BIGINT);
+CREATE TABLE "public"."ducklake_metadata"("key" VARCHAR NOT NULL, "value" VARCHAR NOT NULL, "scope" VARCHAR, "scope_id" BIGINT);
+CREATE TABLE "public"."ducklake_data_file"("data_file_id" BIGINT PRIMARY KEY, "table_id" BIGINT, "begin_snapshot" BIGINT, "end_snapshot" BIGINT);
+CREATE TABLE "public"."ducklake_column"("column_id" BIGINT, "table_id" BIGINT, "end_snapshot" BIGINT);
+INSERT INTO "public".ducklake_snapshot VALUES (0, NOW(), 0, 1, 0), (1, NOW(), 1, 2, 0);
+INSERT INTO "public".ducklake_metadata VALUES ('version', '0.3', NULL, NULL);
+INSERT INTO "public".ducklake_data_file VALUES (7, 1, 1, NULL), (8, 2, 1, 3)`, &textSink{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return ex
+}
+
+// FuzzBoundStatement is FuzzStatement through the extended protocol's
+// path: the text is prepared with one parameter of a fuzzed type, bound
+// to a fuzzed value in text or binary form, and run with it. Bind may
+// refuse the value and the statement may fail; nothing may panic.
+func FuzzBoundStatement(f *testing.F) {
+	seeds := []struct {
+		sql    string
+		oid    uint32
+		binary bool
+		value  []byte
+	}{
+		{`SELECT snapshot_id FROM ducklake_snapshot WHERE snapshot_id = $1`, 20, false, []byte("1")},
+		{`SELECT snapshot_id FROM ducklake_snapshot WHERE snapshot_id IN (SELECT $1::BIGINT)`, 0, true, []byte{0, 0, 0, 0, 0, 0, 0, 1}},
+		{`UPDATE ducklake_data_file SET end_snapshot = $1 WHERE data_file_id = 7`, 20, false, nil},
+		{`INSERT INTO ducklake_metadata VALUES ($1, 'v', NULL, NULL)`, 25, false, []byte("k")},
+		{`SELECT $1::TIMESTAMP WITH TIME ZONE, $1 IS NULL`, 1184, true, []byte{0, 0, 0, 0, 0, 0, 0, 0}},
+		{`SELECT count(*) FROM ducklake_data_file WHERE table_id = ANY($1)`, 1016, false, []byte("{1,2}")},
+		{`SELECT CAST($1 AS NUMERIC) + 1`, 1700, false, []byte("1.5")},
+		{`DELETE FROM ducklake_data_file WHERE ctid = $1`, 27, false, []byte("(0,1)")},
+	}
+	for _, s := range seeds {
+		f.Add(s.sql, s.oid, s.binary, s.value)
+	}
+	ex := fuzzServer(f)
+	f.Fuzz(func(t *testing.T, sql string, oid uint32, binary bool, value []byte) {
+		s := ex.Open("fuzz", "postgres", "", 2)
+		defer s.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		st, err := s.Prepare(ctx, sql, []uint32{oid})
+		if err != nil {
+			return
+		}
+		format := int16(0)
+		if binary {
+			format = 1
+		}
+		params := make([]pgwire.Param, len(st.ParamOIDs()))
+		for i := range params {
+			params[i] = pgwire.Param{OID: oid, Format: format, Value: value}
+		}
+		po, err := st.Bind(ctx, params)
+		if err != nil {
+			return
+		}
+		p := po.(*portal)
+		for _, stmt := range p.p.stmts {
+			if s.run(ctx, stmt, &textSink{stdin: "1\t2\n"}, p.params) != nil {
+				return
+			}
+		}
 	})
 }
