@@ -37,13 +37,13 @@ func Cast(v Value, from, to Type) (Value, error) {
 	case KindInt:
 		switch v.K {
 		case KindInt, KindBool:
-			return checkIntRange(to, v.I)
+			return CheckIntRange(to, v.I)
 		case KindFloat:
 			f := v.Float()
 			if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 9.3e18 {
 				return Null, outOfRange(to, FormatText(Float8, v))
 			}
-			return checkIntRange(to, int64(math.RoundToEven(f)))
+			return CheckIntRange(to, int64(math.RoundToEven(f)))
 		case KindNumeric:
 			r, err := ParseNumeric(v.S, NumericType(1000, 0))
 			if err != nil {
@@ -53,7 +53,7 @@ func Cast(v Value, from, to Type) (Value, error) {
 			if err != nil {
 				return Null, outOfRange(to, v.S)
 			}
-			return checkIntRange(to, i)
+			return CheckIntRange(to, i)
 		}
 	case KindFloat:
 		switch v.K {
@@ -122,7 +122,9 @@ func Cast(v Value, from, to Type) (Value, error) {
 	return Null, &SyntaxError{Code: "42846", Msg: fmt.Sprintf("cannot cast type %s to %s", defaultType(v.K), to)}
 }
 
-func checkIntRange(t Type, i int64) (Value, error) {
+// CheckIntRange is i as a value of integer type t, or PostgreSQL's 22003
+// error (IntRangeError) if it does not fit t.
+func CheckIntRange(t Type, i int64) (Value, error) {
 	lo, hi := int64(math.MinInt64), int64(math.MaxInt64)
 	switch t.OID {
 	case OIDInt2:
@@ -133,10 +135,15 @@ func checkIntRange(t Type, i int64) (Value, error) {
 		lo, hi = 0, math.MaxUint32
 	}
 	if i < lo || i > hi {
-		name := strings.TrimSuffix(t.String(), " ")
-		return Null, &SyntaxError{Code: "22003", Msg: name + " out of range"}
+		return Null, IntRangeError(t)
 	}
 	return IntValue(i), nil
+}
+
+// IntRangeError is PostgreSQL's error for a value outside integer type t
+// ("integer out of range").
+func IntRangeError(t Type) error {
+	return &SyntaxError{Code: "22003", Msg: strings.TrimSuffix(t.String(), " ") + " out of range"}
 }
 
 // defaultType is the type a value of kind k has when nothing else says:

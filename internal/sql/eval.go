@@ -261,7 +261,7 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 				return tv{}, err
 			}
 			if op == "-" && r.v.K == datum.KindInt {
-				return tv{datum.IntValue(-r.v.I), r.t}, nil
+				return intArith("-", tv{datum.IntValue(0), r.t}, r)
 			}
 			if op == "-" && r.v.K == datum.KindNumeric {
 				s := r.v.S
@@ -306,14 +306,7 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 				return tv{datum.Null, l.t}, nil
 			}
 			if l.v.K == datum.KindInt && r.v.K == datum.KindInt {
-				t := l.t
-				if r.t == datum.Int8 {
-					t = datum.Int8
-				}
-				if op == "+" {
-					return tv{datum.IntValue(l.v.I + r.v.I), t}, nil
-				}
-				return tv{datum.IntValue(l.v.I - r.v.I), t}, nil
+				return intArith(op, l, r)
 			}
 		case "||":
 			if l.t.Kind() == datum.KindArray || r.t.Kind() == datum.KindArray {

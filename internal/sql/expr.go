@@ -235,6 +235,55 @@ func compareOp(op string, a, b tv) (tv, error) {
 	return tv{}, unsupported("operator %s", op)
 }
 
+// intArith is l op r, op "+" or "-", for two integers, as PostgreSQL's
+// int2/int4/int8 operators compute it: typed as the wider operand, and
+// 22003 when the result does not fit that type (never a wrapped value).
+func intArith(op string, l, r tv) (tv, error) {
+	t := widerInt(l.t, r.t)
+	a, b := l.v.I, r.v.I
+	var v int64
+	var ok bool
+	switch {
+	case op == "+":
+		v, ok = addInt64(a, b)
+	case b == math.MinInt64:
+		// -b does not exist; a - b fits only for a < 0.
+		v, ok = a-b, a < 0
+	default:
+		v, ok = addInt64(a, -b)
+	}
+	if !ok {
+		// Only int8 operands reach past int64.
+		return tv{}, asPg(datum.IntRangeError(t))
+	}
+	x, err := datum.CheckIntRange(t, v)
+	if err != nil {
+		return tv{}, asPg(err)
+	}
+	return tv{x, t}, nil
+}
+
+// addInt64 is a + b, ok false if it overflows.
+func addInt64(a, b int64) (int64, bool) {
+	v := a + b
+	return v, (a >= 0) != (b >= 0) || (v >= 0) == (a >= 0)
+}
+
+// widerInt is the type of an integer operator's result: int8 if either
+// operand is, else int4 if either is, else int2 for two int2s; any other
+// integer type (oid) keeps the left operand's.
+func widerInt(l, r datum.Type) datum.Type {
+	switch {
+	case l == datum.Int8 || r == datum.Int8:
+		return datum.Int8
+	case l == datum.Int4 || r == datum.Int4:
+		return datum.Int4
+	case l == datum.Int2 && r == datum.Int2:
+		return datum.Int2
+	}
+	return l
+}
+
 // truth is SQL's WHERE test: only TRUE passes.
 func truth(x tv) bool { return x.v.K == datum.KindBool && x.v.I != 0 }
 

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"math/big"
 	"slices"
 	"strconv"
 	"strings"
@@ -385,6 +386,7 @@ func (x *exec) aggregate(fc *pg.FuncCall, in *rel) (tv, error) {
 	}
 	acc := tv{datum.Null, resT}
 	var sum int64
+	var wide *big.Int // the sum, once it no longer fits sum
 	var any bool
 	for _, row := range in.rows {
 		e.row = row
@@ -408,7 +410,14 @@ func (x *exec) aggregate(fc *pg.FuncCall, in *rel) (tv, error) {
 			if v.v.K != datum.KindInt {
 				return tv{}, unsupported("sum over %s", v.t)
 			}
-			sum += v.v.I
+			switch s, ok := addInt64(sum, v.v.I); {
+			case wide != nil:
+				wide.Add(wide, big.NewInt(v.v.I))
+			case ok:
+				sum = s
+			default:
+				wide = new(big.Int).Add(big.NewInt(sum), big.NewInt(v.v.I))
+			}
 			any = true
 		case "bool_and":
 			if acc.v.IsNull() {
@@ -423,9 +432,16 @@ func (x *exec) aggregate(fc *pg.FuncCall, in *rel) (tv, error) {
 		}
 	}
 	if name == "sum" && any {
-		if resT == datum.Numeric {
+		// sum(int8) is numeric and cannot overflow; sum(int2/int4) is
+		// int8, and past it PostgreSQL fails with 22003.
+		switch {
+		case resT == datum.Numeric && wide != nil:
+			acc.v = datum.NumericValue(wide.String())
+		case resT == datum.Numeric:
 			acc.v = datum.NumericValue(strconv.FormatInt(sum, 10))
-		} else {
+		case wide != nil:
+			return tv{}, asPg(datum.IntRangeError(resT))
+		default:
 			acc.v = datum.IntValue(sum)
 		}
 	}
@@ -526,7 +542,7 @@ func (x *exec) finish(s *pg.SelectStmt, out *rel, keys []sortKey, sortVals [][]d
 		out.rows = rows
 	}
 	if s.LimitOffset != nil {
-		n, err := x.limitValue(s.LimitOffset)
+		n, err := x.limitValue(s.LimitOffset, "OFFSET", "2201X")
 		if err != nil {
 			return nil, err
 		}
@@ -535,7 +551,7 @@ func (x *exec) finish(s *pg.SelectStmt, out *rel, keys []sortKey, sortVals [][]d
 		}
 	}
 	if s.LimitCount != nil {
-		n, err := x.limitValue(s.LimitCount)
+		n, err := x.limitValue(s.LimitCount, "LIMIT", "2201W")
 		if err != nil {
 			return nil, err
 		}
@@ -546,7 +562,9 @@ func (x *exec) finish(s *pg.SelectStmt, out *rel, keys []sortKey, sortVals [][]d
 	return out, nil
 }
 
-func (x *exec) limitValue(n *pg.Node) (int64, error) {
+// limitValue is the count of a LIMIT or OFFSET clause (what, refused
+// with code when negative); -1 for NULL, which is no limit.
+func (x *exec) limitValue(n *pg.Node, what, code string) (int64, error) {
 	v, err := x.eval(n, &env{})
 	if err != nil {
 		return 0, err
@@ -559,7 +577,7 @@ func (x *exec) limitValue(n *pg.Node) (int64, error) {
 		return 0, err
 	}
 	if iv.I < 0 {
-		return 0, errf("2201W", "LIMIT must not be negative")
+		return 0, errf(code, "%s must not be negative", what)
 	}
 	return iv.I, nil
 }
