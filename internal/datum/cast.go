@@ -41,7 +41,7 @@ func Cast(v Value, from, to Type) (Value, error) {
 		case KindFloat:
 			f := v.Float()
 			if math.IsNaN(f) || math.IsInf(f, 0) || math.Abs(f) > 9.3e18 {
-				return Null, outOfRange(to, FormatText(Float8, v))
+				return Null, IntRangeError(to)
 			}
 			return CheckIntRange(to, int64(math.RoundToEven(f)))
 		case KindNumeric:
@@ -49,9 +49,12 @@ func Cast(v Value, from, to Type) (Value, error) {
 			if err != nil {
 				return Null, err
 			}
+			if r == "NaN" {
+				return Null, &SyntaxError{Code: "0A000", Msg: "cannot convert NaN to " + strings.TrimSuffix(to.String(), " ")}
+			}
 			i, err := strconv.ParseInt(r, 10, 64)
 			if err != nil {
-				return Null, outOfRange(to, v.S)
+				return Null, IntRangeError(to)
 			}
 			return CheckIntRange(to, i)
 		}

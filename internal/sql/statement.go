@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -193,9 +194,26 @@ func columnList(t *memcat.Table, list []*pg.Node) ([]int, error) {
 		if j < 0 {
 			return nil, errf(codeUndefinedColumn, "column %q of relation %q does not exist", name, t.Name)
 		}
+		if slices.Contains(idx[:i], j) {
+			return nil, errf(codeDuplicateColumn, "column %q specified more than once", name)
+		}
 		idx[i] = j
 	}
 	return idx, nil
+}
+
+// insertArity checks an INSERT row of n values against its target
+// columns: never more values than columns, and with a column list named
+// in the statement no fewer (without one, the table's trailing columns
+// take their defaults).
+func insertArity(n, cols int, named bool) error {
+	switch {
+	case n > cols:
+		return errf(codeSyntax, "INSERT has more expressions than target columns")
+	case n < cols && named:
+		return errf(codeSyntax, "INSERT has more target columns than expressions")
+	}
+	return nil
 }
 
 func (x *exec) insert(s *pg.InsertStmt, out sink) error {
@@ -235,8 +253,8 @@ func (x *exec) insert(s *pg.InsertStmt, out sink) error {
 		none := &env{}
 		for _, l := range sel.ValuesLists {
 			items := l.GetList().GetItems()
-			if len(items) > len(idx) {
-				return errf(codeSyntax, "INSERT has more expressions than target columns")
+			if err := insertArity(len(items), len(idx), len(s.Cols) > 0); err != nil {
+				return err
 			}
 			row := slab[:len(items):len(items)]
 			slab = slab[len(items):]
@@ -258,8 +276,8 @@ func (x *exec) insert(s *pg.InsertStmt, out sink) error {
 		if err != nil {
 			return err
 		}
-		if len(r.cols) > len(idx) {
-			return errf(codeSyntax, "INSERT has more expressions than target columns")
+		if err := insertArity(len(r.cols), len(idx), len(s.Cols) > 0); err != nil {
+			return err
 		}
 		for _, vr := range r.rows {
 			row := make([]tv, len(vr))
