@@ -284,6 +284,28 @@ func widerInt(l, r datum.Type) datum.Type {
 	return l
 }
 
+// condition is a WHERE or JOIN/ON condition's outcome for one row (clause
+// names it in the error): only TRUE passes; a value that is not boolean
+// is 42804, as PostgreSQL refuses it when it plans the statement, and a
+// quoted literal is read as a boolean ('true', 'f', …). A caller that
+// only narrows rows ahead of the clause (a prefilter) keeps a row whose
+// condition fails, so that the clause itself reports it.
+func condition(clause string, v tv) (bool, error) {
+	switch {
+	case v.t.OID == datum.OIDBool:
+		return truth(v), nil
+	case v.v.IsNull():
+		return false, nil
+	case v.t == unknownType && v.v.K == datum.KindText:
+		b, err := datum.ParseText(datum.Bool, v.v.S)
+		if err != nil {
+			return false, asPg(err)
+		}
+		return b.I != 0, nil
+	}
+	return false, errf(codeDatatype, "argument of %s must be type boolean, not type %s", clause, outType(v.t))
+}
+
 // truth is SQL's WHERE test: only TRUE passes.
 func truth(x tv) bool { return x.v.K == datum.KindBool && x.v.I != 0 }
 

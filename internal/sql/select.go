@@ -45,6 +45,9 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 		return nil, unsupported("SELECT DISTINCT")
 	}
 	// FROM
+	if err := checkFromNames(s.FromClause); err != nil {
+		return nil, err
+	}
 	var in *rel
 	if r, ok, err := x.indexedFrom(s, outer); err != nil {
 		return nil, err
@@ -78,7 +81,9 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 			if err != nil {
 				return nil, err
 			}
-			if truth(v) {
+			if ok, err := condition("WHERE", v); err != nil {
+				return nil, err
+			} else if ok {
 				kept = append(kept, row)
 			}
 		}
@@ -484,15 +489,87 @@ func (x *exec) sortKeys(clause []*pg.Node, targets []target, out *rel) ([]sortKe
 		} else if cr := sb.Node.GetColumnRef(); cr != nil && len(cr.Fields) == 1 {
 			name := nodeName(cr.Fields[0])
 			for i, c := range out.cols {
-				if c.name == name {
+				if c.name != name {
+					continue
+				}
+				if k.out < 0 {
 					k.out = i
-					break
+					continue
+				}
+				if len(targets) == len(out.cols) && !sameTarget(targets[k.out], targets[i]) {
+					return nil, errf(codeAmbiguousColumn, "ORDER BY %q is ambiguous", name)
 				}
 			}
 		}
 		keys = append(keys, k)
 	}
 	return keys, nil
+}
+
+// checkFromNames refuses a FROM list in which two items have one name
+// (42712), as PostgreSQL does: a column qualified by it could mean either.
+// Two tables without aliases clash unless both name different schemas.
+func checkFromNames(from []*pg.Node) error {
+	type ref struct {
+		name, schema string
+		aliased      bool
+	}
+	var refs []ref
+	var walk func(n *pg.Node)
+	walk = func(n *pg.Node) {
+		switch {
+		case n.GetRangeVar() != nil:
+			rv := n.GetRangeVar()
+			if rv.Alias != nil {
+				refs = append(refs, ref{name: rv.Alias.Aliasname, aliased: true})
+			} else {
+				refs = append(refs, ref{name: rv.Relname, schema: rv.Schemaname})
+			}
+		case n.GetRangeSubselect() != nil:
+			if a := n.GetRangeSubselect().Alias; a != nil {
+				refs = append(refs, ref{name: a.Aliasname, aliased: true})
+			}
+		case n.GetRangeFunction() != nil:
+			if a := n.GetRangeFunction().Alias; a != nil {
+				refs = append(refs, ref{name: a.Aliasname, aliased: true})
+			}
+		case n.GetJoinExpr() != nil:
+			j := n.GetJoinExpr()
+			if j.Alias != nil {
+				refs = append(refs, ref{name: j.Alias.Aliasname, aliased: true})
+				return
+			}
+			walk(j.Larg)
+			walk(j.Rarg)
+		}
+	}
+	for _, f := range from {
+		walk(f)
+	}
+	for i, a := range refs {
+		for _, b := range refs[:i] {
+			if a.name == b.name && (a.aliased || b.aliased || a.schema == b.schema || a.schema == "" || b.schema == "") {
+				return errf("42712", "table name %q specified more than once", a.name)
+			}
+		}
+	}
+	return nil
+}
+
+// sameTarget reports whether two output columns of one name are one
+// expression, so that ORDER BY the name is not ambiguous: the same column
+// twice from *, or the same column reference written twice. A column
+// from * beside a reference of its name counts as the same (moraine does
+// not tell a join's two like-named columns apart there, PostgreSQL does).
+func sameTarget(a, b target) bool {
+	switch {
+	case a.expr == nil && b.expr == nil:
+		return a.col == b.col
+	case a.expr == nil || b.expr == nil:
+		return true
+	}
+	ca, cb := a.expr.GetColumnRef(), b.expr.GetColumnRef()
+	return ca != nil && cb != nil && slices.Equal(names(ca.Fields), names(cb.Fields))
 }
 
 func compareKeys(keys []sortKey, a, b []datum.Value) int {
@@ -887,8 +964,8 @@ func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
 				if err != nil {
 					return err
 				}
-				if !truth(v) {
-					return nil
+				if ok, err := condition("JOIN/ON", v); err != nil || !ok {
+					return err
 				}
 			}
 			matched = true
@@ -1082,7 +1159,7 @@ func (x *exec) scanLakeFiltered(rv *pg.RangeVar, filters []*pg.Node) (*rel, bool
 			if err != nil {
 				return true // the WHERE clause decides, and reports
 			}
-			if !truth(v) {
+			if ok, err := condition("WHERE", v); err == nil && !ok {
 				return false
 			}
 		}
@@ -1113,7 +1190,7 @@ func (x *exec) prefilter(r *rel, filters []*pg.Node) (*rel, error) {
 				keep = true
 				break
 			}
-			if !truth(v) {
+			if ok, err := condition("WHERE", v); err == nil && !ok {
 				keep = false
 				break
 			}

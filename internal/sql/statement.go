@@ -366,7 +366,11 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 		target, err = tableRelFiltered(t, alias, x.intFilters(e.cols, where), func(row []datum.Value) bool {
 			e.row = row
 			v, err := x.eval(where, e)
-			return err != nil || truth(v)
+			if err != nil {
+				return true // the WHERE below reports
+			}
+			ok, err := condition("WHERE", v)
+			return err != nil || ok
 		})
 	default:
 		target, err = tableRelFiltered(t, alias, nil, nil)
@@ -402,7 +406,9 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 				if err != nil {
 					return err
 				}
-				if !truth(v) {
+				if ok, err := condition("WHERE", v); err != nil {
+					return err
+				} else if !ok {
 					continue
 				}
 			}
@@ -418,7 +424,9 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 				if err != nil {
 					return err
 				}
-				if !truth(v) {
+				if ok, err := condition("WHERE", v); err != nil {
+					return err
+				} else if !ok {
 					continue
 				}
 			}
@@ -465,6 +473,11 @@ func (x *exec) update(s *pg.UpdateStmt, out sink) error {
 		j := t.Def.ColumnIndex(rt.Name)
 		if j < 0 {
 			return errf(codeUndefinedColumn, "column %q of relation %q does not exist", rt.Name, t.Name)
+		}
+		for _, prev := range sets {
+			if prev.col == j {
+				return errf(codeSyntax, "multiple assignments to same column %q", rt.Name)
+			}
 		}
 		sets = append(sets, set{j, rt.Val})
 	}
