@@ -384,6 +384,17 @@ INSERT INTO "public".ducklake_file_column_stats VALUES (1, 1, 1, 20053, 5000, 0,
 	{sql: `SELECT count(*) FROM (ducklake_ix a JOIN ducklake_ix2 b ON a.id = b.a) AS j, ducklake_ix a`},
 	{sql: `SELECT count(*) FROM ducklake_ix a JOIN ducklake_ix2 a ON true`},
 	{sql: `SELECT id AS note FROM ducklake_ix ORDER BY note`},
+	// COPY FROM STDIN: NULLs, a column list, and rows PostgreSQL refuses.
+	{sql: `COPY ducklake_ix FROM STDIN`, copy: "90\t1\tninety\n91\t\\N\t\\N\n"},
+	{sql: `COPY ducklake_ix FROM STDIN`, copy: "92\t1\n"},
+	{sql: `COPY ducklake_ix FROM STDIN`, copy: "93\t1\tx\ty\n"},
+	{sql: `COPY ducklake_ix FROM STDIN`, copy: "94\tx\tbad\n"},
+	{sql: `COPY ducklake_ix (id, note) FROM STDIN`, copy: "95\tfive\n"},
+	{sql: `COPY ducklake_ix (id, id) FROM STDIN`, copy: "96\t96\n"},
+	{sql: `COPY ducklake_ix FROM STDIN`, copy: "3\t1\tdup\n"},
+	{sql: `COPY ducklake_ix FROM STDIN`, copy: "97\t99999999999\tbig\n"},
+	{sql: `SELECT * FROM ducklake_ix WHERE id >= 90 ORDER BY id`},
+	{sql: `DELETE FROM ducklake_ix WHERE id >= 90`},
 	// Whole-table binary COPY, compared byte for byte: every column type
 	// the catalog uses, NULLs in each, edge values, ctid, rows stored
 	// before an ADD COLUMN (their new columns read as NULL).

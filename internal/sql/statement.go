@@ -649,7 +649,7 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 	}
 	cols := wt.t.Def.Columns
 	var rows [][]datum.Value
-	for line := 1; ; line++ {
+	for {
 		cells, err := src.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -658,7 +658,7 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 			return asPg(err)
 		}
 		if len(cells) != len(idx) {
-			return errf("22P04", "row %d has %d columns, expected %d", line, len(cells), len(idx))
+			return copyFieldCount(format, cells, idx, cols)
 		}
 		vals := make([]datum.Value, len(cols))
 		for i, c := range cells {
@@ -688,6 +688,18 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 		}
 	}
 	return out.complete("COPY " + strconv.Itoa(len(rows)))
+}
+
+// copyFieldCount is PostgreSQL's error for a COPY FROM row whose field
+// count is not the column list's (idx, into cols).
+func copyFieldCount(format int16, cells [][]byte, idx []int, cols []memcat.Column) error {
+	switch {
+	case format == 1:
+		return errf("22P04", "row field count is %d, expected %d", len(cells), len(idx))
+	case len(cells) < len(idx):
+		return errf("22P04", "missing data for column %q", cols[idx[len(cells)]].Name)
+	}
+	return errf("22P04", "extra data after last expected column")
 }
 
 // regclassNames replaces regclass oids by relation names, which is how a
