@@ -510,6 +510,9 @@ func (x *exec) sortKeys(clause []*pg.Node, targets []target, out *rel) ([]sortKe
 // (42712), as PostgreSQL does: a column qualified by it could mean either.
 // Two tables without aliases clash unless both name different schemas.
 func checkFromNames(from []*pg.Node) error {
+	if len(from) < 2 && (len(from) == 0 || from[0].GetJoinExpr() == nil) {
+		return nil // one name cannot clash (DuckLake's reads name one table)
+	}
 	type ref struct {
 		name, schema string
 		aliased      bool
