@@ -308,8 +308,8 @@ func varint(b []byte) (int64, int) {
 // value is read directly, and one of up to eight bytes, when eight bytes
 // are there to load, without a loop — ids, sizes and row ids take two to
 // five bytes, a different number from row to row, on which the loop's exit
-// branch mispredicts. (Walking DuckLake's data-file rows: 130 against 140
-// ns a row.) Anything else — a longer value, the last bytes of a row,
+// branch mispredicts (walking DuckLake's data-file rows ≈ 4 % faster in an
+// A/B interleaved within one process). Anything else — a longer value, the last bytes of a row,
 // malformed input — is binary.Uvarint's, errors included.
 func uvarint(b []byte) (uint64, int) {
 	if len(b) > 0 && b[0] < 0x80 {

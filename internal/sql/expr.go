@@ -284,13 +284,22 @@ func widerInt(l, r datum.Type) datum.Type {
 	return l
 }
 
-// condition is a WHERE or JOIN/ON condition's outcome for one row (clause
-// names it in the error): only TRUE passes; a value that is not boolean
-// is 42804, as PostgreSQL refuses it when it plans the statement, and a
-// quoted literal is read as a boolean ('true', 'f', …). A caller that
-// only narrows rows ahead of the clause (a prefilter) keeps a row whose
-// condition fails, so that the clause itself reports it.
-func condition(clause string, v tv) (bool, error) {
+// condition evaluates a WHERE or JOIN/ON condition (clause names it in
+// the error) for the row in e: only TRUE passes; a value that is not
+// boolean is 42804, as PostgreSQL refuses it when it plans the statement,
+// and a quoted literal is read as a boolean ('true', 'f', …). A caller
+// that only narrows rows ahead of the clause (a prefilter) keeps a row
+// whose condition fails, so that the clause itself reports it.
+func (x *exec) condition(clause string, n *pg.Node, e *env) (bool, error) {
+	v, err := x.eval(n, e)
+	if err != nil {
+		return false, err
+	}
+	return conditionValue(clause, v)
+}
+
+// conditionValue is condition's test of an evaluated value.
+func conditionValue(clause string, v tv) (bool, error) {
 	switch {
 	case v.t.OID == datum.OIDBool:
 		return truth(v), nil

@@ -77,13 +77,11 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 		e := &env{cols: in.cols, outer: outer}
 		for _, row := range in.rows {
 			e.row = row
-			v, err := x.eval(s.WhereClause, e)
+			ok, err := x.condition("WHERE", s.WhereClause, e)
 			if err != nil {
 				return nil, err
 			}
-			if ok, err := condition("WHERE", v); err != nil {
-				return nil, err
-			} else if ok {
+			if ok {
 				kept = append(kept, row)
 			}
 		}
@@ -415,12 +413,11 @@ func (x *exec) aggregate(fc *pg.FuncCall, in *rel) (tv, error) {
 			if v.v.K != datum.KindInt {
 				return tv{}, unsupported("sum over %s", v.t)
 			}
-			switch s, ok := addInt64(sum, v.v.I); {
-			case wide != nil:
+			if wide != nil {
 				wide.Add(wide, big.NewInt(v.v.I))
-			case ok:
+			} else if s, ok := addInt64(sum, v.v.I); ok {
 				sum = s
-			default:
+			} else {
 				wide = new(big.Int).Add(big.NewInt(sum), big.NewInt(v.v.I))
 			}
 			any = true
@@ -963,11 +960,7 @@ func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
 			copy(e.row, lrow)
 			copy(e.row[len(lrow):], rrow)
 			if quals != nil {
-				v, err := x.eval(quals, e)
-				if err != nil {
-					return err
-				}
-				if ok, err := condition("JOIN/ON", v); err != nil || !ok {
+				if ok, err := x.condition("JOIN/ON", quals, e); err != nil || !ok {
 					return err
 				}
 			}
@@ -1158,11 +1151,11 @@ func (x *exec) scanLakeFiltered(rv *pg.RangeVar, filters []*pg.Node) (*rel, bool
 	r, err := tableRelFiltered(t, qual, x.intFilters(e.cols, mine...), func(row []datum.Value) bool {
 		e.row = row
 		for _, f := range mine {
-			v, err := x.eval(f, e)
+			ok, err := x.condition("WHERE", f, e)
 			if err != nil {
 				return true // the WHERE clause decides, and reports
 			}
-			if ok, err := condition("WHERE", v); err == nil && !ok {
+			if !ok {
 				return false
 			}
 		}
@@ -1187,13 +1180,12 @@ func (x *exec) prefilter(r *rel, filters []*pg.Node) (*rel, error) {
 		e.row = row
 		keep := true
 		for _, f := range mine {
-			v, err := x.eval(f, e)
+			ok, err := x.condition("WHERE", f, e)
 			if err != nil {
 				// Leave the decision (and the error) to the WHERE clause.
-				keep = true
 				break
 			}
-			if ok, err := condition("WHERE", v); err == nil && !ok {
+			if !ok {
 				keep = false
 				break
 			}

@@ -365,12 +365,8 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 		e := &env{cols: tableCols(t, alias)}
 		target, err = tableRelFiltered(t, alias, x.intFilters(e.cols, where), func(row []datum.Value) bool {
 			e.row = row
-			v, err := x.eval(where, e)
-			if err != nil {
-				return true // the WHERE below reports
-			}
-			ok, err := condition("WHERE", v)
-			return err != nil || ok
+			ok, err := x.condition("WHERE", where, e)
+			return err != nil || ok // on an error the WHERE below reports
 		})
 	default:
 		target, err = tableRelFiltered(t, alias, nil, nil)
@@ -402,11 +398,7 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 		copy(e.row, row)
 		if other == nil {
 			if where != nil {
-				v, err := x.eval(where, e)
-				if err != nil {
-					return err
-				}
-				if ok, err := condition("WHERE", v); err != nil {
+				if ok, err := x.condition("WHERE", where, e); err != nil {
 					return err
 				} else if !ok {
 					continue
@@ -420,11 +412,7 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 		for _, orow := range other.rows {
 			copy(e.row[len(row):], orow)
 			if where != nil {
-				v, err := x.eval(where, e)
-				if err != nil {
-					return err
-				}
-				if ok, err := condition("WHERE", v); err != nil {
+				if ok, err := x.condition("WHERE", where, e); err != nil {
 					return err
 				} else if !ok {
 					continue
