@@ -23,8 +23,8 @@ func TestReplayFixtures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(trs) < 10 {
-		t.Fatalf("found %d transcripts in %s, want the 10 fixtures", len(trs), dir)
+	if len(trs) < 12 {
+		t.Fatalf("found %d transcripts in %s, want the 12 fixtures", len(trs), dir)
 	}
 	store := "file://" + t.TempDir()
 	addr, stop := startServer(t, store)

@@ -12,7 +12,7 @@ import (
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/datum"
-	"github.com/moraine-db/moraine/internal/testenv"
+	"github.com/moraine-db/moraine/internal/replay"
 )
 
 func TestKnownFixedTables(t *testing.T) {
@@ -133,12 +133,9 @@ func TestValidateDefInventory(t *testing.T) {
 // TestValidateDefFixtures runs every DuckLake CREATE TABLE of every captured
 // conversation (the inventory keeps one example per shape) through ValidateDef.
 func TestValidateDefFixtures(t *testing.T) {
-	dir := os.Getenv("MORAINE_FIXTURES")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "..", "shared", "fixtures")
-	}
-	if _, err := os.Stat(dir); err != nil {
-		testenv.Unavailable(t, "fixtures not found at %s (set MORAINE_FIXTURES): %v", dir, err)
+	dir, err := replay.FixturesDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if err != nil || len(files) == 0 {

@@ -356,13 +356,13 @@ func TestPgxCancel(t *testing.T) {
 				}
 			}()
 			start := time.Now()
-			_, err := conn.Exec(context.Background(), "SELECT pg_sleep(10)")
+			_, err := conn.Exec(context.Background(), "SELECT pg_sleep(3600)")
 			var pe *pgconn.PgError
 			if !errors.As(err, &pe) || pe.Code != CodeQueryCanceled || pe.Message != "canceling statement due to user request" {
 				t.Fatalf("err = %v", err)
 			}
-			if d := time.Since(start); d > 5*time.Second {
-				t.Errorf("cancel took %v", d)
+			if d := time.Since(start); d > time.Minute {
+				t.Errorf("cancel of an hour-long statement took %v", d)
 			}
 			if _, err := conn.Exec(context.Background(), "SELECT 1"); err != nil {
 				t.Fatalf("after cancel: %v", err)

@@ -7,19 +7,16 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
-
-	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/shapes from the fixtures")
 
-// fixturesDir locates the captured conversations (FixturesDir). Under CI a
-// missing directory fails the test instead of skipping it.
+// fixturesDir locates the captured conversations (FixturesDir).
 func fixturesDir(t *testing.T) string {
 	t.Helper()
 	dir, err := FixturesDir()
 	if err != nil {
-		testenv.Unavailable(t, "%v", err)
+		t.Fatal(err)
 	}
 	return dir
 }

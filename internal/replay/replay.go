@@ -329,8 +329,8 @@ func Replay(ctx context.Context, t *Transcript, opts Options) Result {
 		return res
 	}
 	r := &replayer{t: t, opts: opts, hostport: hostport, conns: map[int]*conn{},
-		stmts: annotate(t), items: plan(t), maps: newMapper(), lastRD: map[int][]byte{},
-		copyFormat: map[int]bool{}, awaiting: map[int]bool{}, lastSent: -1}
+		stmts: annotate(t), items: plan(t), ov: findOverlaps(t), done: make([]bool, len(t.Messages)),
+		maps: newMapper(), lastRD: map[int][]byte{}, copyFormat: map[int]bool{}, awaiting: map[int]bool{}, lastSent: -1}
 	defer r.close()
 	res.Err = r.run(ctx)
 	res.Compared = r.compared
@@ -345,6 +345,8 @@ type replayer struct {
 	conns    map[int]*conn
 	stmts    []*stmtInfo
 	items    map[int]*item
+	ov       overlaps
+	done     []bool // messages already handled out of order (preRun)
 	maps     *mapper
 	compared int
 
@@ -365,7 +367,13 @@ func (r *replayer) run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if r.done[i] {
+			continue
+		}
 		if m.Dir == Frontend {
+			if err := r.preRun(ctx, i); err != nil {
+				return err
+			}
 			if err := r.sendMsg(ctx, i); err != nil {
 				return err
 			}
@@ -434,6 +442,38 @@ func (r *replayer) sendMsg(ctx context.Context, i int) error {
 	r.lastSent = m.Conn
 	if _, ok := fm.(*pgproto3.Terminate); !ok {
 		r.awaiting[m.Conn] = true
+	}
+	return nil
+}
+
+// preRun runs ahead, before the client message at index i is sent, every
+// other connection whose snapshot the recording shows taken while i's COMMIT
+// was in flight: that connection's recorded messages up to the first answer
+// of the transaction that takes the snapshot (see overlap.go). The messages
+// it handles are marked done for the main loop.
+func (r *replayer) preRun(ctx context.Context, i int) error {
+	for _, p := range r.ov.inWindow(r.t, i) {
+		conn := r.t.Messages[p.at].Conn
+		if r.conns[conn] == nil {
+			continue // not connected yet: it cannot have a snapshot to take
+		}
+		for j := i + 1; j <= p.until; j++ {
+			m := r.t.Messages[j]
+			if m.Conn != conn || r.done[j] {
+				continue
+			}
+			if m.Dir == Frontend {
+				if err := r.sendMsg(ctx, j); err != nil {
+					return err
+				}
+			} else if it := r.items[j]; it != nil {
+				if err := r.expect(ctx, it); err != nil {
+					return err
+				}
+				r.awaiting[conn] = false
+			}
+			r.done[j] = true
+		}
 	}
 	return nil
 }

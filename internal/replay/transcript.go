@@ -1,5 +1,5 @@
 // Package replay loads captured DuckDB+DuckLake ↔ PostgreSQL wire
-// conversations (the JSONL transcripts in ../shared/fixtures), replays their
+// conversations (the JSONL transcripts in testdata/fixtures), replays their
 // client side against a server and compares every server message with the
 // recorded PostgreSQL answer, modulo the volatile fields documented in
 // docs/replay.md. It also derives the statement-shape inventory
@@ -224,10 +224,11 @@ func LoadDir(dir string) ([]*Transcript, error) {
 	return out, nil
 }
 
-// FixturesDir locates the captured conversations for tests and tools:
-// $MORAINE_FIXTURES if set, else the first "shared/fixtures" directory found
-// beside the working directory or any of its parents (the project keeps
-// them at ../shared/fixtures relative to the repository).
+// FixturesDir locates the captured conversations, which the repository
+// keeps in testdata/fixtures at its root: $MORAINE_FIXTURES if set, else
+// that directory under the nearest parent of the working directory that
+// holds go.mod. Every test, script and command finds them through it (or, in
+// shell, through the same rule in scripts/replay-fixtures).
 func FixturesDir() (string, error) {
 	if dir := os.Getenv("MORAINE_FIXTURES"); dir != "" {
 		if _, err := os.Stat(dir); err != nil {
@@ -240,12 +241,24 @@ func FixturesDir() (string, error) {
 		return "", fmt.Errorf("replay: locate fixtures: %w", err)
 	}
 	for dir := wd; ; dir = filepath.Dir(dir) {
-		cand := filepath.Join(dir, "shared", "fixtures")
-		if st, err := os.Stat(cand); err == nil && st.IsDir() {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			cand := filepath.Join(dir, "testdata", "fixtures")
+			if st, err := os.Stat(cand); err != nil || !st.IsDir() {
+				return "", fmt.Errorf("replay: no testdata/fixtures in the module at %s (set MORAINE_FIXTURES)", dir)
+			}
 			return cand, nil
 		}
 		if filepath.Dir(dir) == dir {
-			return "", fmt.Errorf("replay: no shared/fixtures above %s (set MORAINE_FIXTURES)", wd)
+			return "", fmt.Errorf("replay: no go.mod above %s to find testdata/fixtures in (set MORAINE_FIXTURES)", wd)
 		}
 	}
+}
+
+// Fixture is the path of the named captured conversation ("s01_basic").
+func Fixture(name string) (string, error) {
+	dir, err := FixturesDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, name+".jsonl"), nil
 }

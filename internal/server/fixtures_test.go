@@ -8,12 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/moraine-db/moraine/internal/testenv"
+	"github.com/moraine-db/moraine/internal/replay"
 )
-
-// fixtureDir is the shared directory of captured DuckDB+DuckLake ↔
-// PostgreSQL conversations, beside the repository.
-const fixtureDir = "../../../shared/fixtures"
 
 // TestReplicaAdmitsDuckLakeReads: over every statement DuckDB and DuckLake
 // sent in the captured conversations, the replica's filter admits exactly
@@ -21,9 +17,13 @@ const fixtureDir = "../../../shared/fixtures"
 // DISCARD, COMMIT) and refuses every INSERT, UPDATE, DELETE, DDL and COPY
 // FROM.
 func TestReplicaAdmitsDuckLakeReads(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(fixtureDir, "*.jsonl"))
+	dir, err := replay.FixturesDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	if err != nil || len(files) == 0 {
-		testenv.Unavailable(t, "fixtures not available in %s: %v", fixtureDir, err)
+		t.Fatalf("no transcripts in %s: %v", dir, err)
 	}
 	writes := map[string]bool{"insert": true, "update": true, "delete": true, "create": true, "alter": true, "drop": true, "truncate": true}
 	var reads, refused int

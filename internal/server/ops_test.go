@@ -296,7 +296,7 @@ func TestFailover(t *testing.T) {
 	time.Sleep(700 * time.Millisecond)
 	b := start(t, store)
 	defer b.Stop(t)
-	took, err := awaitFenced(t, a, "server A", time.Now(), 20*time.Second)
+	took, err := awaitFenced(t, a, "server A", time.Now(), time.Minute)
 	t.Logf("A exited %v after B opened the store: %v", took, err)
 	var r workload.Outcome
 	select {
@@ -558,7 +558,7 @@ func TestIdleWriterNoticesFence(t *testing.T) {
 	a := start(t, store)
 	b := start(t, store)
 	defer b.Stop(t)
-	took, _ := awaitFenced(t, a, "idle server A", time.Now(), 10*time.Second)
+	took, _ := awaitFenced(t, a, "idle server A", time.Now(), time.Minute)
 	t.Logf("idle writer exited %v after the new writer opened", took)
 }
 

@@ -11,12 +11,13 @@ import (
 	"github.com/moraine-db/moraine/internal/objstore"
 )
 
-// gateStore fails the WAL PUT of one id, once the test releases it, and
-// passes every other call through.
+// gateStore holds the WAL PUT of one id until the test releases it, then
+// fails it (or, with pass, lets it through); every other call passes.
 type gateStore struct {
 	objstore.Store
 	failKey string
 	release chan struct{}
+	pass    bool
 }
 
 var errGate = errors.New("gate: injected WAL PUT failure")
@@ -24,7 +25,9 @@ var errGate = errors.New("gate: injected WAL PUT failure")
 func (g *gateStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if key == g.failKey {
 		<-g.release
-		return errGate
+		if !g.pass {
+			return errGate
+		}
 	}
 	return g.Store.PutIfAbsent(ctx, key, data)
 }

@@ -256,16 +256,15 @@ func TestPoolChecksDoNotQueue(t *testing.T) {
 		}
 	}
 	for _, q := range []string{"SELECT 1", "DISCARD ALL", "SELECT 1", "SET application_name = 'x'", "SHOW application_name", "SELECT CAST(1 AS BIGINT), 'a'"} {
-		qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		start := time.Now()
+		// The lease is held for an hour: a statement that queued for it
+		// runs into this minute-long deadline, one that does not never
+		// comes near it.
+		qctx, cancel := context.WithTimeout(ctx, time.Minute)
 		ts := &textSink{}
 		err := pool.query(qctx, q, ts)
 		cancel()
 		if err != nil {
-			t.Fatalf("%s while another writer holds the lease: %v (after %v)", q, err, time.Since(start))
-		}
-		if d := time.Since(start); d > time.Second {
-			t.Fatalf("%s took %v: it waited for the lease", q, d)
+			t.Fatalf("%s while another writer holds the lease: %v", q, err)
 		}
 	}
 	// A read of a table does wait: for the holder's commit.

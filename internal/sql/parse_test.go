@@ -94,7 +94,7 @@ func TestTemplateCache(t *testing.T) {
 		t.Errorf("template hits %d, want 2", c.stats.shapeHits)
 	}
 	// Every Query text of the captured conversations.
-	files, _ := filepath.Glob(filepath.Join(fixtureDir, "*.jsonl"))
+	files, _ := filepath.Glob(filepath.Join(fixtureDir(t), "*.jsonl"))
 	n := 0
 	for _, f := range files {
 		data, err := os.ReadFile(f)

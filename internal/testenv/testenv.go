@@ -30,7 +30,7 @@ func Postgres(t testing.TB) string {
 }
 
 // Unavailable ends a test whose prerequisite (the test PostgreSQL, a
-// client tool, the captured fixtures) is missing: it fails when CI=true,
+// client tool) is missing: it fails when CI=true,
 // where everything is installed and every test must run, and is skipped
 // elsewhere. The message says what is missing.
 func Unavailable(t testing.TB, format string, args ...any) {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,12 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/moraine-db/moraine/internal/replay"
 	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/workload"
 )
-
-// fixtureDir is the shared fixtures directory, beside the repository.
-const fixtureDir = "../../../shared/fixtures"
 
 // TestDriverSendsWhatDuckDBSends holds the driver to the captured
 // conversation: one steady-state data-file commit of DuckDB+DuckLake
@@ -35,9 +32,9 @@ const fixtureDir = "../../../shared/fixtures"
 // compared by kind (DuckDB's table has four columns, the driver's eight)
 // and whose literals differ.
 func TestDriverSendsWhatDuckDBSends(t *testing.T) {
-	path := filepath.Join(fixtureDir, "s01_basic.jsonl")
-	if _, err := os.Stat(path); err != nil {
-		testenv.Unavailable(t, "fixtures not available: %v", err)
+	path, err := replay.Fixture("s01_basic")
+	if err != nil {
+		t.Fatal(err)
 	}
 	want := fixtureCommit(t, path)
 	t.Logf("DuckDB's data-file commit, %d messages:\n%s", len(want), strings.Join(want, "\n"))
