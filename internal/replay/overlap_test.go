@@ -62,11 +62,11 @@ func TestOverlapWindow(t *testing.T) {
 		{"repeatable read snapshot at the first Parse, confirmed at the first answer to the first Query", []string{
 			q(1, "BEGIN"), cc(1, "BEGIN"), rfq(1, "T"), q(1, "INSERT INTO t VALUES (1)"), cc(1, "INSERT 0 1"), rfq(1, "T"),
 			q(2, "BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ"), cc(2, "BEGIN"), rfq(2, "T"),
-			q(1, "COMMIT"), // seq 10
+			q(1, "COMMIT"),                                               // seq 10
 			parse(2, "SELECT max(a) FROM t"), `2 F Sync {"Type":"Sync"}`, // 11, 12
 			cc(1, "COMMIT"), rfq(1, "I"),
 			`2 B ParseComplete {"Type":"ParseComplete"}`, rfq(2, "T"),
-			q(2, "COPY (SELECT max(a) FROM t) TO STDOUT"), // 17
+			q(2, "COPY (SELECT max(a) FROM t) TO STDOUT"),                            // 17
 			`2 B CopyOutResponse {"Type":"CopyOutResponse","ColumnFormatCodes":[0]}`, // 18
 		}, 10, [][2]int{{11, 18}}},
 		{"a snapshot taken after the COMMIT's answer is not in doubt", []string{
@@ -76,7 +76,7 @@ func TestOverlapWindow(t *testing.T) {
 		}, 4, nil},
 		{"read committed: a Parse takes no snapshot, its Query does", []string{
 			q(1, "BEGIN"), cc(1, "BEGIN"), rfq(1, "T"),
-			q(1, "COMMIT"), // 4
+			q(1, "COMMIT"),                                       // 4
 			parse(2, "SELECT * FROM t"), q(2, "SELECT * FROM t"), // 5, 6
 			cc(1, "COMMIT"), rfq(1, "I"), cc(2, "SELECT 0"), rfq(2, "I"),
 		}, 4, [][2]int{{6, 9}}},
