@@ -677,7 +677,7 @@ func (l *lake) insert(ids ...int64) (snapshot, fileID int64) {
 // update commits UPDATE m SET id = newID WHERE rowid = rowID (a file row
 // at pos of data file fileID): a delete file for the old row and a new
 // file embedding the original row id, which still takes a row_id_start
-// and advances next_row_id (ducklake-catalog-protocol.md §5).
+// and advances next_row_id (docs/reference/ducklake-catalog-protocol.md §5).
 func (l *lake) update(fileID int64, filePath string, pos, rowID, newID int64) (snapshot int64) {
 	l.t.Helper()
 	l.commit(func(s snap) []string {

@@ -13,8 +13,8 @@ import (
 // it deleted. An object is deleted only if it is older than GCGrace and:
 //
 //   - a manifest: its id is below the latest manifest's;
-//   - a WAL object: it holds batches (fences are kept forever, slatedb.md
-//     §2.5: one removed would let a fenced writer's late PUT land in its
+//   - a WAL object: it holds batches (fences are kept forever, as in SlateDB's
+//     fencing: one removed would let a fenced writer's late PUT land in its
 //     place) and its id is at or below the replay point of every manifest
 //     younger than GCGrace and of the latest;
 //   - a sorted table: neither the latest manifest nor any manifest younger

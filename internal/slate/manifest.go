@@ -229,7 +229,7 @@ func probeNewerManifest(ctx context.Context, store objstore.Store, m *manifest) 
 //
 // After a successful create it LISTs to make sure no higher id exists: if
 // garbage collection deleted an old id that a stalled writer then re-created,
-// that writer must not believe it advanced the manifest (slatedb.md §2.2).
+// that writer must not believe it advanced the manifest (SlateDB's manifest protocol).
 func putManifest(ctx context.Context, store objstore.Store, m *manifest) error {
 	name := manifestName(m.id)
 	data := encodeManifest(m)

@@ -28,7 +28,7 @@ func newDB(store objstore.Store, opts Options, readOnly bool) *DB {
 }
 
 // Open opens store as the single writer, creating an empty DB if the store
-// holds none. It fences any previous writer (slatedb.md §2.5):
+// holds none. It fences any previous writer (SlateDB's writer fencing):
 //
 //  1. load the latest manifest (or create manifest 1);
 //  2. create the next manifest with writer_epoch+1 (create-if-absent; on a

@@ -8,7 +8,7 @@ import (
 )
 
 // history simulates DuckLake maintenance on one table the way the
-// protocol does it (ducklake-catalog-protocol.md §3.6, §3.10-§3.12, §5)
+// protocol does it (docs/reference/ducklake-catalog-protocol.md §3.6, §3.10-§3.12, §5)
 // and keeps the resulting catalog State.
 type history struct {
 	s        State

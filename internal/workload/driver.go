@@ -2,8 +2,8 @@
 // catalog server (PostgreSQL, or moraine posing as one) over the PostgreSQL
 // protocol and sends what DuckDB with DuckLake sends for a data-file commit,
 // message for message as the captured conversations show it
-// (../shared/fixtures, e.g. s01_basic; ducklake-catalog-protocol.md §4,
-// postgres-scanner-wire.md §5.2):
+// (testdata/fixtures, e.g. s01_basic; docs/reference/ducklake-catalog-protocol.md §4,
+// docs/reference/postgres-scanner-wire.md §5.2):
 //
 //  1. `SELECT 1`: the postgres extension's pool takes an idle connection
 //     for the DuckLake transaction and checks it;
@@ -821,7 +821,7 @@ func awaitReady(ctx context.Context, conn *pgconn.PgConn) error {
 
 // poolTake and poolReturn are what DuckDB's postgres extension sends when
 // its connection pool hands a connection to a DuckLake transaction and gets
-// it back (postgres-scanner-wire.md §5.2, default settings): a health check
+// it back (docs/reference/postgres-scanner-wire.md §5.2, default settings): a health check
 // `SELECT 1` each way, and `DISCARD ALL` to reset the returned session.
 func poolTake(ctx context.Context, conn *pgconn.PgConn) error {
 	if err := selectOne(ctx, conn); err != nil {

@@ -9,7 +9,7 @@ import (
 )
 
 // rowIDFieldID is the Parquet field id of `_ducklake_internal_row_id`
-// (ducklake-catalog-protocol.md §5).
+// (docs/reference/ducklake-catalog-protocol.md §5).
 const rowIDFieldID = 2147483540
 
 // writeDataFile writes a Parquet data file with the table's columns and

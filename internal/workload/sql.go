@@ -8,7 +8,7 @@ import (
 
 // The statement texts below follow testdata/shapes/inventory.md (what
 // DuckLake 1.1-dev1 sends a PostgreSQL catalog) and
-// ducklake-catalog-protocol.md §3.6/§3.7/§3.10. The commit batch is one
+// docs/reference/ducklake-catalog-protocol.md §3.6/§3.7/§3.10. The commit batch is one
 // string of `;`-joined statements sent as a single simple Query, beginning
 // with the snapshot insert so that a lost race fails on its first statement.
 

@@ -3,7 +3,7 @@
 // ducklake_snapshot_changes and reads back to decide whether a transaction
 // that lost the race for `snapshot_id = base+1` may retry on a newer base.
 //
-// Grammar (ducklake-catalog-protocol.md §4.5):
+// Grammar (docs/reference/ducklake-catalog-protocol.md §4.5):
 //
 //	changes  = "" | entry { "," entry }
 //	entry    = kind ":" value

@@ -10,7 +10,7 @@ import (
 var ErrConflict = errors.New("conflict")
 
 // Conflict is a true conflict under DuckLake's matrix (CheckForConflicts,
-// ducklake-catalog-protocol.md §4.4): the transaction must not retry on the
+// docs/reference/ducklake-catalog-protocol.md §4.4): the transaction must not retry on the
 // newer base. Its message contains "conflict" (DuckLake and its retry loop
 // scan for that word) and names the class, e.g.
 //
@@ -189,7 +189,7 @@ func droppedSchemaNamed(name string, ix *index, schemas SchemaNames) (Entry, boo
 
 // DeleteOverlap returns the tables both mine and theirs deleted from (by
 // delete files or dropped files). For those DuckLake runs its file-level
-// check (ducklake-catalog-protocol.md §3.7): a data file this transaction
+// check (docs/reference/ducklake-catalog-protocol.md §3.7): a data file this transaction
 // deletes from or drops that another transaction also did is a conflict.
 func DeleteOverlap(mine, theirs Set) []int64 {
 	ix := newIndex(theirs)

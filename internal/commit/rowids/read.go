@@ -248,7 +248,7 @@ func readInt64Column(chunk parquet.ColumnChunk) ([]int64, error) {
 			return nil, fmt.Errorf("%d NULL row ids", page.NumNulls())
 		}
 		if page.Dictionary() == nil {
-			// Optional columns do not implement Int64Reader (go-stack.md §7):
+			// Optional columns do not implement Int64Reader (a parquet-go pitfall):
 			// take the dense non-null values directly.
 			data := page.Data()
 			if vals := data.Int64(); int64(len(vals)) == page.NumValues() {

@@ -11,7 +11,7 @@
 //
 // A data file's row ids are its `_ducklake_internal_row_id` column — the
 // Parquet column with field id 2147483540 — when present, else
-// row_id_start + position (ducklake-catalog-protocol.md §5). A file without
+// row_id_start + position (docs/reference/ducklake-catalog-protocol.md §5). A file without
 // the column is never decoded: its ids follow from its catalog row. A file
 // with the column is decoded unless its footer statistics prove the ids are
 // one contiguous run (min, max, no nulls, and a distinct count equal to the

@@ -57,7 +57,7 @@ func TestTextMatchesPostgres(t *testing.T) {
 	}
 }
 
-// Binary encodings that DuckDB reads by layout (postgres-scanner-wire.md
+// Binary encodings that DuckDB reads by layout (docs/reference/postgres-scanner-wire.md
 // Appendix C).
 func TestBinaryLayouts(t *testing.T) {
 	c := NewCodec()
