@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/moraine-db/moraine/internal/server"
-	"github.com/moraine-db/moraine/internal/testenv/testserver"
 	"github.com/moraine-db/moraine/internal/testenv/wiretest"
 	"github.com/moraine-db/moraine/internal/workload"
 )
@@ -25,7 +24,7 @@ func serveLake(ctx context.Context, t *testing.T) (url string, conn *pgconn.PgCo
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close(context.Background()) })
-	addr := wiretest.Serve(t, testserver.NewExecutor(st), nil)
+	addr := wiretest.Serve(t, server.NewExecutor(st, nil), nil)
 	conn, err = pgconn.Connect(ctx, "postgres://moraine@"+addr+"/lake?sslmode=disable")
 	if err != nil {
 		t.Fatal(err)

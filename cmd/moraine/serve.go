@@ -8,10 +8,7 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/server"
-	"github.com/moraine-db/moraine/internal/sql"
-	"github.com/moraine-db/moraine/internal/sql/memcat"
 )
 
 func init() {
@@ -41,9 +38,7 @@ func runServe(ctx context.Context, args []string) int {
 			log.Warn("serving with the Go runtime's default system monitor", "err", err)
 		}
 	}
-	srv := server.New(cfg, log, func(st *server.Stack) pgwire.Executor {
-		return sql.New(memcat.On(st.Cat))
-	})
+	srv := server.New(cfg, log)
 	err = srv.Run(ctx)
 	switch {
 	case err == nil:

@@ -23,10 +23,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/objstore/fault"
 	"github.com/moraine-db/moraine/internal/objstore/s3"
-	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/server"
-	"github.com/moraine-db/moraine/internal/sql"
-	"github.com/moraine-db/moraine/internal/sql/memcat"
 )
 
 // Moraine is a moraine server started for one benchmark.
@@ -110,9 +107,7 @@ func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
 		m.runCleanup()
 		return nil, fmt.Errorf("start moraine: %w", err)
 	}
-	m.Server = server.New(cfg, slog.New(slog.DiscardHandler), func(st *server.Stack) pgwire.Executor {
-		return sql.New(memcat.On(st.Cat))
-	})
+	m.Server = server.New(cfg, slog.New(slog.DiscardHandler))
 	rctx, cancel := context.WithCancel(ctx)
 	m.cancel = cancel
 	go func() { m.done <- m.Server.Run(rctx) }()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/datum"
@@ -463,6 +464,13 @@ func (tr *translator) emit() (*translation, error) {
 	for d := range tr.defs {
 		k := keyspace.TableDefKey(d.catalogID, d.table)
 		if t, err := tr.c.Next.Table(d.schema, d.table); err == nil {
+			// What the loader would refuse must not be stored: a table
+			// DuckLake does not create, or one altered out of its shape,
+			// would leave a store no server can load.
+			if err := keyspace.ValidateDef(t.Def()); err != nil {
+				return nil, &Error{Kind: ErrShape, Code: "0A000", Message: fmt.Sprintf(
+					"moraine does not support this table definition: %s", strings.TrimPrefix(err.Error(), "keyspace: "))}
+			}
 			tr.put(k, keyspace.EncodeTableDef(t.Def()), d.catalogID, "")
 		} else {
 			tr.pending[string(k)] = pendingKV{catalogID: d.catalogID}

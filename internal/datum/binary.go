@@ -113,6 +113,9 @@ func DecodeBinary(t Type, b []byte) (Value, error) {
 	case OIDText, OIDVarchar, OIDName, OIDBPChar, OIDJSON:
 		return ParseText(t, string(b))
 	case OIDChar:
+		if err := CheckUTF8(string(b)); err != nil {
+			return Null, err
+		}
 		return TextValue(string(b)), nil
 	case OIDBytea:
 		return BytesValue(b), nil

@@ -289,6 +289,9 @@ func outOfRange(t Type, s string) error {
 // way the type's input function does (timestamps without an offset are taken
 // as UTC). The result is the Value the column stores.
 func ParseText(t Type, s string) (Value, error) {
+	if err := CheckUTF8(s); err != nil {
+		return Null, err
+	}
 	switch t.Kind() {
 	case KindBool:
 		switch strings.ToLower(strings.TrimSpace(s)) {

@@ -24,7 +24,6 @@ import (
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/testenv"
-	"github.com/moraine-db/moraine/internal/testenv/testserver"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
@@ -106,7 +105,7 @@ func serveStack(ctx context.Context, store objstore.Store, opts server.StackOpti
 	wire, err := pgwire.New(pgwire.Config{
 		TrustedNets: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
 		Parameters:  map[string]string{"TimeZone": "Etc/UTC"},
-	}, testserver.NewExecutor(st))
+	}, server.NewExecutor(st, nil))
 	if err != nil {
 		st.Close(ctx)
 		return nil, err

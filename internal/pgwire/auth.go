@@ -228,7 +228,7 @@ func (c *conn) authCleartext(u User) error {
 	}
 	pm, ok := msg.(*pgproto3.PasswordMessage)
 	if !ok {
-		return errAuthProtocol("expected password response, got message type %T", msg)
+		return errAuthProtocol("expected password response, got message type %d", messageType(msg))
 	}
 	if !checkCleartext(u, pm.Password) {
 		return errAuthFailed(u.Name, u.Method)
@@ -248,7 +248,7 @@ func (c *conn) authMD5(u User) error {
 	}
 	pm, ok := msg.(*pgproto3.PasswordMessage)
 	if !ok {
-		return errAuthProtocol("expected password response, got message type %T", msg)
+		return errAuthProtocol("expected password response, got message type %d", messageType(msg))
 	}
 	stored := u.Secret
 	if !isMD5Verifier(stored) {
@@ -309,7 +309,7 @@ func (c *conn) authSCRAM(u User, real bool) error {
 	}
 	init, ok := msg.(*pgproto3.SASLInitialResponse)
 	if !ok {
-		return errAuthProtocol("expected SASL response, got message type %T", msg)
+		return errAuthProtocol("expected SASL response, got message type %d", messageType(msg))
 	}
 	if !slices.Contains(mechanisms, init.AuthMechanism) {
 		return errAuthProtocol("client selected an invalid SASL authentication mechanism")
@@ -330,7 +330,7 @@ func (c *conn) authSCRAM(u User, real bool) error {
 	}
 	resp, ok := msg.(*pgproto3.SASLResponse)
 	if !ok {
-		return errAuthProtocol("expected SASL response, got message type %T", msg)
+		return errAuthProtocol("expected SASL response, got message type %d", messageType(msg))
 	}
 	final, err := conv.Step(string(resp.Data))
 	if err != nil || !conv.Valid() || !real {
@@ -344,11 +344,16 @@ func (c *conn) authSCRAM(u User, real bool) error {
 }
 
 // mockSCRAM returns verifier-shaped credentials for a user that cannot log
-// in. The salt is derived from the user name and a per-server secret, so
-// repeated attempts see a stable salt, as for a real user (PostgreSQL's
-// scram_mock_salt does the same); no key derivation is spent on it.
+// in. The salt is derived from the user name and a secret (Config.MockAuthKey,
+// stable across restarts; else one per process), so repeated attempts see a
+// stable salt, as for a real user (PostgreSQL's scram_mock_salt does the
+// same, from a nonce kept in pg_control); no key derivation is spent on it.
 func (s *Server) mockSCRAM(user string) scram.StoredCredentials {
 	s.mockOnce.Do(func() {
+		if len(s.cfg.MockAuthKey) > 0 {
+			s.mockKey = s.cfg.MockAuthKey
+			return
+		}
 		s.mockKey = make([]byte, 32)
 		_, _ = rand.Read(s.mockKey)
 	})
@@ -429,4 +434,14 @@ func serverEndpointBinding(cert *tls.Certificate) (scram.ChannelBinding, bool) {
 		return scram.ChannelBinding{}, false // e.g. Ed25519: no defined hash, offer plain SCRAM
 	}
 	return scram.ChannelBinding{Type: scram.ChannelBindingTLSServerEndpoint, Data: sum}, true
+}
+
+// messageType is the protocol's type byte of a frontend message, which
+// PostgreSQL names in its errors ("got message type 81"), not a Go type.
+func messageType(m pgproto3.FrontendMessage) int {
+	b, err := m.Encode(nil)
+	if err != nil || len(b) == 0 {
+		return 0
+	}
+	return int(b[0])
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
+	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
 )
 
@@ -63,6 +64,12 @@ type conn struct {
 
 	// rw is reused for every statement.
 	rw ResultWriter
+	// counted: the connection counts against MaxConnections (its startup
+	// packet arrived).
+	counted bool
+	// raw is the accepted connection, under any TLS: the socket the
+	// client-connection check polls.
+	raw net.Conn
 
 	mu struct {
 		sync.Mutex
@@ -95,10 +102,21 @@ var errClosing = errors.New("pgwire: connection closing")
 
 func (s *Server) serveConn(nc net.Conn) {
 	defer s.wg.Done()
-	c := &conn{srv: s}
+	c := &conn{srv: s, raw: nc}
 	c.mu.netConn = nc
 	s.track(c, true)
-	over := s.active.Add(1) > int64(s.cfg.MaxConnections)
+	// Connections in their startup phase are not clients yet: they count
+	// against MaxConnections only once their startup packet arrived (as in
+	// PostgreSQL), and AuthTimeout ends those that send nothing. So that
+	// silent sockets cannot exhaust file descriptors either, at most twice
+	// MaxConnections may be starting at once; past that a new one is
+	// refused at once.
+	starting := s.starting.Add(1)
+	defer func() {
+		if c.counted {
+			s.active.Add(-1)
+		}
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			s.panics.Add(1)
@@ -116,9 +134,16 @@ func (s *Server) serveConn(nc net.Conn) {
 		})
 		c.nc().Close()
 		s.track(c, false)
-		s.active.Add(-1)
 	}()
-	if err := c.startup(over); err != nil {
+	if starting > 2*int64(s.cfg.MaxConnections) {
+		s.starting.Add(-1)
+		c.sendFatal(&Error{Code: CodeTooManyConnections, Message: "sorry, too many clients already"})
+		s.log.Warn("pgwire: connection refused: too many connections in their startup phase", "remote", nc.RemoteAddr())
+		return
+	}
+	err := c.startup()
+	s.starting.Add(-1)
+	if err != nil {
 		if !errors.Is(err, errClosing) {
 			s.log.Debug("pgwire: startup failed", "remote", nc.RemoteAddr(), "err", err)
 		}
@@ -193,9 +218,9 @@ func (c *conn) sendFatal(e *Error) {
 
 // startup runs SSL negotiation, the StartupMessage and authentication, and
 // creates the session. tooMany is set when the connection is over
-// MaxConnections: it is refused after the startup packet, as PostgreSQL
-// does.
-func (c *conn) startup(tooMany bool) error {
+// MaxConnections once its startup packet arrived: it is refused then, as
+// PostgreSQL does.
+func (c *conn) startup() error {
 	s := c.srv
 	nc := c.nc()
 	// The startup phase counts as idle: Shutdown may interrupt it.
@@ -287,8 +312,10 @@ func (c *conn) startup(tooMany bool) error {
 	// allocates a message's declared length before reading it.
 	c.be.SetMaxBodyLen(maxAuthMessageLen)
 
-	if tooMany {
+	c.counted = true
+	if s.active.Add(1) > int64(s.cfg.MaxConnections) {
 		c.sendFatal(&Error{Code: CodeTooManyConnections, Message: "sorry, too many clients already"})
+		s.log.Warn("pgwire: connection refused: too many clients already", "remote", nc.RemoteAddr(), "max_connections", s.cfg.MaxConnections)
 		return errClosing
 	}
 	if replication := params["replication"]; replication != "" && replication != "false" && replication != "0" && replication != "off" {
@@ -311,9 +338,26 @@ func (c *conn) startup(tooMany bool) error {
 	c.info.Params = params
 	c.info.RemoteAddr = nc.RemoteAddr()
 
+	if _, tcp := nc.RemoteAddr().(*net.TCPAddr); tcp && s.cfg.RequireTLS && !c.info.TLS {
+		c.sendFatal(&Error{Code: CodeInvalidAuthSpec, Message: fmt.Sprintf(
+			"no pg_hba.conf entry for host %q, user %q, database %q, no encryption", hostOf(nc.RemoteAddr()), user, db),
+			Hint: "This server requires TLS (setting ssl-require): connect with sslmode=require."})
+		s.log.Warn("pgwire: connection refused: TLS required", "remote", nc.RemoteAddr(), "user", user, "database", db)
+		return errClosing
+	}
+	if until, blocked := s.authFails.blocked(nc.RemoteAddr()); blocked {
+		c.sendFatal(&Error{Code: CodeInvalidAuthSpec, Message: fmt.Sprintf(
+			"too many failed authentication attempts from %s; try again in %d s", hostOf(nc.RemoteAddr()), int(time.Until(until).Seconds())+1)})
+		s.log.Debug("pgwire: connection refused: too many failed authentications", "remote", nc.RemoteAddr(), "user", user)
+		return errClosing
+	}
 	if err := c.authenticate(user, s.trusted(nc.RemoteAddr())); err != nil {
 		var pe *Error
 		if errors.As(err, &pe) {
+			if pe.Code == CodeInvalidPassword || pe.Code == CodeInvalidAuthSpec {
+				s.authFails.failed(nc.RemoteAddr())
+			}
+			s.log.Warn("pgwire: authentication failed", "remote", nc.RemoteAddr(), "user", user, "database", db, "code", pe.Code, "err", pe.Message)
 			c.sendFatal(pe)
 			return errClosing
 		}
@@ -556,7 +600,9 @@ func (c *conn) runStatement(fn func(ctx context.Context) error) (err error) {
 	c.mu.Lock()
 	c.mu.stmtCancel = cancel
 	c.mu.Unlock()
+	unwatch := watchPeer(c.raw, c.srv.cfg.ClientCheckInterval, cancel)
 	defer func() {
+		unwatch()
 		c.mu.Lock()
 		c.mu.stmtCancel = nil
 		c.mu.Unlock()
@@ -586,6 +632,10 @@ func (c *conn) simpleQuery(sql string) {
 	// statement, as in PostgreSQL.
 	c.closePortal("")
 	c.closeStatement("")
+	if err := checkEncoding(sql); err != nil {
+		c.sendError(err)
+		return
+	}
 	w := c.resetWriter(false, nil, 0)
 	err := c.runStatement(func(ctx context.Context) error {
 		w.ctx = ctx
@@ -620,6 +670,10 @@ func (c *conn) handleParse(m *pgproto3.Parse) {
 		}
 	}
 	sql := m.Query
+	if err := checkEncoding(sql); err != nil {
+		c.extendedError(err)
+		return
+	}
 	oids := append([]uint32(nil), m.ParameterOIDs...)
 	var st Statement
 	err := c.runStatement(func(ctx context.Context) error {
@@ -856,4 +910,23 @@ func (c *conn) closeAllStatements() {
 	for name := range c.stmts {
 		c.closeStatement(name)
 	}
+}
+
+// checkEncoding verifies a statement text as PostgreSQL verifies every
+// string a client sends: valid UTF8 without NUL, else 22021.
+func checkEncoding(s string) *Error {
+	var se *datum.SyntaxError
+	if err := datum.CheckUTF8(s); errors.As(err, &se) {
+		return &Error{Code: se.Code, Message: se.Msg}
+	}
+	return nil
+}
+
+// hostOf is the host part of a client address, as PostgreSQL names it in
+// its connection errors.
+func hostOf(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	return "[local]"
 }

@@ -52,6 +52,21 @@ type Config struct {
 	// AuthTimeout bounds the startup and authentication phase (default
 	// 60 s, PostgreSQL's authentication_timeout).
 	AuthTimeout time.Duration
+	// MockAuthKey keys the fake SCRAM salts of unknown users (mockSCRAM):
+	// the same key gives the same salts after a restart. Empty: a random
+	// key per process.
+	MockAuthKey []byte
+	// AuthFailuresPerMinute bounds the failed authentications one client
+	// address may make in a minute; past it, its connections are refused
+	// before authentication until the minute has passed. Zero: no bound.
+	AuthFailuresPerMinute int
+	// RequireTLS refuses TCP clients that did not negotiate TLS (Unix
+	// sockets are exempt), as hostssl-only pg_hba lines do.
+	RequireTLS bool
+	// ClientCheckInterval is how often a running statement looks whether
+	// its client closed the connection, and is abandoned if so
+	// (PostgreSQL's client_connection_check_interval). Zero disables it.
+	ClientCheckInterval time.Duration
 	// ServerVersion is reported as the server_version parameter (default
 	// "16.4").
 	ServerVersion string
@@ -78,6 +93,9 @@ type Server struct {
 	// sends to the connections it closes.
 	shutdownMsg atomic.Pointer[string]
 	panics      atomic.Int64 // connection goroutines that panicked (a pgwire bug)
+
+	authFails *authLimiter // failed authentications per client address
+	starting  atomic.Int64 // connections still in their startup phase
 
 	mockOnce sync.Once // mockKey salts the SCRAM exchange of unknown users
 	mockKey  []byte
@@ -112,7 +130,7 @@ func New(cfg Config, exec Executor) (*Server, error) {
 	if cfg.ServerVersion == "" {
 		cfg.ServerVersion = "16.4"
 	}
-	s := &Server{cfg: cfg, exec: exec, users: map[string]User{}, log: cfg.Logger}
+	s := &Server{cfg: cfg, exec: exec, users: map[string]User{}, log: cfg.Logger, authFails: newAuthLimiter(cfg.AuthFailuresPerMinute)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}

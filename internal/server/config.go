@@ -39,6 +39,7 @@ type Config struct {
 	MaxConnections  int
 	GCMinHeapMiB    int
 	CopyCacheMiB    int
+	StatementMemMiB int
 	// WALInFlight is how many WAL objects may be in flight at once; 0
 	// chooses by store (walInFlightFor).
 	WALInFlight int
@@ -50,6 +51,12 @@ type Config struct {
 	StatementTimeout time.Duration
 	ReplicaPoll      time.Duration
 	ConfigFile       string
+	// AuthTimeout, AuthFailuresPerMinute, SSLRequire and
+	// ClientCheckInterval are pgwire.Config's of the same names.
+	AuthTimeout           time.Duration
+	AuthFailuresPerMinute int
+	SSLRequire            bool
+	ClientCheckInterval   time.Duration
 }
 
 // ErrUsage marks configuration errors: the command exits 2 and names the
@@ -123,12 +130,22 @@ var settings = []setting{
 		intAtLeast(func(c *Config) *int { return &c.GCMinHeapMiB }, 0)},
 	{"copy-cache-mib", "memory for the binary COPY cache: the encoded rows of B-tree leaves that DuckDB's whole-table catalog reads send again and again (every commit reads every table's statistics; 0: off)", "64",
 		intAtLeast(func(c *Config) *int { return &c.CopyCacheMiB }, 0)},
+	{"statement-mem-mib", "the most memory one statement's rows may hold: a statement past it (a cross join of large tables) fails with 53200 out of memory instead of growing the server without limit (0: no bound)", "2048",
+		intAtLeast(func(c *Config) *int { return &c.StatementMemMiB }, 0)},
 	{"sysmon-awake", "keep the Go runtime's system monitor from deep-sleeping whenever the server waits for its clients (serve restarts itself once with GODEBUG=schedtrace set so): waking it on every client message cost a fifth of the server's CPU on a 2-vCPU VM; ignored when GODEBUG already sets schedtrace", "true",
 		func(c *Config, v string) (err error) { c.SysmonAwake, err = strconv.ParseBool(v); return }},
 	{"idle-timeout", "close client connections idle this long (0: never)", "0s",
 		func(c *Config, v string) (err error) { c.IdleTimeout, err = time.ParseDuration(v); return }},
 	{"statement-timeout", "cancel statements running this long (0: never)", "0s",
 		func(c *Config, v string) (err error) { c.StatementTimeout, err = time.ParseDuration(v); return }},
+	{"auth-timeout", "close connections that have not completed startup and authentication this long after connecting (PostgreSQL's authentication_timeout)", "60s",
+		func(c *Config, v string) (err error) { c.AuthTimeout, err = time.ParseDuration(v); return }},
+	{"auth-failures-per-minute", "failed authentications one client address may make in a minute; past it the address's connections are refused until the minute has passed (0: no bound)", "20",
+		intAtLeast(func(c *Config) *int { return &c.AuthFailuresPerMinute }, 0)},
+	{"ssl-require", "refuse TCP clients that do not use TLS (needs tls-cert and tls-key; the Unix socket is exempt)", "false",
+		func(c *Config, v string) (err error) { c.SSLRequire, err = strconv.ParseBool(v); return }},
+	{"client-check-interval", "while a statement runs, look this often whether its client closed the connection, and abandon the statement if so (PostgreSQL's client_connection_check_interval; 0: never)", "1s",
+		func(c *Config, v string) (err error) { c.ClientCheckInterval, err = time.ParseDuration(v); return }},
 }
 
 // ParseConfig reads the configuration from args, the environment (env, in

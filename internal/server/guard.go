@@ -10,6 +10,7 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/pgwire"
+	sqlpkg "github.com/moraine-db/moraine/internal/sql"
 )
 
 // guard wraps the SQL executor of one stack. It counts connections and
@@ -256,6 +257,9 @@ func skipNoise(s string) string {
 // data-modifying CTE is still caught. Strings that do not parse are left to
 // the SQL layer, which reports the syntax error.
 func writeVerb(sql string) (string, bool) {
+	if sqlpkg.CheckDepth(sql) != nil {
+		return "", false // the SQL layer refuses it
+	}
 	res, err := pg.Parse(sql)
 	if err != nil {
 		return "", false

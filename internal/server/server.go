@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -17,16 +18,14 @@ import (
 	"github.com/moraine-db/moraine/internal/commit/rowids"
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/slate"
+	"github.com/moraine-db/moraine/internal/sql"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
 )
-
-// ExecutorFactory builds the SQL executor over a loaded stack.
-type ExecutorFactory func(st *Stack) pgwire.Executor
 
 // Server is a running moraine.
 type Server struct {
 	cfg     *Config
 	log     *slog.Logger
-	newExec ExecutorFactory
 	metrics *Metrics
 
 	// ready is closed once the first stack is serving.
@@ -40,8 +39,8 @@ type Server struct {
 var ErrFenced = errors.New("fenced by a newer writer on the same store")
 
 // New prepares a server; Run starts it.
-func New(cfg *Config, log *slog.Logger, newExec ExecutorFactory) *Server {
-	return &Server{cfg: cfg, log: log, newExec: newExec, ready: make(chan struct{}), metrics: NewMetrics()}
+func New(cfg *Config, log *slog.Logger) *Server {
+	return &Server{cfg: cfg, log: log, ready: make(chan struct{}), metrics: NewMetrics()}
 }
 
 // Ready is closed when the server accepts connections.
@@ -131,11 +130,7 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 	}
 	s.stack = st
 	s.metrics.setStack(st)
-	exec := s.newExec(st)
-	if c, ok := exec.(CopyCacheExecutor); ok {
-		c.SetCopyCacheBytes(s.cfg.CopyCacheMiB << 20)
-		s.metrics.setCopyCache(c)
-	}
+	exec := s.newExecutor(st)
 	g := newGuard(exec, s.cfg.Replica, s.metrics)
 	wire, err := pgwire.New(wcfg, g)
 	if err != nil {
@@ -246,12 +241,16 @@ func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
 
 func (s *Server) wireConfig() (pgwire.Config, error) {
 	wc := pgwire.Config{
-		MaxConnections:   s.cfg.MaxConnections,
-		IdleTimeout:      s.cfg.IdleTimeout,
-		StatementTimeout: s.cfg.StatementTimeout,
-		TrustUnixSocket:  true,
-		Logger:           s.log,
-		TrustedNets:      []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
+		MaxConnections:        s.cfg.MaxConnections,
+		IdleTimeout:           s.cfg.IdleTimeout,
+		StatementTimeout:      s.cfg.StatementTimeout,
+		AuthTimeout:           s.cfg.AuthTimeout,
+		AuthFailuresPerMinute: s.cfg.AuthFailuresPerMinute,
+		RequireTLS:            s.cfg.SSLRequire,
+		ClientCheckInterval:   s.cfg.ClientCheckInterval,
+		TrustUnixSocket:       true,
+		Logger:                s.log,
+		TrustedNets:           []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},
 		// Debian's PostgreSQL reports its zone as Etc/UTC; clients compare.
 		Parameters: map[string]string{"TimeZone": "Etc/UTC"},
 		// The SQL layer serves PostgreSQL 15.18's own pg_catalog rows and
@@ -264,9 +263,21 @@ func (s *Server) wireConfig() (pgwire.Config, error) {
 			return wc, err
 		}
 		wc.Users = users
+		// Unknown users get fake SCRAM salts keyed by the users file's
+		// secrets: the same after a restart (and on a standby with the
+		// same file), so they cannot be told from real users by watching
+		// salts across restarts.
+		key, err := mockAuthKey(s.cfg.UsersFile)
+		if err != nil {
+			return wc, err
+		}
+		wc.MockAuthKey = key
 		// With users configured, every TCP client authenticates, loopback
 		// included; the Unix socket stays trusted (peer-local).
 		wc.TrustedNets = nil
+	}
+	if s.cfg.SSLRequire && s.cfg.TLSCert == "" {
+		return wc, fmt.Errorf("%w: ssl-require needs tls-cert and tls-key", ErrUsage)
 	}
 	if s.cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
@@ -316,4 +327,36 @@ func redactURL(u string) string {
 		}
 	}
 	return u
+}
+
+// NewExecutor is the SQL executor moraine serve runs over a stack, with
+// the configuration's settings (nil: the defaults). It is the one place an
+// executor is made: the server, the tools and the tests above it use it.
+func NewExecutor(st *Stack, cfg *Config) *sql.Executor {
+	ex := sql.New(memcat.On(st.Cat))
+	if cfg != nil {
+		ex.SetCopyCacheBytes(cfg.CopyCacheMiB << 20)
+		ex.StatementMem = int64(cfg.StatementMemMiB) << 20
+	}
+	return ex
+}
+
+// newExecutor makes the stack's executor and shows its COPY cache in the
+// metrics.
+func (s *Server) newExecutor(st *Stack) *sql.Executor {
+	ex := NewExecutor(st, s.cfg)
+	s.metrics.setCopyCache(ex)
+	return ex
+}
+
+// mockAuthKey derives the key of unknown users' fake SCRAM salts from the
+// users file: a hash of its verifiers, which nobody without the file can
+// compute.
+func mockAuthKey(usersFile string) ([]byte, error) {
+	b, err := os.ReadFile(usersFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: users-file: %v", ErrUsage, err)
+	}
+	sum := sha256.Sum256(append([]byte("moraine mock SCRAM salt key\x00"), b...))
+	return sum[:], nil
 }

@@ -9,9 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/moraine-db/moraine/internal/pgwire"
-	"github.com/moraine-db/moraine/internal/sql"
-	"github.com/moraine-db/moraine/internal/sql/memcat"
 	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/workload"
 )
@@ -33,7 +30,7 @@ func startWith(t *testing.T, log *slog.Logger, args ...string) *testenv.Running 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testenv.Start(t, New(cfg, log, func(st *Stack) pgwire.Executor { return sql.New(memcat.On(st.Cat)) }))
+	return testenv.Start(t, New(cfg, log))
 }
 
 // TestDuckLakeWorkloadSurvivesRestart drives DuckLake's commit protocol (4

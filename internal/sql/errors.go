@@ -38,6 +38,8 @@ const (
 	codeWrongObjectType = "42809"
 	codeInvalidParam    = "22023"
 	codeDivByZero       = "22012"
+	codeStackDepth      = "54001"
+	codeOutOfMemory     = "53200"
 )
 
 func errf(code, format string, args ...any) *pgwire.Error {

@@ -28,6 +28,8 @@ type exec struct {
 	// otherwise): the rows it reads to match and the new values it hands
 	// the catalog live only until the statement ends.
 	matched *valueScratch
+	// work counts the statement's rows and steps (work.go).
+	work work
 }
 
 // valueScratch hands out value buffers from chunks that an UPDATE or DELETE
@@ -299,7 +301,10 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 			if l.v.IsNull() || r.v.IsNull() {
 				return nullBool, nil
 			}
-			m := likeMatch(l.v.S, r.v.S)
+			m, err := likeMatchInterruptible(l.v.S, r.v.S, x.interrupt)
+			if err != nil {
+				return tv{}, err
+			}
 			return boolTV(m == (op == "~~")), nil
 		case "+", "-":
 			if l.v.IsNull() || r.v.IsNull() {
@@ -376,7 +381,10 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 		if a.Kind == pg.A_Expr_Kind_AEXPR_ILIKE {
 			s, p = strings.ToLower(s), strings.ToLower(p)
 		}
-		m := likeMatch(s, p)
+		m, err := likeMatchInterruptible(s, p, x.interrupt)
+		if err != nil {
+			return tv{}, err
+		}
 		return boolTV(m == (op == "~~" || op == "~~*")), nil
 	case pg.A_Expr_Kind_AEXPR_BETWEEN, pg.A_Expr_Kind_AEXPR_NOT_BETWEEN:
 		l, err := x.eval(a.Lexpr, e)

@@ -318,43 +318,6 @@ func conditionValue(clause string, v tv) (bool, error) {
 // truth is SQL's WHERE test: only TRUE passes.
 func truth(x tv) bool { return x.v.K == datum.KindBool && x.v.I != 0 }
 
-// likeMatch implements LIKE with % and _ (and backslash escapes).
-func likeMatch(s, p string) bool {
-	if p == "" {
-		return s == ""
-	}
-	switch p[0] {
-	case '%':
-		for i := 0; i <= len(s); i++ {
-			if likeMatch(s[i:], p[1:]) {
-				return true
-			}
-		}
-		return false
-	case '_':
-		if s == "" {
-			return false
-		}
-		_, n := firstRune(s)
-		return likeMatch(s[n:], p[1:])
-	case '\\':
-		if len(p) > 1 {
-			return s != "" && s[0] == p[1] && likeMatch(s[1:], p[2:])
-		}
-	}
-	return s != "" && s[0] == p[0] && likeMatch(s[1:], p[1:])
-}
-
-func firstRune(s string) (rune, int) {
-	for i, r := range s {
-		if i > 0 {
-			return r, i
-		}
-		_ = r
-	}
-	return 0, len(s)
-}
-
 // typeFromName resolves a pg_query TypeName.
 func typeFromName(tn *pg.TypeName) (datum.Type, error) {
 	ns := names(tn.Names)

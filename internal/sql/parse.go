@@ -134,6 +134,9 @@ func (c *parseCache) parseInto(sql string, buf *bindBuf) ([]stmt, error) {
 			}
 		}
 	}
+	if err := CheckDepth(sql); err != nil {
+		return nil, err
+	}
 	res, err := pg.Parse(sql)
 	if err != nil {
 		return nil, parseError(err)

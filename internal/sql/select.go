@@ -76,6 +76,9 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 		kept := in.rows[:0:0]
 		e := &env{cols: in.cols, outer: outer}
 		for _, row := range in.rows {
+			if err := x.step(); err != nil {
+				return nil, err
+			}
 			e.row = row
 			ok, err := x.condition("WHERE", s.WhereClause, e)
 			if err != nil {
@@ -179,6 +182,9 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 				out.cols[i].typ = v.t
 			}
 			orow[i] = v.v
+		}
+		if err := x.hold(orow); err != nil {
+			return nil, err
 		}
 		out.rows = append(out.rows, orow)
 		if len(keys) > 0 {
@@ -696,6 +702,9 @@ func (x *exec) runSetOp(s *pg.SelectStmt, outer *env) (*rel, error) {
 				}
 				nr[i] = v
 			}
+			if err := x.hold(nr); err != nil {
+				return nil, err
+			}
 			out.rows = append(out.rows, nr)
 		}
 	}
@@ -704,6 +713,9 @@ func (x *exec) runSetOp(s *pg.SelectStmt, outer *env) (*rel, error) {
 		seen := map[string]bool{}
 		kept := out.rows[:0]
 		for _, row := range out.rows {
+			if err := x.step(); err != nil {
+				return nil, err
+			}
 			var kb strings.Builder
 			for i, v := range row {
 				kb.WriteString(strconv.Itoa(int(v.K)))
@@ -773,6 +785,9 @@ func (x *exec) runValues(lists []*pg.Node) (*rel, error) {
 					out.cols[i].typ = datum.Int8
 				}
 			}
+		}
+		if err := x.hold(row); err != nil {
+			return nil, err
 		}
 		out.rows = append(out.rows, row)
 	}
@@ -957,6 +972,9 @@ func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
 	for _, lrow := range l.rows {
 		matched := false
 		try := func(rrow []datum.Value) error {
+			if err := x.step(); err != nil {
+				return err
+			}
 			copy(e.row, lrow)
 			copy(e.row[len(lrow):], rrow)
 			if quals != nil {
@@ -965,6 +983,9 @@ func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
 				}
 			}
 			matched = true
+			if err := x.hold(e.row); err != nil {
+				return err
+			}
 			out.rows = append(out.rows, slices.Clone(e.row))
 			return nil
 		}
@@ -984,7 +1005,11 @@ func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
 			}
 		}
 		if !matched && jt == pg.JoinType_JOIN_LEFT {
-			out.rows = append(out.rows, append(slices.Clone(lrow), nulls...))
+			row := append(slices.Clone(lrow), nulls...)
+			if err := x.hold(row); err != nil {
+				return nil, err
+			}
+			out.rows = append(out.rows, row)
 		}
 	}
 	return out, nil

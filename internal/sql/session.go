@@ -25,11 +25,14 @@ type Executor struct {
 	copies *copyCache
 	// Now is the clock for NOW(); tests replace it.
 	Now func() time.Time
+	// StatementMem bounds the rows one statement may hold in memory, in
+	// bytes (work.go); 0 is no bound.
+	StatementMem int64
 }
 
 // New returns an executor over cat.
 func New(cat *memcat.Server) *Executor {
-	return &Executor{cat: cat, cache: newParseCache(4096), copies: newCopyCache(copyCacheBytes), Now: time.Now}
+	return &Executor{cat: cat, cache: newParseCache(4096), copies: newCopyCache(copyCacheBytes), Now: time.Now, StatementMem: DefaultStatementMem}
 }
 
 var _ pgwire.Executor = (*Executor)(nil)

@@ -12,10 +12,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/server"
-	"github.com/moraine-db/moraine/internal/sql"
-	"github.com/moraine-db/moraine/internal/sql/memcat"
 	"github.com/moraine-db/moraine/internal/testenv"
 )
 
@@ -35,10 +32,6 @@ func Start(t testing.TB, store string, extra ...string) *Running {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := server.New(cfg, slog.New(slog.DiscardHandler), NewExecutor)
+	srv := server.New(cfg, slog.New(slog.DiscardHandler))
 	return &Running{Running: testenv.Start(t, srv), Srv: srv}
 }
-
-// NewExecutor is the executor moraine serve uses: SQL over the stack's
-// resident catalog.
-func NewExecutor(st *server.Stack) pgwire.Executor { return sql.New(memcat.On(st.Cat)) }
