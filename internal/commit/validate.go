@@ -91,7 +91,7 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 		}
 	}
 	if len(minted) > 1 {
-		return shapeErr("one commit inserts %d snapshots (%v); a commit mints at most one", len(minted), minted)
+		return shapeErr("one commit inserts %d snapshots (%v); a commit mints at most one", len(minted), minted[:min(len(minted), 5)])
 	}
 	var mine changes.Set
 	for _, s := range changesMade {

@@ -27,15 +27,16 @@ func CheckUTF8(s string) error {
 		}
 		i += w
 	}
-	// The bytes PostgreSQL names: as many as the lead byte announces.
+	// The bytes PostgreSQL names (pg_utf_mblen): as many as the lead
+	// byte announces, one for a byte that announces nothing.
 	n := 1
 	switch c := s[i]; {
-	case c >= 0xf0 && c <= 0xf7:
-		n = 4
-	case c >= 0xe0:
-		n = 3
-	case c >= 0xc0:
+	case c&0xe0 == 0xc0:
 		n = 2
+	case c&0xf0 == 0xe0:
+		n = 3
+	case c&0xf8 == 0xf0:
+		n = 4
 	}
 	n = min(n, len(s)-i)
 	var b strings.Builder

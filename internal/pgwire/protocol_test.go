@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"strconv"
@@ -493,5 +494,25 @@ func TestWriteTimeout(t *testing.T) {
 	}
 	if n := ts.srv.active.Load(); n != 0 {
 		t.Fatalf("%d connections still served", n)
+	}
+}
+
+// A statement whose client closed its connection is abandoned at the next
+// client check, not run to its end: the executor's context ends with the
+// client-gone cause while the statement (an hour's sleep) is still running.
+func TestStatementAbandonedWhenClientLeaves(t *testing.T) {
+	ts := startServer(t, Config{ClientCheckInterval: 20 * time.Millisecond})
+	ts.exec.slept = make(chan error, 1)
+	rc := dialRaw(t, ts)
+	rc.startup()
+	rc.send(&pgproto3.Query{String: "SELECT pg_sleep(3600)"})
+	rc.conn.Close()
+	select {
+	case cause := <-ts.exec.slept:
+		if !errors.Is(cause, errClientGoneCause) {
+			t.Fatalf("the statement ended with %v, want the client-gone cause", cause)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the statement of a closed connection ran on")
 	}
 }

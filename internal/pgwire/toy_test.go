@@ -34,6 +34,9 @@ import (
 type toyExec struct {
 	mu   sync.Mutex
 	rows []toyRow
+	// slept receives the cause that ended each interrupted pg_sleep, when
+	// a test set it.
+	slept chan error
 	// sessions counts live sessions, for leak checks.
 	sessions sync.WaitGroup
 	live     int
@@ -250,6 +253,9 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		select {
 		case <-time.After(time.Duration(secs * float64(time.Second))):
 		case <-ctx.Done():
+			if s.e.slept != nil {
+				s.e.slept <- context.Cause(ctx)
+			}
 			return ctx.Err()
 		}
 		if err := w.Describe([]Column{{Name: "pg_sleep", TypeOID: pgvalue.TextOID, TypeModifier: -1}}); err != nil {
