@@ -34,6 +34,11 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			fmt.Fprintf(stdout, "restored checkpoint %s (seq %d)\n", cp.ID, cp.Seq)
 			return nil
 		}
+		// The backup is checked before a byte is copied: a backup with a
+		// gap in its WAL (or no database at all) restores nothing.
+		if err := slate.Check(ctx, src); err != nil {
+			return fmt.Errorf("the backup at --from fails its check: %w", err)
+		}
 		n, err := slate.CopyDB(ctx, src, dst)
 		if err != nil {
 			return err
@@ -41,7 +46,7 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if err := slate.Check(ctx, dst); err != nil {
 			return fmt.Errorf("the restored store fails its check: %w", err)
 		}
-		fmt.Fprintf(stdout, "restored %d objects; serve it with moraine serve --store <the --to URL>\n", n)
+		fmt.Fprintf(stdout, "restored %d objects; serve it with: moraine serve --store '%s'\n", n, *to)
 		return nil
 	})
 }

@@ -88,18 +88,18 @@ func copyPoint(ctx context.Context, store objstore.Store, id string) (*Checkpoin
 	for t := range liveTables(man) {
 		objects = append(objects, sstName(t))
 	}
-	wals, err := store.List(ctx, walPrefix)
+	wal, err := listWAL(ctx, store)
 	if err != nil {
-		return nil, fmt.Errorf("list WAL: %w", err)
+		return nil, err
 	}
-	have := map[uint64]bool{}
-	for _, in := range wals {
-		if wid, ok := parseID(in.Key, walPrefix, walSuffix); ok {
-			have[wid] = true
-		}
+	// The copy takes the WAL up to its first missing object (a live
+	// writer's PUT may be in flight); a gap the writer could not have left
+	// would end it early and drop acknowledged commits: refuse it.
+	if err := checkGaps(ctx, store, wal, man.replayAfterWAL, wal.end(man.replayAfterWAL)); err != nil {
+		return nil, err
 	}
 	last := man.replayAfterWAL
-	for have[last+1] {
+	for _, ok := wal[last+1]; ok; _, ok = wal[last+1] {
 		last++
 		objects = append(objects, walName(last))
 	}

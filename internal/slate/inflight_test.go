@@ -175,4 +175,9 @@ func TestGapNotInFlightIsCorrupt(t *testing.T) {
 	if err := Check(ctx, mem); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("check: %v, want ErrCorrupt", err)
 	}
+	// A reader (verify, inspect, backup, a replica) refuses it too, rather
+	// than stop at the gap and show the store without the commits after it.
+	if _, err := OpenReader(ctx, mem, Options{}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("open reader over a lost WAL object: %v, want ErrCorrupt", err)
+	}
 }

@@ -33,6 +33,20 @@ func OpenReader(ctx context.Context, store objstore.Store, opts Options) (*DB, e
 		d.cancel()
 		return nil, fmt.Errorf("slate: open reader: %w", err)
 	}
+	// A reader stops at the first missing WAL object (a live writer's PUT
+	// may still be in flight), so a lost object in the middle would end its
+	// view early and silently drop the commits after it: it checks the
+	// WAL's gaps as the writer does at open, and refuses what the writer
+	// would refuse.
+	wal, err := listWAL(ctx, store)
+	if err != nil {
+		d.cancel()
+		return nil, fmt.Errorf("slate: open reader: %w", err)
+	}
+	if err := checkGaps(ctx, store, wal, man.replayAfterWAL, wal.end(man.replayAfterWAL)); err != nil {
+		d.cancel()
+		return nil, err
+	}
 	if err := d.replay(ctx, man, d.nextWAL, ^uint64(0), false); err != nil {
 		d.cancel()
 		return nil, err
