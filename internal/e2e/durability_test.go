@@ -85,8 +85,10 @@ func TestFailedWALWrite(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// The reopened server serves the durable state: the acknowledged run in
-	// full, and not a trace of the failed commits.
+	// full, and not a trace of the failed commits — first read-only, then,
+	// once it opened the store for writing again, with writes.
 	waitServing(t, ctx, r.Addr)
+	waitWritable(t, ctx, r.Addr)
 	if err := verifyAt(ctx, r.Addr, "before", before); err != nil {
 		t.Fatalf("after reopen: %v", err)
 	}
@@ -103,6 +105,27 @@ func TestFailedWALWrite(t *testing.T) {
 	}
 	if n := reopens(r); n != 1 {
 		t.Fatalf("%v reopens, want exactly 1", n)
+	}
+}
+
+// waitWritable waits until the server at addr takes a write again (while
+// the store is reopened for writing it refuses writes with 58030).
+func waitWritable(t *testing.T, ctx context.Context, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		conn, err := pgconn.Connect(ctx, conninfo(addr, "probe"))
+		if err == nil {
+			_, err = conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS ducklake_metadata(key varchar NOT NULL, value varchar NOT NULL, scope varchar, scope_id bigint)").ReadAll()
+			conn.Close(context.Background())
+			if err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server takes no writes after reopen: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

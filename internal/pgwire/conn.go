@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -67,6 +68,9 @@ type conn struct {
 	// counted: the connection counts against MaxConnections (its startup
 	// packet arrived).
 	counted bool
+	// evicted is the FATAL to end the connection with, set by
+	// CloseConnections.
+	evicted atomic.Pointer[Error]
 	// raw is the accepted connection, under any TLS: the socket the
 	// client-connection check polls.
 	raw net.Conn
@@ -567,7 +571,9 @@ func (c *conn) receiveFailed(err error) error {
 		return errClosing
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
-		if c.srv.isClosing() {
+		if e := c.evicted.Load(); e != nil {
+			c.sendFatal(e)
+		} else if c.srv.isClosing() {
 			c.sendFatal(c.srv.shutdownError())
 		} else {
 			c.sendFatal(&Error{Code: CodeIdleSessionTimeout, Message: "terminating connection due to idle-session timeout"})

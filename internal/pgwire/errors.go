@@ -100,6 +100,9 @@ func asPgError(err error, cause error) *Error {
 		if errors.Is(cause, errStatementTimeoutCause) {
 			return errStatementTimeout
 		}
+		if errors.Is(cause, errAdminShutdownCause) {
+			return errShutdown
+		}
 		return errCanceled
 	}
 	return &Error{Code: CodeInternalError, Message: err.Error(), Cause: err}

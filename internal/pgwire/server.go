@@ -273,6 +273,28 @@ func (s *Server) Close() error {
 	return nil
 }
 
+// CloseConnections ends every connection now, keeping the listeners: a
+// running statement is canceled, and each client gets message as a FATAL
+// 57P01 before its connection closes. New connections are served as usual.
+// The server uses it when the catalog its sessions read is replaced (the
+// store was reopened): sessions of the old one must not go on.
+func (s *Server) CloseConnections(message string) {
+	e := &Error{Severity: SeverityFatal, Code: CodeAdminShutdown, Message: message}
+	s.mu.Lock()
+	conns := make([]*conn, 0, len(s.mu.conns))
+	for c := range s.mu.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.evicted.Store(e)
+		c.cancelStatement(errAdminShutdownCause)
+		c.mu.Lock()
+		_ = c.mu.netConn.SetReadDeadline(time.Now())
+		c.mu.Unlock()
+	}
+}
+
 func (s *Server) closeAll() {
 	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.mu.conns))

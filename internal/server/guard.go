@@ -10,7 +10,6 @@ import (
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/pgwire"
-	sqlpkg "github.com/moraine-db/moraine/internal/sql"
 )
 
 // guard wraps the SQL executor of one stack. It counts connections and
@@ -18,9 +17,8 @@ import (
 // and, once the server is fenced, refuses every statement with an error
 // naming the fencing so that clients learn why the server is going away.
 type guard struct {
-	inner   pgwire.Executor
-	replica bool
-	m       *Metrics
+	inner pgwire.Executor
+	m     *Metrics
 	// fenced holds the fencing error once the store reported it.
 	fenced atomic.Pointer[error]
 }
@@ -33,8 +31,8 @@ const codeFenced = "57P01"
 // answers to a write.
 const codeReadOnly = "25006"
 
-func newGuard(inner pgwire.Executor, replica bool, m *Metrics) *guard {
-	return &guard{inner: inner, replica: replica, m: m}
+func newGuard(inner pgwire.Executor, m *Metrics) *guard {
+	return &guard{inner: inner, m: m}
 }
 
 func (g *guard) fence(err error) { g.fenced.CompareAndSwap(nil, &err) }
@@ -69,11 +67,6 @@ func (s *guardSession) admit(sql string) error {
 		return err
 	}
 	s.g.m.Statements.WithLabelValues(statementShape(sql)).Inc()
-	if s.g.replica {
-		if verb, ok := writeVerb(sql); ok {
-			return pgwire.Errorf(codeReadOnly, "cannot execute %s on a read-only replica (moraine serve --replica); write through the writer", verb)
-		}
-	}
 	return nil
 }
 
@@ -249,85 +242,4 @@ func skipNoise(s string) string {
 			return s
 		}
 	}
-}
-
-// writeVerb reports whether sql holds a statement that could change the
-// catalog, and names it. It parses with PostgreSQL's own parser (the SQL
-// layer does too), so a write hidden in a multi-statement string or a
-// data-modifying CTE is still caught. Strings that do not parse are left to
-// the SQL layer, which reports the syntax error.
-func writeVerb(sql string) (string, bool) {
-	if sqlpkg.CheckDepth(sql) != nil {
-		return "", false // the SQL layer refuses it
-	}
-	res, err := pg.Parse(sql)
-	if err != nil {
-		return "", false
-	}
-	for _, raw := range res.Stmts {
-		if verb, ok := nodeWrites(raw.Stmt); ok {
-			if verb == "" {
-				verb = strings.ToUpper(firstWord(stmtText(sql, raw)))
-			}
-			return verb, true
-		}
-	}
-	return "", false
-}
-
-func nodeWrites(n *pg.Node) (string, bool) {
-	if n == nil {
-		return "", false
-	}
-	switch {
-	case n.GetSelectStmt() != nil:
-		s := n.GetSelectStmt()
-		if s.IntoClause != nil {
-			return "SELECT INTO", true
-		}
-		return withWrites(s.WithClause)
-	case n.GetCopyStmt() != nil:
-		if n.GetCopyStmt().IsFrom {
-			return "COPY FROM", true
-		}
-		return nodeWrites(n.GetCopyStmt().Query)
-	case n.GetExplainStmt() != nil:
-		return nodeWrites(n.GetExplainStmt().Query)
-	case n.GetVariableSetStmt() != nil, n.GetVariableShowStmt() != nil,
-		n.GetTransactionStmt() != nil, n.GetDiscardStmt() != nil,
-		n.GetDeallocateStmt() != nil, n.GetFetchStmt() != nil,
-		n.GetClosePortalStmt() != nil:
-		return "", false
-	case n.GetDeclareCursorStmt() != nil:
-		return nodeWrites(n.GetDeclareCursorStmt().Query)
-	case n.GetPrepareStmt() != nil:
-		return nodeWrites(n.GetPrepareStmt().Query)
-	case n.GetInsertStmt() != nil:
-		return "INSERT", true
-	case n.GetUpdateStmt() != nil:
-		return "UPDATE", true
-	case n.GetDeleteStmt() != nil:
-		return "DELETE", true
-	case n.GetMergeStmt() != nil:
-		return "MERGE", true
-	case n.GetTruncateStmt() != nil:
-		return "TRUNCATE", true
-	}
-	// DDL, EXECUTE of an unknown statement, LOCK, and everything else: a
-	// replica's catalog changes only by following the writer.
-	return "", true
-}
-
-func withWrites(w *pg.WithClause) (string, bool) {
-	if w == nil {
-		return "", false
-	}
-	for _, c := range w.Ctes {
-		if cte := c.GetCommonTableExpr(); cte != nil {
-			if verb, ok := nodeWrites(cte.Ctequery); ok {
-				return verb, true
-			}
-		}
-	}
-	return "", false
 }

@@ -331,7 +331,7 @@ func TestFailover(t *testing.T) {
 // TestGuardFencedMessage: once fenced, every statement is refused with an
 // error that names the fencing.
 func TestGuardFencedMessage(t *testing.T) {
-	g := newGuard(sql.New(memcat.NewServer(nil)), false, NewMetrics())
+	g := newGuard(sql.New(memcat.NewServer(nil)), NewMetrics())
 	s, err := g.NewSession(context.Background(), pgwire.StartupInfo{Database: "lake", User: "moraine"})
 	if err != nil {
 		t.Fatal(err)
@@ -367,37 +367,8 @@ func TestConflictClass(t *testing.T) {
 	}
 }
 
-// TestWriteVerb: the replica's write filter, statement by statement.
-func TestWriteVerb(t *testing.T) {
-	for _, c := range []struct {
-		sql   string
-		write string // "" = allowed
-	}{
-		{"SELECT 1", ""},
-		{"select * from ducklake_snapshot; show transaction_read_only", ""},
-		{"BEGIN TRANSACTION READ ONLY; SELECT 1; COMMIT", ""},
-		{"SET search_path = public", ""},
-		{`COPY (SELECT snapshot_id FROM public.ducklake_snapshot) TO STDOUT (FORMAT "binary")`, ""},
-		{"EXPLAIN SELECT 1", ""},
-		{"ROLLBACK", ""},
-		{"this is not sql", ""}, // the SQL layer reports the syntax error
-		{"INSERT INTO t VALUES (1)", "INSERT"},
-		{"SELECT 1; UPDATE t SET a = 1", "UPDATE"},
-		{"DELETE FROM t", "DELETE"},
-		{"WITH x AS (DELETE FROM t RETURNING *) SELECT * FROM x", "DELETE"},
-		{"SELECT 1 INTO t2", "SELECT INTO"},
-		{"COPY t FROM STDIN", "COPY FROM"},
-		{"CREATE TABLE t (a int)", "CREATE"},
-		{"  drop table t", "DROP"},
-		{"ALTER TABLE t ADD COLUMN b int", "ALTER"},
-		{"TRUNCATE t", "TRUNCATE"},
-		{"EXPLAIN ANALYZE INSERT INTO t VALUES (1)", "INSERT"},
-	} {
-		verb, w := writeVerb(c.sql)
-		if w != (c.write != "") || (w && verb != c.write) {
-			t.Errorf("writeVerb(%q) = %q, %v; want %q", c.sql, verb, w, c.write)
-		}
-	}
+// TestStatementShape: the label of moraine_statements_total.
+func TestStatementShape(t *testing.T) {
 	for sql, want := range map[string]string{
 		"SELECT 1": "select", "  -- c\n/* x */ (select 1)": "select", "Commit": "commit",
 		"": "empty", "FOO": "other", "vacuum": "other",
@@ -590,7 +561,6 @@ func FuzzGuardClassify(f *testing.F) {
 		if !shapes[shape] && shape != "other" && shape != "empty" {
 			t.Fatalf("statementShape(%q) = %q: not a bounded label", sql, shape)
 		}
-		writeVerb(sql)
 		conflictClass(errors.New(sql))
 	})
 }

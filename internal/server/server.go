@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"errors"
@@ -11,13 +10,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
 	"strings"
-	"time"
+	"sync/atomic"
 
-	"github.com/moraine-db/moraine/internal/commit/rowids"
 	"github.com/moraine-db/moraine/internal/pgwire"
-	"github.com/moraine-db/moraine/internal/slate"
 	"github.com/moraine-db/moraine/internal/sql"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
 )
@@ -28,10 +24,11 @@ type Server struct {
 	log     *slog.Logger
 	metrics *Metrics
 
-	// ready is closed once the first stack is serving.
-	ready chan struct{}
-	stack *Stack
-	addr  net.Addr
+	// ready is closed once the first stack is serving; served is set then.
+	ready  chan struct{}
+	served atomic.Bool
+	stack  *Stack
+	addr   net.Addr
 }
 
 // ErrFenced is returned by Run when a newer writer opened the store: this
@@ -54,190 +51,6 @@ func (s *Server) Stack() *Stack { return s.stack }
 
 // Metrics returns the server's metrics registry.
 func (s *Server) Metrics() *Metrics { return s.metrics }
-
-// Run opens the store, serves clients until ctx ends, and closes everything
-// cleanly: in-flight statements finish or are canceled, then the store is
-// flushed and closed. If a store write fails, Run closes the clients, reopens
-// the store and serves the catalog as the store has it: it never keeps
-// serving state that is not durable. If the server is fenced it returns
-// ErrFenced.
-func (s *Server) Run(ctx context.Context) error {
-	wcfg, err := s.wireConfig()
-	if err != nil {
-		return err
-	}
-	gcCtx, stopGC := context.WithCancel(context.Background())
-	gcDone := make(chan struct{})
-	go func() { runGCFloor(gcCtx, uint64(s.cfg.GCMinHeapMiB)<<20); close(gcDone) }()
-	defer func() { stopGC(); <-gcDone }()
-	if s.cfg.MetricsListen != "" {
-		stop, err := s.serveMetrics(s.cfg.MetricsListen)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	for attempt := 0; ; attempt++ {
-		err := s.serveOnce(ctx, wcfg)
-		switch {
-		case err == nil || ctx.Err() != nil:
-			return nil
-		case errors.Is(err, ErrFenced):
-			return err
-		case errors.Is(err, errReopen):
-			s.log.Warn("reopening the store after a failed write", "attempt", attempt+1)
-			s.metrics.Reopens.Inc()
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff(attempt)):
-			}
-			continue
-		default:
-			return err
-		}
-	}
-}
-
-func backoff(attempt int) time.Duration {
-	d := 100 * time.Millisecond << min(attempt, 6)
-	return d
-}
-
-var errReopen = errors.New("store failed: reopen")
-
-func (s *Server) serveOnce(ctx context.Context, wcfg pgwire.Config) error {
-	opts := StackOptions{
-		Replica: s.cfg.Replica,
-		Log:     s.log,
-		Metrics: s.metrics,
-		// A replica's follow loop refreshes the reader itself, right
-		// before it reloads the catalog (one poll, not two in series).
-		Slate: slate.Options{WALInFlight: s.cfg.WALInFlight},
-	}
-	opts.Commit.Observe = s.metrics.observeCommit
-	if s.cfg.RowIDHold {
-		opener := &rowids.URLOpener{Query: s.cfg.DataPathOptions}
-		defer opener.Close()
-		opts.Commit.Hold = &rowids.Checker{Open: opener}
-	}
-	st, err := OpenStack(ctx, s.cfg.Store, opts)
-	if err != nil {
-		if errors.Is(err, slate.ErrFenced) {
-			return fmt.Errorf("%w: %v", ErrFenced, err)
-		}
-		return err
-	}
-	s.stack = st
-	s.metrics.setStack(st)
-	exec := s.newExecutor(st)
-	g := newGuard(exec, s.cfg.Replica, s.metrics)
-	wire, err := pgwire.New(wcfg, g)
-	if err != nil {
-		st.Close(context.Background())
-		return err
-	}
-	l, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		st.Close(context.Background())
-		return fmt.Errorf("listen %s: %w", s.cfg.Listen, err)
-	}
-	s.addr = l.Addr()
-	listeners := []net.Listener{l}
-	if s.cfg.UnixSocketDir != "" {
-		_, p, _ := net.SplitHostPort(l.Addr().String())
-		port, _ := strconv.Atoi(p)
-		u, err := pgwire.ListenUnix(s.cfg.UnixSocketDir, port)
-		if err != nil {
-			l.Close()
-			st.Close(context.Background())
-			return err
-		}
-		listeners = append(listeners, u)
-	}
-	for _, l := range listeners {
-		go func(l net.Listener) {
-			if err := wire.Serve(l); err != nil && !errors.Is(err, pgwire.ErrServerClosed) {
-				s.log.Error("serve", "listener", l.Addr().String(), "err", err)
-			}
-		}(l)
-	}
-	s.log.Info("moraine is ready", "listen", l.Addr().String(), "store", redactURL(s.cfg.Store), "replica", s.cfg.Replica)
-	select {
-	case <-s.ready:
-	default:
-		close(s.ready)
-	}
-
-	if s.cfg.Replica {
-		s.metrics.ReplicaSeq.Set(float64(st.Seq))
-		fctx, stopFollow := context.WithCancel(ctx)
-		followDone := make(chan struct{})
-		go func() {
-			defer close(followDone)
-			st.follow(fctx, s.cfg.ReplicaPoll, s.metrics, s.log.Warn)
-		}()
-		defer func() { stopFollow(); <-followDone }()
-	}
-
-	// Watch for the end: a signal, a failed store write, a fence. The
-	// store notices a fence at its next write or, idle, at its next fence
-	// poll (slate.Options.FencePollInterval, 1s by default).
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	var result error
-	for result == nil {
-		select {
-		case <-ctx.Done():
-			result = ctx.Err()
-		case <-tick.C:
-			if st.Pipe == nil {
-				continue
-			}
-			ferr := st.Pipe.Failed()
-			if kerr := st.KV.Err(); ferr == nil && errors.Is(kerr, slate.ErrFenced) {
-				ferr = kerr
-			}
-			if ferr != nil {
-				if errors.Is(ferr, slate.ErrFenced) {
-					g.fence(ferr)
-					s.log.Error("this server was fenced by a newer writer; it stops taking writes and exits", "err", ferr)
-					result = fmt.Errorf("%w: %v", ErrFenced, ferr)
-				} else {
-					s.log.Error("a store write failed; closing clients and reopening the store", "err", ferr)
-					result = errReopen
-				}
-			}
-		}
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	switch {
-	case errors.Is(result, ErrFenced):
-		// The store refuses every write from now on and the guard refuses
-		// every new statement, naming the fencing. Busy connections get a
-		// moment to send the answers of statements already running (a
-		// commit that became durable before the fence is acknowledged);
-		// then everything is closed.
-		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
-		wire.ShutdownWithMessage(fctx, "terminating connection: this moraine was fenced by a newer writer on the same store and accepts no more writes")
-		fcancel()
-	case errors.Is(result, errReopen):
-		// Nothing more may be acknowledged from this stack: close at once.
-		wire.Close()
-	default:
-		if err := wire.Shutdown(sctx); err != nil {
-			s.log.Warn("shutdown", "err", err)
-		}
-	}
-	if err := st.Close(sctx); err != nil && !errors.Is(result, ErrFenced) && !errors.Is(result, errReopen) {
-		s.log.Warn("closing the store", "err", err)
-	}
-	if errors.Is(result, context.Canceled) {
-		return nil
-	}
-	return result
-}
 
 func (s *Server) wireConfig() (pgwire.Config, error) {
 	wc := pgwire.Config{

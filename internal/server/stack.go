@@ -33,6 +33,9 @@ type Stack struct {
 	// followed is the store sequence a replica's catalog reflects (Seq,
 	// then whatever follow last loaded).
 	followed atomic.Uint64
+	// closers release what the stack's commit path holds besides the
+	// store (the row-id hold's data-path opener), after the store closes.
+	closers []func() error
 }
 
 // StackOptions configure OpenStack.
@@ -159,6 +162,11 @@ func (st *Stack) Close(ctx context.Context) error {
 	err := st.KV.Close(ctx)
 	if cerr := st.Store.Close(); err == nil && cerr != nil && !errors.Is(cerr, objstore.ErrClosed) {
 		err = cerr
+	}
+	for _, c := range st.closers {
+		if cerr := c(); err == nil {
+			err = cerr
+		}
 	}
 	return err
 }

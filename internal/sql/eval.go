@@ -647,6 +647,8 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 		return tv{datum.TextValue(x.s.user), datum.Name}, nil
 	case "pg_backend_pid":
 		return tv{datum.IntValue(int64(x.s.pid)), datum.Int4}, nil
+	case "pg_is_in_recovery":
+		return tv{datum.BoolValue(x.s.ex.Standby), datum.Bool}, nil
 	case "current_setting":
 		s, ok := argText(0)
 		if !ok {

@@ -28,6 +28,13 @@ type Executor struct {
 	// StatementMem bounds the rows one statement may hold in memory, in
 	// bytes (work.go); 0 is no bound.
 	StatementMem int64
+	// Standby serves a read replica as PostgreSQL serves a hot standby:
+	// sessions are read-only (transaction_read_only and in_hot_standby on,
+	// pg_is_in_recovery() true) and every write is refused with 25006.
+	Standby bool
+	// WriteRefusal, when set and returning an error, refuses every write
+	// with it: a writer whose store refuses writes serves reads only.
+	WriteRefusal func() error
 }
 
 // New returns an executor over cat.
@@ -120,6 +127,7 @@ var defaultSettings = map[string]string{
 	"timezone":                      "UTC",
 	"transaction_isolation":         "read committed",
 	"transaction_read_only":         "off",
+	"in_hot_standby":                "off",
 	"bytea_output":                  "hex",
 }
 
@@ -149,6 +157,10 @@ func (s *Session) resetSettings() {
 		s.settings[k] = v
 	}
 	s.settings["application_name"] = app
+	if s.ex.Standby {
+		s.settings["default_transaction_read_only"] = "on"
+		s.settings["in_hot_standby"] = "on"
+	}
 }
 
 // set changes a setting for the session.
@@ -345,6 +357,9 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	}()
 	if s.failed && !isTxnControl(n) {
 		return errf(codeInFailedTx, "current transaction is aborted, commands ignored until end of transaction block")
+	}
+	if err := s.admitWrite(st); err != nil {
+		return err
 	}
 	if ts := n.GetTransactionStmt(); ts != nil {
 		return s.runTxn(ctx, ts, out)

@@ -67,8 +67,13 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 }
 
 func (x *exec) checkWritable(verb string) error {
-	if x.s.readOnly {
+	if x.s.readOnly || x.s.ex.Standby {
 		return errf(codeReadOnly, "cannot execute %s in a read-only transaction", verb)
+	}
+	if r := x.s.ex.WriteRefusal; r != nil {
+		if err := r(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
