@@ -57,6 +57,8 @@ type Config struct {
 	AuthFailuresPerMinute int
 	SSLRequire            bool
 	ClientCheckInterval   time.Duration
+	// MetricsRemote allows metrics-listen beyond loopback.
+	MetricsRemote bool
 }
 
 // ErrUsage marks configuration errors: the command exits 2 and names the
@@ -108,8 +110,10 @@ var settings = []setting{
 		str(func(c *Config) *string { return &c.TLSCert })},
 	{"tls-key", "PEM private key for TLS", "",
 		str(func(c *Config) *string { return &c.TLSKey })},
-	{"metrics-listen", "HTTP address for /metrics, /healthz and /readyz (empty: off)", "",
+	{"metrics-listen", "HTTP address for /metrics, /healthz and /readyz (empty: off); beyond loopback only with metrics-remote", "",
 		str(func(c *Config) *string { return &c.MetricsListen })},
+	{"metrics-remote", "allow metrics-listen on a non-loopback address: /metrics has no authentication and shows database and table names with row counts", "false",
+		func(c *Config, v string) (err error) { c.MetricsRemote, err = strconv.ParseBool(v); return }},
 	{"log-format", "log format: text or json", "text",
 		str(func(c *Config) *string { return &c.LogFormat })},
 	{"log-level", "log level: debug, info, warn or error", "info",
@@ -291,6 +295,18 @@ func (c *Config) validate() error {
 	}
 	if c.Store == "" {
 		return fmt.Errorf("%w: store: empty", ErrUsage)
+	}
+	if c.MetricsListen != "" {
+		mhost, _, err := net.SplitHostPort(c.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("%w: metrics-listen: %v", ErrUsage, err)
+		}
+		if !isLoopback(mhost) && !c.MetricsRemote {
+			return fmt.Errorf("%w: metrics-listen: %s is not a loopback address; /metrics answers without authentication and names every database and table with its row count: set metrics-remote to serve it there", ErrUsage, c.MetricsListen)
+		}
+	}
+	if c.SSLRequire && c.TLSCert == "" {
+		return fmt.Errorf("%w: ssl-require needs tls-cert and tls-key", ErrUsage)
 	}
 	return nil
 }

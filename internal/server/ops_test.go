@@ -160,11 +160,18 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 		{[]string{"--replica=maybe"}, nil, "replica"},
 		{[]string{"--wal-in-flight", "5"}, nil, "wal-in-flight"},
 		{nil, []string{"MORAINE_WAL_IN_FLIGHT=-1"}, "wal-in-flight"},
+		{[]string{"--metrics-listen", "0.0.0.0:9187"}, nil, "metrics-listen"},
+		{[]string{"--ssl-require"}, nil, "ssl-require"},
+		{[]string{"--statement-mem-mib", "-1"}, nil, "statement-mem-mib"},
+		{[]string{"--auth-failures-per-minute", "-1"}, nil, "auth-failures-per-minute"},
 	} {
 		_, err := ParseConfig(c.args, c.env, io.Discard)
 		if !errors.Is(err, ErrUsage) || !strings.Contains(err.Error(), c.name) {
 			t.Errorf("%v %v: %v, want ErrUsage naming %s", c.args, c.env, err, c.name)
 		}
+	}
+	if _, err := ParseConfig([]string{"--metrics-listen", "0.0.0.0:9187", "--metrics-remote"}, nil, io.Discard); err != nil {
+		t.Errorf("metrics-listen beyond loopback with metrics-remote: %v", err)
 	}
 }
 

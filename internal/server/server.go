@@ -89,9 +89,6 @@ func (s *Server) wireConfig() (pgwire.Config, error) {
 		// included; the Unix socket stays trusted (peer-local).
 		wc.TrustedNets = nil
 	}
-	if s.cfg.SSLRequire && s.cfg.TLSCert == "" {
-		return wc, fmt.Errorf("%w: ssl-require needs tls-cert and tls-key", ErrUsage)
-	}
 	if s.cfg.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(s.cfg.TLSCert, s.cfg.TLSKey)
 		if err != nil {

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +36,38 @@ const (
 	// file would queue behind, and delay, the writers' own).
 	poolSize   = 32
 	poolMaxAge = time.Minute
+	poolPrefix = tmpPrefix + "pool-"
 )
+
+// removeOrphanedPoolFiles removes the pool files of processes that died
+// without closing the store (a kill -9 leaves a pool's worth behind each
+// time). Every pool file is flock(2)ed by its process while it lives, and
+// the kernel drops the lock when the process dies: a file that can be
+// locked has no owner. A live process's file lost to the small window
+// between its creation and its lock costs that process only a fresh
+// temporary file at its next write (take's caller falls back to one).
+func removeOrphanedPoolFiles(root string) int {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return 0
+	}
+	removed := 0
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasPrefix(e.Name(), poolPrefix) {
+			continue
+		}
+		path := filepath.Join(root, e.Name())
+		f, err := os.Open(path)
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil && os.Remove(path) == nil {
+			removed++
+		}
+		f.Close()
+	}
+	return removed
+}
 
 // pooledFile is an empty temporary file, kept open so that a write does
 // not pay for opening it again.
@@ -127,6 +160,7 @@ func (p *pool) wake() {
 // fresh path, which reports the error where it belongs.
 func (p *pool) fill() {
 	defer close(p.done)
+	removeOrphanedPoolFiles(p.root)
 	refresh := time.NewTicker(poolMaxAge / 2)
 	defer refresh.Stop()
 	for {
@@ -161,10 +195,13 @@ func (p *pool) fill() {
 func (p *pool) topUp() int {
 	n := 0
 	for len(p.ready) < cap(p.ready) {
-		f, err := os.CreateTemp(p.root, tmpPrefix+"pool-*")
+		f, err := os.CreateTemp(p.root, poolPrefix+"*")
 		if err != nil {
 			return n
 		}
+		// The lock marks the file as this process's for as long as it
+		// lives (removeOrphanedPoolFiles).
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
 		pf := pooledFile{path: f.Name(), f: f, created: time.Now()}
 		select {
 		case p.ready <- pf:

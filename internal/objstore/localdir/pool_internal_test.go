@@ -2,8 +2,11 @@ package localdir
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestPoolWakesFillerOnlyWhenLow: a take that leaves the pool above half
@@ -42,5 +45,36 @@ func TestPoolWakesFillerOnlyWhenLow(t *testing.T) {
 	_, ok := p.take()
 	if k := kicked(); ok || !k {
 		t.Fatalf("a take from the empty pool: got a file %v, kicked the filler %v; want no file and a kick", ok, k)
+	}
+}
+
+// A process killed with the store open leaves its pool files behind; the
+// next writer's pool removes them (their lock died with their owner) and
+// leaves a live owner's alone.
+func TestOrphanedPoolFilesRemoved(t *testing.T) {
+	dir := t.TempDir()
+	// An orphan: a pool file nobody holds a lock on.
+	orphan := filepath.Join(dir, poolPrefix+"dead")
+	if err := os.WriteFile(orphan, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A live one: held by an open, locked descriptor.
+	live := filepath.Join(dir, poolPrefix+"live")
+	lf, err := os.Create(live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lf.Close()
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	if n := removeOrphanedPoolFiles(dir); n != 1 {
+		t.Fatalf("removed %d files, want the orphan", n)
+	}
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatalf("the orphan is still there: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Fatalf("the live pool file was removed: %v", err)
 	}
 }
