@@ -648,6 +648,9 @@ func (c *conn) simpleQuery(sql string) {
 		return c.sess.Query(ctx, sql, w)
 	})
 	w.finishStatement()
+	if len(sql) >= largeRequest {
+		ReleaseMemory()
+	}
 	c.applyDiscard(nil)
 	if err == nil && w.inResult() {
 		err = &Error{Code: CodeInternalError, Message: "executor left a statement result unfinished"}

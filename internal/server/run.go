@@ -290,7 +290,9 @@ func (s *Server) serveDegraded(ctx context.Context, wire *pgwire.Server, g *gate
 				g.set(newGuard(ex, s.metrics))
 				s.announce(r, (*why.Load()).Error())
 			case !s.served.Load():
-				return nil, fmt.Errorf("the store refuses writes (%v) and cannot be read either: %w", cause, err)
+				// Never served: this is a start that fails, with the
+				// writer's own error.
+				return nil, cause
 			default:
 				s.log.Error("the store cannot be read either; retrying", "err", err)
 			}

@@ -81,6 +81,9 @@ type litSlot struct {
 	str        bool
 }
 
+// maxCachedText is the longest statement text the cache keeps.
+const maxCachedText = 256 << 10
+
 func newParseCache(max int) *parseCache {
 	return &parseCache{exact: map[string][]stmt{}, shape: map[string]*template{}, max: max}
 }
@@ -165,6 +168,11 @@ func (c *parseCache) parseInto(sql string, buf *bindBuf) ([]stmt, error) {
 	}
 	if len(c.shape) >= c.max {
 		clear(c.shape)
+	}
+	if len(sql) > maxCachedText {
+		// A huge one-off text (a bulk INSERT) is not kept: the cache would
+		// hold its text and tree long after the statement ended.
+		return out, nil
 	}
 	c.exact[sql] = out
 	if lexOK && templatable(out) {

@@ -391,7 +391,11 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 		s.wrote = true // even if it fails: DuckLake's retry is a writer
 	}
 	x := &exec{ctx: ctx, s: s, params: params, lits: st.lits}
-	return asPg(x.statement(n, out))
+	err := asPg(x.statement(n, out))
+	if x.work.bytes >= largeStatement {
+		pgwire.ReleaseMemory()
+	}
+	return err
 }
 
 // readsNothing reports statements that read no table and write nothing:

@@ -23,6 +23,10 @@ import (
 // DefaultStatementMem is the default memory budget of one statement.
 const DefaultStatementMem = 2 << 30
 
+// largeStatement is the materialized size from which a statement's end
+// hands freed memory back to the operating system (pgwire.ReleaseMemory).
+const largeStatement = 256 << 20
+
 // rowBytes estimates the memory a materialized row holds: its slice of
 // values. Strings are not counted: rows copy values, and a value's string
 // is shared with the row it came from.
