@@ -2,7 +2,7 @@ package pgwire
 
 import (
 	"runtime/debug"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -10,21 +10,41 @@ import (
 // memory its request took back to the operating system once it is done.
 const largeRequest = 8 << 20
 
-// lastRelease is when ReleaseMemory last ran (Unix nanoseconds).
-var lastRelease atomic.Int64
+// releaseEvery is the shortest time between two releases.
+const releaseEvery = 10 * time.Second
+
+var release struct {
+	sync.Mutex
+	last    time.Time
+	pending bool // a release is scheduled for the end of the window
+}
 
 // ReleaseMemory returns freed heap memory to the operating system after a
 // request that needed a lot of it (a bulk INSERT of tens of megabytes, a
 // statement that materialized many rows). Go's scavenger gives memory back
 // only gradually, so a server that once answered a large request would hold
-// its peak size for minutes with no client connected. It runs at most once
-// every ten seconds, in the background: the collection it forces is the
-// price of a large request, not of every statement.
+// its peak size for minutes with no client connected. It runs in the
+// background, at most once every releaseEvery: a request inside the window
+// schedules one release at its end, so the last large request is always
+// followed by one.
 func ReleaseMemory() {
-	now := time.Now().UnixNano()
-	last := lastRelease.Load()
-	if now-last < int64(10*time.Second) || !lastRelease.CompareAndSwap(last, now) {
+	release.Lock()
+	defer release.Unlock()
+	if release.pending {
 		return
 	}
-	go debug.FreeOSMemory()
+	wait := releaseEvery - time.Since(release.last)
+	if wait <= 0 {
+		release.last = time.Now()
+		go debug.FreeOSMemory()
+		return
+	}
+	release.pending = true
+	time.AfterFunc(wait, func() {
+		release.Lock()
+		release.pending = false
+		release.last = time.Now()
+		release.Unlock()
+		debug.FreeOSMemory()
+	})
 }

@@ -43,6 +43,7 @@ type Metrics struct {
 	ReplicaSeq     prometheus.Gauge
 	stack          atomic.Pointer[Stack]
 	ready          atomic.Bool
+	refusing       atomic.Bool // the store refuses writes: reads only (serveDegraded)
 	copies         atomic.Pointer[CopyCacheExecutor]
 }
 
@@ -210,6 +211,10 @@ func (s *Server) serveMetrics(addr string) (stop func(), err error) {
 		}
 		if st.Pipe != nil && st.Pipe.Failed() != nil {
 			http.Error(w, "not ready: reopening the store after a failed write", http.StatusServiceUnavailable)
+			return
+		}
+		if s.metrics.refusing.Load() {
+			http.Error(w, "not ready: the store refuses writes; serving reads only", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ready\n"))

@@ -270,6 +270,8 @@ func (s *Server) serveDegraded(ctx context.Context, wire *pgwire.Server, g *gate
 	var why atomic.Pointer[error]
 	why.Store(&cause)
 	var rst *Stack
+	s.metrics.refusing.Store(true)
+	defer s.metrics.refusing.Store(false)
 	defer func() {
 		if rst != nil {
 			g.set(nil)
