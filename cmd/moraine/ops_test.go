@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
 	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/slate"
 	"github.com/moraine-db/moraine/internal/testenv/testserver"
@@ -192,5 +195,82 @@ func TestToolsRefuseWALGap(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(restDir, "*", "*")); len(left) > 0 {
 		t.Errorf("a refused restore wrote %v", left)
+	}
+}
+
+// TestRepairDropTable: a store an older moraine wrote with a table no
+// loader accepts cannot be served, verified or inspected; every one of them
+// names the table and the way out, and `moraine repair drop-table` takes
+// it, after which the store serves its catalog again.
+func TestRepairDropTable(t *testing.T) {
+	live := "file://" + t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ts := testserver.Start(t, live)
+	c, err := pgconn.Connect(ctx, ts.Conninfo("lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `CREATE TABLE ducklake_metadata(key varchar NOT NULL, value varchar NOT NULL, scope varchar, scope_id bigint); INSERT INTO ducklake_metadata VALUES ('k', 'v', NULL, NULL)`).ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	ts.Stop(t)
+
+	// What an older moraine stored for CREATE TABLE ducklake_evil (a int).
+	s, err := server.OpenStore(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := slate.Open(ctx, s, slate.Options{GCInterval: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rk := keyspace.RegistryKey("lake", "public")
+	rv, err := d.Get(ctx, rk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, cid, err := keyspace.DecodeRegistry(rk, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := slate.NewBatch()
+	b.Put(keyspace.TableDefKey(cid, "ducklake_evil"), keyspace.EncodeTableDef(&keyspace.TableDef{Schema: "public", Name: "ducklake_evil",
+		Columns: []keyspace.ColumnDef{{Name: "a", Type: datum.Int4}}}))
+	if _, err := d.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	d.Close(ctx)
+	s.Close()
+
+	const way = "moraine repair drop-table --store <the store URL> --database lake --table public.ducklake_evil"
+	var errb bytes.Buffer
+	if code := verifyMain(ctx, []string{"--store", live}, io.Discard, &errb); code == 0 || !strings.Contains(errb.String(), way) {
+		t.Fatalf("verify of the store: exit %d: %s", code, errb.String())
+	}
+	cfg, err := server.ParseConfig([]string{"--store", live, "--listen", "127.0.0.1:0"}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := server.New(cfg, slog.New(slog.DiscardHandler)).Run(ctx); err == nil || !strings.Contains(err.Error(), way) {
+		t.Fatalf("serve of the store: %v", err)
+	}
+	errb.Reset()
+	if code := repairMain(ctx, []string{"drop-table", "--store", live, "--database", "lake", "--table", "public.ducklake_metadata"}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "loads; drop it with DROP TABLE") {
+		t.Fatalf("repair of a table that loads: exit %d: %s", code, errb.String())
+	}
+	run(t, repairMain, "drop-table", "--store", live, "--database", "lake", "--table", "public.ducklake_evil")
+
+	ts = testserver.Start(t, live)
+	defer ts.Stop(t)
+	c, err = pgconn.Connect(ctx, ts.Conninfo("lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rs, err := c.Exec(ctx, "SELECT value FROM ducklake_metadata").ReadAll()
+	if err != nil || len(rs[0].Rows) != 1 || string(rs[0].Rows[0][0]) != "v" {
+		t.Fatalf("after the repair: %v %v", rs, err)
 	}
 }

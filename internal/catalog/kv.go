@@ -373,6 +373,9 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 		case keyspace.KindTableDef:
 			cid, def, err := keyspace.DecodeTableDef(key, val)
 			if err != nil {
+				if c, ok := l.cats[cid]; ok && def.Name != "" && errors.Is(err, keyspace.ErrUnknownShape) {
+					return fail(&keyspace.UnloadableTableError{Database: l.dbName(c.b), Schema: c.schema, Table: def.Name, Err: err})
+				}
 				return fail(fmt.Errorf("load table definition: %w", err))
 			}
 			c, ok := l.cats[cid]
@@ -500,3 +503,14 @@ func (s *SliceIterator) Next() bool    { s.i++; return s.i <= len(s.Pairs) }
 func (s *SliceIterator) Key() []byte   { return s.Pairs[s.i-1][0] }
 func (s *SliceIterator) Value() []byte { return s.Pairs[s.i-1][1] }
 func (s *SliceIterator) Err() error    { return nil }
+
+// dbName is the database a builder loads.
+func (l *loader) dbName(b *builder) string {
+	for name, db := range l.dbs {
+		if db == b {
+			return name
+		}
+	}
+	return ""
+}
+

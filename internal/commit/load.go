@@ -2,6 +2,7 @@ package commit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -93,6 +94,9 @@ func readCatalog(ctx context.Context, s Scanner, c *StoredCatalog) error {
 		_, def, err := keyspace.DecodeTableDef(it.Key(), it.Value())
 		if err != nil {
 			it.Close()
+			if def.Name != "" && errors.Is(err, keyspace.ErrUnknownShape) {
+				return &keyspace.UnloadableTableError{Database: c.Database, Schema: c.Schema, Table: def.Name, Err: err}
+			}
 			return fmt.Errorf("read store: catalog %d: %w", c.ID, err)
 		}
 		codec, err := keyspace.NewTable(def)

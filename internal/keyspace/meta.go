@@ -250,7 +250,9 @@ func DecodeTableDef(key, value []byte) (catalogID uint32, def TableDef, err erro
 		return 0, TableDef{}, fmt.Errorf("%w: table definition under key %q names %q", ErrCorrupt, name, def.Name)
 	}
 	if err := ValidateDef(&def); err != nil {
-		return 0, TableDef{}, fmt.Errorf("%w: stored definition: %v", ErrUnknownShape, err)
+		// The catalog and name still come back: the loader names the
+		// table in its error (UnloadableTableError).
+		return catalogID, TableDef{Schema: def.Schema, Name: def.Name}, fmt.Errorf("%w: stored definition: %v", ErrUnknownShape, err)
 	}
 	return catalogID, def, nil
 }
@@ -343,3 +345,20 @@ func (d *valueReader) done() error {
 	}
 	return d.err
 }
+
+// UnloadableTableError is a stored table definition the loader refuses: a
+// table DuckLake does not create, or one altered out of DuckLake's shape.
+// moraine refuses to commit such a definition, but a store written before
+// it did may hold one; the error names the table and the way out.
+type UnloadableTableError struct {
+	Database, Schema, Table string
+	Err                     error
+}
+
+func (e *UnloadableTableError) Error() string {
+	return fmt.Sprintf("table %s.%s of database %q cannot be loaded (%v); it was stored before moraine refused such tables: "+
+		"with no server running, remove it with `moraine repair drop-table --store <the store URL> --database %s --table %s.%s` (docs/operations.md, Repairs)",
+		e.Schema, e.Table, e.Database, e.Err, e.Database, e.Schema, e.Table)
+}
+
+func (e *UnloadableTableError) Unwrap() error { return e.Err }
