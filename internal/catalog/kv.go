@@ -513,4 +513,3 @@ func (l *loader) dbName(b *builder) string {
 	}
 	return ""
 }
-
