@@ -617,7 +617,22 @@ func (x *exec) finish(s *pg.SelectStmt, out *rel, keys []sortKey, sortVals [][]d
 		for i := range idx {
 			idx[i] = i
 		}
-		slices.SortStableFunc(idx, func(a, b int) int { return compareKeys(keys, sortVals[a], sortVals[b]) })
+		// The sort looks at the statement's context as it compares; once
+		// it has ended, every comparison answers "equal", so the sort runs
+		// out at once and the statement ends with the context's error.
+		var serr error
+		slices.SortStableFunc(idx, func(a, b int) int {
+			if serr != nil {
+				return 0
+			}
+			if serr = x.step(); serr != nil {
+				return 0
+			}
+			return compareKeys(keys, sortVals[a], sortVals[b])
+		})
+		if serr != nil {
+			return nil, serr
+		}
 		rows := make([][]datum.Value, len(idx))
 		for i, j := range idx {
 			rows[i] = out.rows[j]
