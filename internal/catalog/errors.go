@@ -3,6 +3,8 @@ package catalog
 import (
 	"errors"
 	"fmt"
+
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // Sentinel errors. Every error the catalog returns for a caller mistake or a
@@ -43,52 +45,52 @@ func (e *Error) Unwrap() error    { return e.Kind }
 func (e *Error) SQLState() string { return e.Code }
 
 func errNoSchema(name string) error {
-	return &Error{Kind: ErrNoSchema, Code: "3F000", Schema: name,
+	return &Error{Kind: ErrNoSchema, Code: pgcode.InvalidSchemaName, Schema: name,
 		Message: fmt.Sprintf("schema %q does not exist", name)}
 }
 
 func errSchemaExists(name string) error {
-	return &Error{Kind: ErrSchemaExists, Code: "42P06", Schema: name,
+	return &Error{Kind: ErrSchemaExists, Code: pgcode.DuplicateSchema, Schema: name,
 		Message: fmt.Sprintf("schema %q already exists", name)}
 }
 
 func errNoTable(schema, name string) error {
-	return &Error{Kind: ErrNoTable, Code: "42P01", Schema: schema, Table: name,
+	return &Error{Kind: ErrNoTable, Code: pgcode.UndefinedTable, Schema: schema, Table: name,
 		Message: fmt.Sprintf("relation %q does not exist", schema+"."+name)}
 }
 
 func errTableExists(schema, name string) error {
-	return &Error{Kind: ErrTableExists, Code: "42P07", Schema: schema, Table: name,
+	return &Error{Kind: ErrTableExists, Code: pgcode.DuplicateTable, Schema: schema, Table: name,
 		Message: fmt.Sprintf("relation %q already exists", name)}
 }
 
 func errNoColumn(table, col string) error {
-	return &Error{Kind: ErrNoColumn, Code: "42703", Table: table, Column: col,
+	return &Error{Kind: ErrNoColumn, Code: pgcode.UndefinedColumn, Table: table, Column: col,
 		Message: fmt.Sprintf("column %q of relation %q does not exist", col, table)}
 }
 
 func errColumnExists(table, col string) error {
-	return &Error{Kind: ErrColumnExists, Code: "42701", Table: table, Column: col,
+	return &Error{Kind: ErrColumnExists, Code: pgcode.DuplicateColumn, Table: table, Column: col,
 		Message: fmt.Sprintf("column %q of relation %q already exists", col, table)}
 }
 
 func errNoRow(table string, c CTID) error {
-	return &Error{Kind: ErrNoRow, Code: "55000", Table: table,
+	return &Error{Kind: ErrNoRow, Code: pgcode.ObjectNotInPrerequisiteState, Table: table,
 		Message: fmt.Sprintf("no row of %q at ctid %s", table, c)}
 }
 
 func errNotNull(table, col string) error {
-	return &Error{Kind: ErrNotNull, Code: "23502", Table: table, Column: col,
+	return &Error{Kind: ErrNotNull, Code: pgcode.NotNullViolation, Table: table, Column: col,
 		Message: fmt.Sprintf("null value in column %q of relation %q violates not-null constraint", col, table)}
 }
 
 func errBadValue(table string, format string, args ...any) error {
-	return &Error{Kind: ErrBadValue, Code: "42804", Table: table,
+	return &Error{Kind: ErrBadValue, Code: pgcode.DatatypeMismatch, Table: table,
 		Message: fmt.Sprintf("table %q: ", table) + fmt.Sprintf(format, args...)}
 }
 
 func errSerialization(table string, c CTID) error {
-	return &Error{Kind: ErrSerialization, Code: "40001", Table: table,
+	return &Error{Kind: ErrSerialization, Code: pgcode.SerializationFailure, Table: table,
 		Message: "could not serialize access due to concurrent update",
 		Detail:  fmt.Sprintf("row %s of %q changed after the transaction's snapshot", c, table)}
 }
@@ -97,7 +99,7 @@ func errSerialization(table string, c CTID) error {
 // loop scans for ("unique", "primary key", "conflict", "concurrent").
 func errDuplicate(schema, table string, cols, vals string) error {
 	c := table + "_pkey"
-	return &Error{Kind: ErrDuplicateKey, Code: "23505", Schema: schema, Table: table, Constraint: c,
+	return &Error{Kind: ErrDuplicateKey, Code: pgcode.UniqueViolation, Schema: schema, Table: table, Constraint: c,
 		Message: fmt.Sprintf("duplicate key value violates unique constraint %q", c),
 		Detail:  fmt.Sprintf("Key (%s)=(%s) already exists.", cols, vals)}
 }
@@ -105,7 +107,7 @@ func errDuplicate(schema, table string, cols, vals string) error {
 // errSpeculationFailed is returned by the commit of a transaction that
 // pinned a sealed version whose transaction did not commit it (Txn.Seal).
 func errSpeculationFailed() error {
-	return &Error{Kind: ErrSerialization, Code: "40001",
+	return &Error{Kind: ErrSerialization, Code: pgcode.SerializationFailure,
 		Message: "could not serialize access due to concurrent update",
 		Detail:  "the transaction read the writes of a concurrent transaction that did not commit them"}
 }
@@ -114,7 +116,7 @@ func errSpeculationFailed() error {
 // pinned a sealed version whose transaction did not decide within
 // Options.SealedWait.
 func errSpeculationUndecided() error {
-	return &Error{Kind: ErrSerialization, Code: "40001",
+	return &Error{Kind: ErrSerialization, Code: pgcode.SerializationFailure,
 		Message: "could not serialize access due to concurrent update",
 		Detail:  "the transaction read the writes of a concurrent transaction that has not committed them in time"}
 }

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync/atomic"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
 )
@@ -319,7 +321,7 @@ func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt d
 		return errBadValue(table, "default for column %q is not a %s", col.Name, col.Type)
 	}
 	if col.NotNull && dflt.IsNull() && t.rows.Len() > 0 {
-		return &Error{Kind: ErrNotNull, Code: "23502", Table: table, Column: col.Name,
+		return &Error{Kind: ErrNotNull, Code: pgcode.NotNullViolation, Table: table, Column: col.Name,
 			Message: fmt.Sprintf("column %q of relation %q contains null values", col.Name, table)}
 	}
 	nd := d.Clone()

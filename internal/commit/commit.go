@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/slate"
 )
@@ -170,7 +172,7 @@ func (p *Pipeline) Submit(ctx context.Context, c *catalog.Commit) (wait func(con
 		// The cause goes into the message itself: a client that only sees
 		// the message (most drivers) must learn why, e.g. that a newer
 		// writer fenced this server.
-		return nil, &Error{Kind: ErrStoreFailed, Code: "58030", Message: ErrStoreFailed.Error() + ": " + f.Error()}
+		return nil, &Error{Kind: ErrStoreFailed, Code: pgcode.IOError, Message: ErrStoreFailed.Error() + ": " + f.Error()}
 	}
 	if err := p.validate(ctx, c); err != nil {
 		return nil, err
@@ -218,7 +220,7 @@ func (p *Pipeline) Submit(ctx context.Context, c *catalog.Commit) (wait func(con
 					p.settle(by, t.keys)
 				}()
 				observe(err)
-				return &Error{Kind: ErrStoreFailed, Code: "58030", Message: "the commit's outcome is unknown: " + err.Error()}
+				return &Error{Kind: ErrStoreFailed, Code: pgcode.IOError, Message: "the commit's outcome is unknown: " + err.Error()}
 			}
 		}
 		if err != nil {
@@ -237,7 +239,7 @@ func (p *Pipeline) Submit(ctx context.Context, c *catalog.Commit) (wait func(con
 func (p *Pipeline) storeFailed(err error) error {
 	e := fmt.Errorf("commit: store write: %w", err)
 	p.failed.CompareAndSwap(nil, &e)
-	return &Error{Kind: ErrStoreFailed, Code: "58030", Message: "could not write the commit to the store: " + err.Error()}
+	return &Error{Kind: ErrStoreFailed, Code: pgcode.IOError, Message: "could not write the commit to the store: " + err.Error()}
 }
 
 // settle forgets the unsettled keys of submission by once the store shows

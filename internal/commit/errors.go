@@ -3,6 +3,8 @@ package commit
 import (
 	"errors"
 	"fmt"
+
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // Sentinels a caller branches on. Every error Persist returns for a refused
@@ -39,5 +41,5 @@ func (e *Error) Unwrap() error    { return e.Kind }
 func (e *Error) SQLState() string { return e.Code }
 
 func shapeErr(format string, args ...any) error {
-	return &Error{Kind: ErrShape, Code: "0A000", Message: "illegal row operation: " + fmt.Sprintf(format, args...)}
+	return &Error{Kind: ErrShape, Code: pgcode.FeatureNotSupported, Message: "illegal row operation: " + fmt.Sprintf(format, args...)}
 }

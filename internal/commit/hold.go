@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/commit/changes"
 	"github.com/moraine-db/moraine/internal/commit/rowids"
@@ -159,10 +161,10 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 				// Not a proven violation: the files could not be read. The
 				// compaction is refused all the same (its sources stay live),
 				// but the message says what went wrong.
-				return &Error{Kind: ErrHold, Code: "58030", Message: fmt.Sprintf(
+				return &Error{Kind: ErrHold, Code: pgcode.IOError, Message: fmt.Sprintf(
 					"compaction of table %d refused: cannot read its data files to check their row ids (RFC 0008): %v", tid, err)}
 			}
-			return &Error{Kind: ErrHold, Code: "XX001", Message: fmt.Sprintf(
+			return &Error{Kind: ErrHold, Code: pgcode.DataCorrupted, Message: fmt.Sprintf(
 				"compaction of table %d refused: its files do not hold their sources' row ids (RFC 0008): %v", tid, err)}
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
@@ -150,7 +152,7 @@ func (tr *translator) op(o *catalog.Op) error {
 		return nil
 	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn:
 		if o.Kind == catalog.OpAddColumn && !o.Column.Default.IsNull() {
-			return &Error{Kind: ErrShape, Code: "0A000", Message: fmt.Sprintf(
+			return &Error{Kind: ErrShape, Code: pgcode.FeatureNotSupported, Message: fmt.Sprintf(
 				"moraine does not support ADD COLUMN %q with a non-NULL DEFAULT (DuckLake's migrations add nullable columns)", o.Column.Def.Name)}
 		}
 		id, err := tr.catalogID(o.Schema)
@@ -468,7 +470,7 @@ func (tr *translator) emit() (*translation, error) {
 			// DuckLake does not create, or one altered out of its shape,
 			// would leave a store no server can load.
 			if err := keyspace.ValidateDef(t.Def()); err != nil {
-				return nil, &Error{Kind: ErrShape, Code: "0A000", Message: fmt.Sprintf(
+				return nil, &Error{Kind: ErrShape, Code: pgcode.FeatureNotSupported, Message: fmt.Sprintf(
 					"moraine does not support this table definition: %s", strings.TrimPrefix(err.Error(), "keyspace: "))}
 			}
 			tr.put(k, keyspace.EncodeTableDef(t.Def()), d.catalogID, "")

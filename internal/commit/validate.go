@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/commit/changes"
 	"github.com/moraine-db/moraine/internal/datum"
@@ -97,7 +99,7 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 	for _, s := range changesMade {
 		set, err := changes.Parse(s)
 		if err != nil {
-			return &Error{Kind: ErrShape, Code: "22P02", Message: fmt.Sprintf("invalid changes_made %q: %v", s, err)}
+			return &Error{Kind: ErrShape, Code: pgcode.InvalidTextRepresentation, Message: fmt.Sprintf("invalid changes_made %q: %v", s, err)}
 		}
 		mine = append(mine, set...)
 	}
@@ -109,10 +111,10 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 		switch {
 		case !has && minted[0] != 0 && !snapshotsExisted(c.Base, schema):
 			// The first snapshot of a new catalog is DuckLake's seed, id 0.
-			return &Error{Kind: ErrHead, Code: "40001", Message: fmt.Sprintf(
+			return &Error{Kind: ErrHead, Code: pgcode.SerializationFailure, Message: fmt.Sprintf(
 				"could not serialize access due to concurrent update: the first snapshot of a catalog is 0, not %d", minted[0])}
 		case has && minted[0] != head+1:
-			return &Error{Kind: ErrHead, Code: "40001", Message: fmt.Sprintf(
+			return &Error{Kind: ErrHead, Code: pgcode.SerializationFailure, Message: fmt.Sprintf(
 				"could not serialize access due to concurrent update: snapshot %d does not advance the head %d by exactly one (conflict)", minted[0], head)}
 		}
 		// DuckLake's matrix against every commit since the transaction's
@@ -129,7 +131,7 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 				return err
 			}
 			if err := changes.Classify(mine, theirs, names); err != nil {
-				return &Error{Kind: ErrConflict, Code: "40001", Message: err.Error()}
+				return &Error{Kind: ErrConflict, Code: pgcode.SerializationFailure, Message: err.Error()}
 			}
 		}
 	}
@@ -138,7 +140,7 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 	}
 	if mine.CompactionOnly() {
 		if len(rowIDMoves) > 0 {
-			return &Error{Kind: ErrHold, Code: "XX001", Message: "a compaction commit must leave next_row_id unchanged (RFC 0008): " + strings.Join(rowIDMoves, "; ")}
+			return &Error{Kind: ErrHold, Code: pgcode.DataCorrupted, Message: "a compaction commit must leave next_row_id unchanged (RFC 0008): " + strings.Join(rowIDMoves, "; ")}
 		}
 		if p.opts.Hold != nil {
 			if err := p.checkHolds(ctx, c, schema, ops, mine); err != nil {

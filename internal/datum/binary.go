@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // AppendBinary appends PostgreSQL's binary send form of v as type t (the
@@ -70,7 +72,7 @@ func AppendBinary(dst []byte, t Type, v Value) ([]byte, error) {
 func DecodeBinary(t Type, b []byte) (Value, error) {
 	need := func(n int) error {
 		if len(b) != n {
-			return &SyntaxError{Code: "22P03", Msg: fmt.Sprintf("incorrect binary data format for type %s", t)}
+			return &SyntaxError{Code: pgcode.InvalidBinaryRepresentation, Msg: fmt.Sprintf("incorrect binary data format for type %s", t)}
 		}
 		return nil
 	}
@@ -155,7 +157,7 @@ func DecodeBinary(t Type, b []byte) (Value, error) {
 	case OIDNumeric:
 		s, err := decodeNumericBinary(b)
 		if err != nil {
-			return Null, &SyntaxError{Code: "22P03", Msg: "invalid numeric binary data: " + err.Error()}
+			return Null, &SyntaxError{Code: pgcode.InvalidBinaryRepresentation, Msg: "invalid numeric binary data: " + err.Error()}
 		}
 		if _, _, ok := t.NumericPrecisionScale(); ok {
 			s, err = ParseNumeric(s, t)
@@ -351,7 +353,7 @@ func appendArrayBinary(dst []byte, t Type, v Value) ([]byte, error) {
 }
 
 func decodeArrayBinary(t Type, b []byte) (Value, error) {
-	bad := &SyntaxError{Code: "22P03", Msg: fmt.Sprintf("incorrect binary data format for type %s", t)}
+	bad := &SyntaxError{Code: pgcode.InvalidBinaryRepresentation, Msg: fmt.Sprintf("incorrect binary data format for type %s", t)}
 	if len(b) < 12 {
 		return Null, bad
 	}

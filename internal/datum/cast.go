@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // Cast converts v to type to with PostgreSQL's assignment/explicit cast
@@ -50,7 +52,7 @@ func Cast(v Value, from, to Type) (Value, error) {
 				return Null, err
 			}
 			if r == "NaN" {
-				return Null, &SyntaxError{Code: "0A000", Msg: "cannot convert NaN to " + strings.TrimSuffix(to.String(), " ")}
+				return Null, &SyntaxError{Code: pgcode.FeatureNotSupported, Msg: "cannot convert NaN to " + strings.TrimSuffix(to.String(), " ")}
 			}
 			i, err := strconv.ParseInt(r, 10, 64)
 			if err != nil {
@@ -122,7 +124,7 @@ func Cast(v Value, from, to Type) (Value, error) {
 			return v, nil
 		}
 	}
-	return Null, &SyntaxError{Code: "42846", Msg: fmt.Sprintf("cannot cast type %s to %s", defaultType(v.K), to)}
+	return Null, &SyntaxError{Code: pgcode.CannotCoerce, Msg: fmt.Sprintf("cannot cast type %s to %s", defaultType(v.K), to)}
 }
 
 // CheckIntRange is i as a value of integer type t, or PostgreSQL's 22003
@@ -146,7 +148,7 @@ func CheckIntRange(t Type, i int64) (Value, error) {
 // IntRangeError is PostgreSQL's error for a value outside integer type t
 // ("integer out of range").
 func IntRangeError(t Type) error {
-	return &SyntaxError{Code: "22003", Msg: strings.TrimSuffix(t.String(), " ") + " out of range"}
+	return &SyntaxError{Code: pgcode.NumericValueOutOfRange, Msg: strings.TrimSuffix(t.String(), " ") + " out of range"}
 }
 
 // defaultType is the type a value of kind k has when nothing else says:

@@ -3,6 +3,7 @@ package datum
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -180,7 +181,8 @@ func genValue(t Type) *rapid.Generator[Value] {
 			}
 			return NumericValue(n)
 		case OIDText, OIDVarchar, OIDName:
-			return TextValue(rapid.String().Draw(rt, "s"))
+			// PostgreSQL's text: valid UTF-8 without NUL (CheckUTF8).
+			return TextValue(strings.ReplaceAll(strings.ToValidUTF8(rapid.String().Draw(rt, "s"), "?"), "\x00", "?"))
 		case OIDChar:
 			return TextValue(string(rune(rapid.IntRange('a', 'z').Draw(rt, "c"))))
 		case OIDBytea:

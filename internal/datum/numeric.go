@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // ParseNumeric parses PostgreSQL numeric input and returns its canonical
@@ -65,7 +67,7 @@ func ParseNumeric(s string, t Type) (string, error) {
 	if p, sc, ok := t.NumericPrecisionScale(); ok {
 		intDigits, fracDigits = roundDecimal(intDigits, fracDigits, sc)
 		if n := len(strings.TrimLeft(intDigits, "0")); n > p-sc {
-			return "", &SyntaxError{Code: "22003", Msg: fmt.Sprintf("numeric field overflow")}
+			return "", &SyntaxError{Code: pgcode.NumericValueOutOfRange, Msg: fmt.Sprintf("numeric field overflow")}
 		}
 	}
 	intDigits = strings.TrimLeft(intDigits, "0")

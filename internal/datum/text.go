@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // pgEpoch is PostgreSQL's epoch for dates and timestamps.
@@ -278,11 +280,11 @@ type SyntaxError struct {
 func (e *SyntaxError) Error() string { return e.Msg }
 
 func invalid(t Type, s string) error {
-	return &SyntaxError{Code: "22P02", Msg: fmt.Sprintf("invalid input syntax for type %s: %q", t.String(), s)}
+	return &SyntaxError{Code: pgcode.InvalidTextRepresentation, Msg: fmt.Sprintf("invalid input syntax for type %s: %q", t.String(), s)}
 }
 
 func outOfRange(t Type, s string) error {
-	return &SyntaxError{Code: "22003", Msg: fmt.Sprintf("value %q is out of range for type %s", s, t.String())}
+	return &SyntaxError{Code: pgcode.NumericValueOutOfRange, Msg: fmt.Sprintf("value %q is out of range for type %s", s, t.String())}
 }
 
 // ParseText parses PostgreSQL's text input form of a value of type t, the
@@ -300,7 +302,7 @@ func ParseText(t Type, s string) (Value, error) {
 		case "f", "fa", "fal", "fals", "false", "n", "no", "of", "off", "0":
 			return BoolValue(false), nil
 		}
-		return Null, &SyntaxError{Code: "22P02", Msg: fmt.Sprintf("invalid input syntax for type boolean: %q", s)}
+		return Null, &SyntaxError{Code: pgcode.InvalidTextRepresentation, Msg: fmt.Sprintf("invalid input syntax for type boolean: %q", s)}
 	case KindInt:
 		return parseInt(t, s)
 	case KindFloat:
@@ -311,7 +313,7 @@ func ParseText(t Type, s string) (Value, error) {
 			if r := []rune(s); len(r) > n {
 				trimmed := strings.TrimRight(string(r[n:]), " ")
 				if trimmed != "" {
-					return Null, &SyntaxError{Code: "22001", Msg: fmt.Sprintf("value too long for type %s", t.String())}
+					return Null, &SyntaxError{Code: pgcode.StringDataRightTruncation, Msg: fmt.Sprintf("value too long for type %s", t.String())}
 				}
 				s = string(r[:n])
 			} else if t.OID == OIDBPChar && len(r) < n {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // CheckUTF8 reports text that is not valid in the server encoding, UTF8,
@@ -46,5 +48,5 @@ func CheckUTF8(s string) error {
 		}
 		fmt.Fprintf(&b, "0x%02x", s[i+k])
 	}
-	return &SyntaxError{Code: "22021", Msg: fmt.Sprintf("invalid byte sequence for encoding \"UTF8\": %s", b.String())}
+	return &SyntaxError{Code: pgcode.CharacterNotInRepertoire, Msg: fmt.Sprintf("invalid byte sequence for encoding \"UTF8\": %s", b.String())}
 }

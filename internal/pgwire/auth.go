@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/xdg-go/scram"
 )
@@ -164,17 +166,17 @@ func checkCleartext(u User, password string) bool {
 // PostgreSQL it does not say whether the user exists.
 func errAuthFailed(user string, m AuthMethod) *Error {
 	if m == AuthTrust {
-		return &Error{Severity: SeverityFatal, Code: CodeInvalidAuthSpec,
+		return &Error{Severity: SeverityFatal, Code: pgcode.InvalidAuthorizationSpecification,
 			Message: fmt.Sprintf("role %q does not exist", user)}
 	}
-	return &Error{Severity: SeverityFatal, Code: CodeInvalidPassword,
+	return &Error{Severity: SeverityFatal, Code: pgcode.InvalidPassword,
 		Message: fmt.Sprintf("password authentication failed for user %q", user)}
 }
 
 // errAuthProtocol is returned for a malformed or unexpected message during
 // authentication.
 func errAuthProtocol(format string, args ...any) *Error {
-	return &Error{Severity: SeverityFatal, Code: CodeProtocolViolation, Message: fmt.Sprintf(format, args...)}
+	return &Error{Severity: SeverityFatal, Code: pgcode.ProtocolViolation, Message: fmt.Sprintf(format, args...)}
 }
 
 // authenticate runs the exchange for user and returns nil when the client

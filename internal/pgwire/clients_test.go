@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -70,7 +72,7 @@ func TestPgxAuthAndTLS(t *testing.T) {
 				defer cancel()
 				_, err := pgx.Connect(ctx, ts.connString(user, "wrong", sslmode))
 				var pe *pgconn.PgError
-				if !errors.As(err, &pe) || pe.Code != CodeInvalidPassword {
+				if !errors.As(err, &pe) || pe.Code != pgcode.InvalidPassword {
 					t.Fatalf("got %v, want 28P01", err)
 				}
 			})
@@ -93,7 +95,7 @@ func TestPgxAuthAndTLS(t *testing.T) {
 		// A wrong password is still refused on the PLUS path.
 		_, err = pgx.Connect(ctx, ts.connString("dave", "wrong", "require")+" channel_binding=require")
 		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != CodeInvalidPassword {
+		if !errors.As(err, &pe) || pe.Code != pgcode.InvalidPassword {
 			t.Fatalf("got %v, want 28P01", err)
 		}
 	})
@@ -333,7 +335,7 @@ func TestPgxCopy(t *testing.T) {
 	// A failing COPY IN leaves the connection usable.
 	_, err = conn.PgConn().CopyFrom(ctx, strings.NewReader("notanumber\tx\n"), "COPY t FROM STDIN")
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != CodeInvalidTextRepr {
+	if !errors.As(err, &pe) || pe.Code != pgcode.InvalidTextRepresentation {
 		t.Fatalf("bad CopyFrom err = %v", err)
 	}
 	var one int
@@ -358,7 +360,7 @@ func TestPgxCancel(t *testing.T) {
 			start := time.Now()
 			_, err := conn.Exec(context.Background(), "SELECT pg_sleep(3600)")
 			var pe *pgconn.PgError
-			if !errors.As(err, &pe) || pe.Code != CodeQueryCanceled || pe.Message != "canceling statement due to user request" {
+			if !errors.As(err, &pe) || pe.Code != pgcode.QueryCanceled || pe.Message != "canceling statement due to user request" {
 				t.Fatalf("err = %v", err)
 			}
 			if d := time.Since(start); d > time.Minute {

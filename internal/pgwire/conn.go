@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -141,7 +143,7 @@ func (s *Server) serveConn(nc net.Conn) {
 	}()
 	if starting > 2*int64(s.cfg.MaxConnections) {
 		s.starting.Add(-1)
-		c.sendFatal(&Error{Code: CodeTooManyConnections, Message: "sorry, too many clients already"})
+		c.sendFatal(&Error{Code: pgcode.TooManyConnections, Message: "sorry, too many clients already"})
 		s.log.Warn("pgwire: connection refused: too many connections in their startup phase", "remote", nc.RemoteAddr())
 		return
 	}
@@ -292,7 +294,7 @@ func (c *conn) startup() error {
 		break
 	}
 	if major := pkt.version >> 16; major != 3 {
-		c.sendFatal(&Error{Code: CodeFeatureNotSupported, Message: fmt.Sprintf(
+		c.sendFatal(&Error{Code: pgcode.FeatureNotSupported, Message: fmt.Sprintf(
 			"unsupported frontend protocol %d.%d: server supports 3.0 to 3.0", major, pkt.version&0xffff)})
 		return errClosing
 	}
@@ -318,17 +320,17 @@ func (c *conn) startup() error {
 
 	c.counted = true
 	if s.active.Add(1) > int64(s.cfg.MaxConnections) {
-		c.sendFatal(&Error{Code: CodeTooManyConnections, Message: "sorry, too many clients already"})
+		c.sendFatal(&Error{Code: pgcode.TooManyConnections, Message: "sorry, too many clients already"})
 		s.log.Warn("pgwire: connection refused: too many clients already", "remote", nc.RemoteAddr(), "max_connections", s.cfg.MaxConnections)
 		return errClosing
 	}
 	if replication := params["replication"]; replication != "" && replication != "false" && replication != "0" && replication != "off" {
-		c.sendFatal(&Error{Code: CodeFeatureNotSupported, Message: "replication connections are not supported"})
+		c.sendFatal(&Error{Code: pgcode.FeatureNotSupported, Message: "replication connections are not supported"})
 		return errClosing
 	}
 	user := params["user"]
 	if user == "" {
-		c.sendFatal(&Error{Code: CodeInvalidAuthSpec, Message: "no PostgreSQL user name specified in startup packet"})
+		c.sendFatal(&Error{Code: pgcode.InvalidAuthorizationSpecification, Message: "no PostgreSQL user name specified in startup packet"})
 		return errClosing
 	}
 	db := params["database"]
@@ -343,14 +345,14 @@ func (c *conn) startup() error {
 	c.info.RemoteAddr = nc.RemoteAddr()
 
 	if _, tcp := nc.RemoteAddr().(*net.TCPAddr); tcp && s.cfg.RequireTLS && !c.info.TLS {
-		c.sendFatal(&Error{Code: CodeInvalidAuthSpec, Message: fmt.Sprintf(
+		c.sendFatal(&Error{Code: pgcode.InvalidAuthorizationSpecification, Message: fmt.Sprintf(
 			"no pg_hba.conf entry for host %q, user %q, database %q, no encryption", hostOf(nc.RemoteAddr()), user, db),
 			Hint: "This server requires TLS (setting ssl-require): connect with sslmode=require."})
 		s.log.Warn("pgwire: connection refused: TLS required", "remote", nc.RemoteAddr(), "user", user, "database", db)
 		return errClosing
 	}
 	if until, blocked := s.authFails.blocked(nc.RemoteAddr()); blocked {
-		c.sendFatal(&Error{Code: CodeInvalidAuthSpec, Message: fmt.Sprintf(
+		c.sendFatal(&Error{Code: pgcode.InvalidAuthorizationSpecification, Message: fmt.Sprintf(
 			"too many failed authentication attempts from %s; try again in %d s", hostOf(nc.RemoteAddr()), int(time.Until(until).Seconds())+1)})
 		s.log.Debug("pgwire: connection refused: too many failed authentications", "remote", nc.RemoteAddr(), "user", user)
 		return errClosing
@@ -358,7 +360,7 @@ func (c *conn) startup() error {
 	if err := c.authenticate(user, s.trusted(nc.RemoteAddr())); err != nil {
 		var pe *Error
 		if errors.As(err, &pe) {
-			if pe.Code == CodeInvalidPassword || pe.Code == CodeInvalidAuthSpec {
+			if pe.Code == pgcode.InvalidPassword || pe.Code == pgcode.InvalidAuthorizationSpecification {
 				s.authFails.failed(nc.RemoteAddr())
 			}
 			s.log.Warn("pgwire: authentication failed", "remote", nc.RemoteAddr(), "user", user, "database", db, "code", pe.Code, "err", pe.Message)
@@ -479,7 +481,7 @@ func (c *conn) leaveIdle() {
 	_ = c.mu.netConn.SetReadDeadline(time.Time{})
 }
 
-var errShutdown = &Error{Severity: SeverityFatal, Code: CodeAdminShutdown,
+var errShutdown = &Error{Severity: SeverityFatal, Code: pgcode.AdminShutdown,
 	Message: "terminating connection due to administrator command"}
 
 // loop serves requests until the client leaves or the connection fails.
@@ -554,9 +556,9 @@ func (c *conn) loop() error {
 			// Leftovers of a COPY IN that already failed: PostgreSQL drops
 			// them silently.
 		case *pgproto3.FunctionCall:
-			c.extendedError(&Error{Code: CodeFeatureNotSupported, Message: "fastpath function calls are not supported"})
+			c.extendedError(&Error{Code: pgcode.FeatureNotSupported, Message: "fastpath function calls are not supported"})
 		default:
-			c.sendFatal(&Error{Code: CodeProtocolViolation, Message: fmt.Sprintf("unexpected message %T", msg)})
+			c.sendFatal(&Error{Code: pgcode.ProtocolViolation, Message: fmt.Sprintf("unexpected message %T", msg)})
 			return errClosing
 		}
 	}
@@ -576,13 +578,13 @@ func (c *conn) receiveFailed(err error) error {
 		} else if c.srv.isClosing() {
 			c.sendFatal(c.srv.shutdownError())
 		} else {
-			c.sendFatal(&Error{Code: CodeIdleSessionTimeout, Message: "terminating connection due to idle-session timeout"})
+			c.sendFatal(&Error{Code: pgcode.IdleSessionTimeout, Message: "terminating connection due to idle-session timeout"})
 		}
 		return errClosing
 	}
 	var tooBig *pgproto3.ExceededMaxBodyLenErr
 	if errors.As(err, &tooBig) {
-		c.sendFatal(&Error{Code: CodeProgramLimitExceeded, Message: fmt.Sprintf(
+		c.sendFatal(&Error{Code: pgcode.ProgramLimitExceeded, Message: fmt.Sprintf(
 			"invalid message length: %d bytes exceeds the limit of %d", tooBig.ActualBodyLen, tooBig.MaxExpectedBodyLen)})
 		return err
 	}
@@ -590,7 +592,7 @@ func (c *conn) receiveFailed(err error) error {
 	if errors.As(err, &ne) {
 		return err
 	}
-	c.sendFatal(&Error{Code: CodeProtocolViolation, Message: "invalid frontend message: " + err.Error()})
+	c.sendFatal(&Error{Code: pgcode.ProtocolViolation, Message: "invalid frontend message: " + err.Error()})
 	return err
 }
 
@@ -618,7 +620,7 @@ func (c *conn) runStatement(fn func(ctx context.Context) error) (err error) {
 		if r := recover(); r != nil {
 			c.srv.log.Error("pgwire: executor panic", "panic", r, "stack", string(debug.Stack()))
 			c.fatal = fmt.Errorf("pgwire: executor panic: %v", r)
-			err = &Error{Code: CodeInternalError, Message: fmt.Sprintf("internal error: %v", r)}
+			err = &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("internal error: %v", r)}
 			return
 		}
 		if err != nil {
@@ -653,7 +655,7 @@ func (c *conn) simpleQuery(sql string) {
 	}
 	c.applyDiscard(nil)
 	if err == nil && w.inResult() {
-		err = &Error{Code: CodeInternalError, Message: "executor left a statement result unfinished"}
+		err = &Error{Code: pgcode.InternalError, Message: "executor left a statement result unfinished"}
 	}
 	if err != nil {
 		c.sendError(err)
@@ -674,7 +676,7 @@ func (c *conn) extendedError(err error) {
 func (c *conn) handleParse(m *pgproto3.Parse) {
 	if m.Name != "" {
 		if _, exists := c.stmts[m.Name]; exists {
-			c.extendedError(&Error{Code: CodeDuplicatePStatement, Message: fmt.Sprintf("prepared statement %q already exists", m.Name)})
+			c.extendedError(&Error{Code: pgcode.DuplicatePreparedStatement, Message: fmt.Sprintf("prepared statement %q already exists", m.Name)})
 			return
 		}
 	}
@@ -701,13 +703,13 @@ func (c *conn) handleParse(m *pgproto3.Parse) {
 
 func stmtNotFound(name string) *Error {
 	if name == "" {
-		return &Error{Code: CodeInvalidSQLStatementName, Message: "unnamed prepared statement does not exist"}
+		return &Error{Code: pgcode.InvalidSQLStatementName, Message: "unnamed prepared statement does not exist"}
 	}
-	return &Error{Code: CodeInvalidSQLStatementName, Message: fmt.Sprintf("prepared statement %q does not exist", name)}
+	return &Error{Code: pgcode.InvalidSQLStatementName, Message: fmt.Sprintf("prepared statement %q does not exist", name)}
 }
 
 func portalNotFound(name string) *Error {
-	return &Error{Code: CodeInvalidCursorName, Message: fmt.Sprintf("portal %q does not exist", name)}
+	return &Error{Code: pgcode.InvalidCursorName, Message: fmt.Sprintf("portal %q does not exist", name)}
 }
 
 // resolveFormats expands a Bind's format code list (empty = all text, one
@@ -723,12 +725,12 @@ func resolveFormats(codes []int16, n int, what string) ([]int16, error) {
 	case n:
 		copy(out, codes)
 	default:
-		return nil, &Error{Code: CodeProtocolViolation, Message: fmt.Sprintf(
+		return nil, &Error{Code: pgcode.ProtocolViolation, Message: fmt.Sprintf(
 			"bind message has %d %s formats but %d %s", len(codes), what, n, map[string]string{"parameter": "parameters", "result": "result columns"}[what])}
 	}
 	for _, f := range out {
 		if f != pgvalue.TextFormat && f != pgvalue.BinaryFormat {
-			return nil, &Error{Code: CodeProtocolViolation, Message: fmt.Sprintf("unsupported format code: %d", f)}
+			return nil, &Error{Code: pgcode.ProtocolViolation, Message: fmt.Sprintf("unsupported format code: %d", f)}
 		}
 	}
 	return out, nil
@@ -742,12 +744,12 @@ func (c *conn) handleBind(m *pgproto3.Bind) {
 	}
 	if m.DestinationPortal != "" {
 		if _, exists := c.portals[m.DestinationPortal]; exists {
-			c.extendedError(&Error{Code: "42P03", Message: fmt.Sprintf("portal %q already exists", m.DestinationPortal)})
+			c.extendedError(&Error{Code: pgcode.DuplicateCursor, Message: fmt.Sprintf("portal %q already exists", m.DestinationPortal)})
 			return
 		}
 	}
 	if len(m.Parameters) != len(ps.oids) {
-		c.extendedError(&Error{Code: CodeProtocolViolation, Message: fmt.Sprintf(
+		c.extendedError(&Error{Code: pgcode.ProtocolViolation, Message: fmt.Sprintf(
 			"bind message supplies %d parameters, but prepared statement %q requires %d", len(m.Parameters), m.PreparedStatement, len(ps.oids))})
 		return
 	}
@@ -809,7 +811,7 @@ func (c *conn) handleDescribe(m *pgproto3.Describe) {
 		}
 		c.sendRowDescription(bp.cols, bp.formats)
 	default:
-		c.extendedError(&Error{Code: CodeProtocolViolation, Message: fmt.Sprintf("invalid DESCRIBE message subtype %d", m.ObjectType)})
+		c.extendedError(&Error{Code: pgcode.ProtocolViolation, Message: fmt.Sprintf("invalid DESCRIBE message subtype %d", m.ObjectType)})
 	}
 }
 
@@ -840,7 +842,7 @@ func (c *conn) handleExecute(m *pgproto3.Execute) {
 	w.finishStatement()
 	c.applyDiscard(bp)
 	if err == nil && w.inResult() {
-		err = &Error{Code: CodeInternalError, Message: "executor left a portal result unfinished"}
+		err = &Error{Code: pgcode.InternalError, Message: "executor left a portal result unfinished"}
 	}
 	if err != nil {
 		c.extendedError(err)
@@ -858,7 +860,7 @@ func (c *conn) handleClose(m *pgproto3.Close) {
 	case 'P':
 		c.closePortal(m.Name)
 	default:
-		c.extendedError(&Error{Code: CodeProtocolViolation, Message: fmt.Sprintf("invalid CLOSE message subtype %d", m.ObjectType)})
+		c.extendedError(&Error{Code: pgcode.ProtocolViolation, Message: fmt.Sprintf("invalid CLOSE message subtype %d", m.ObjectType)})
 		return
 	}
 	c.send(&pgproto3.CloseComplete{})

@@ -5,31 +5,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // SQLSTATE codes pgwire itself raises. Executors may use any code.
-const (
-	CodeSuccessfulCompletion    = "00000"
-	CodeWarning                 = "01000"
-	CodeProtocolViolation       = "08P01"
-	CodeFeatureNotSupported     = "0A000"
-	CodeInvalidAuthSpec         = "28000"
-	CodeInvalidPassword         = "28P01"
-	CodeInvalidSQLStatementName = "26000"
-	CodeInvalidCursorName       = "34000"
-	CodeDuplicatePStatement     = "42P05"
-	CodeInFailedTransaction     = "25P02"
-	CodeTooManyConnections      = "53300"
-	CodeProgramLimitExceeded    = "54000"
-	CodeQueryCanceled           = "57014"
-	CodeAdminShutdown           = "57P01"
-	CodeIdleSessionTimeout      = "57P05"
-	CodeInternalError           = "XX000"
-	CodeInvalidParameterValue   = "22023"
-	CodeInvalidTextRepr         = "22P02"
-	CodeInvalidBinaryRepr       = "22P03"
-)
+const ()
 
 // Severities of ErrorResponse and NoticeResponse.
 const (
@@ -67,7 +49,7 @@ func (e *Error) Error() string {
 	}
 	code := e.Code
 	if code == "" {
-		code = CodeInternalError
+		code = pgcode.InternalError
 	}
 	return fmt.Sprintf("%s: %s (SQLSTATE %s)", sev, e.Message, code)
 }
@@ -82,8 +64,8 @@ func Errorf(code, format string, args ...any) *Error {
 // errCanceled and errStatementTimeout are what a statement ends with when
 // its context is canceled by a CancelRequest or by the statement timeout.
 var (
-	errCanceled         = &Error{Code: CodeQueryCanceled, Message: "canceling statement due to user request"}
-	errStatementTimeout = &Error{Code: CodeQueryCanceled, Message: "canceling statement due to statement timeout"}
+	errCanceled         = &Error{Code: pgcode.QueryCanceled, Message: "canceling statement due to user request"}
+	errStatementTimeout = &Error{Code: pgcode.QueryCanceled, Message: "canceling statement due to statement timeout"}
 )
 
 // asPgError converts any error the executor (or pgwire) produced into the
@@ -105,7 +87,7 @@ func asPgError(err error, cause error) *Error {
 		}
 		return errCanceled
 	}
-	return &Error{Code: CodeInternalError, Message: err.Error(), Cause: err}
+	return &Error{Code: pgcode.InternalError, Message: err.Error(), Cause: err}
 }
 
 // errStatementTimeoutCause marks a statement context that ended by timeout.
@@ -123,7 +105,7 @@ func (e *Error) severity() string {
 
 func (e *Error) code() string {
 	if e.Code == "" {
-		return CodeInternalError
+		return pgcode.InternalError
 	}
 	return e.Code
 }
@@ -155,7 +137,7 @@ func (e *Error) toNoticeResponse() *pgproto3.NoticeResponse {
 	}
 	code := e.Code
 	if code == "" {
-		code = CodeSuccessfulCompletion
+		code = pgcode.SuccessfulCompletion
 	}
 	return &pgproto3.NoticeResponse{
 		Severity:            sev,

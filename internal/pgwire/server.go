@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // Config configures a Server. The zero value serves trust-only clients
@@ -227,7 +229,7 @@ func (s *Server) ShutdownWithMessage(ctx context.Context, message string) error 
 // shutdownError is the FATAL sent to connections closed by a shutdown.
 func (s *Server) shutdownError() *Error {
 	if m := s.shutdownMsg.Load(); m != nil {
-		return &Error{Severity: SeverityFatal, Code: CodeAdminShutdown, Message: *m}
+		return &Error{Severity: SeverityFatal, Code: pgcode.AdminShutdown, Message: *m}
 	}
 	return errShutdown
 }
@@ -279,7 +281,7 @@ func (s *Server) Close() error {
 // The server uses it when the catalog its sessions read is replaced (the
 // store was reopened): sessions of the old one must not go on.
 func (s *Server) CloseConnections(message string) {
-	e := &Error{Severity: SeverityFatal, Code: CodeAdminShutdown, Message: message}
+	e := &Error{Severity: SeverityFatal, Code: pgcode.AdminShutdown, Message: message}
 	s.mu.Lock()
 	conns := make([]*conn, 0, len(s.mu.conns))
 	for c := range s.mu.conns {

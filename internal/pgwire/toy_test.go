@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
 )
 
@@ -173,7 +175,7 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 	}
 	lower := strings.ToLower(st)
 	if s.tx == TxFailed && lower != "rollback" && lower != "commit" {
-		return &Error{Code: CodeInFailedTransaction, Message: "current transaction is aborted, commands ignored until end of transaction block"}
+		return &Error{Code: pgcode.InFailedSQLTransaction, Message: "current transaction is aborted, commands ignored until end of transaction block"}
 	}
 	switch {
 	case lower == "select 1":
@@ -458,7 +460,7 @@ func (s *toySession) copyIn(w *ResultWriter, binary bool) error {
 		}
 		v, err := w.Codec().Decode(pgvalue.Int8OID, format, cells[0])
 		if err != nil {
-			return &Error{Code: CodeInvalidTextRepr, Message: err.Error()}
+			return &Error{Code: pgcode.InvalidTextRepresentation, Message: err.Error()}
 		}
 		r := toyRow{id: v.(int64)}
 		if cells[1] != nil {
@@ -555,7 +557,7 @@ func (st *toyStmt) Bind(ctx context.Context, params []Param) (Portal, error) {
 	for i, p := range params {
 		v, err := codec.Decode(p.OID, p.Format, p.Value)
 		if err != nil {
-			return nil, &Error{Code: CodeInvalidBinaryRepr, Message: err.Error()}
+			return nil, &Error{Code: pgcode.InvalidBinaryRepresentation, Message: err.Error()}
 		}
 		vals[i] = v
 	}

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
@@ -99,7 +101,7 @@ func (w *ResultWriter) Describe(cols []Column) error {
 		}
 	} else if w.extended {
 		if w.portal != nil && len(w.portal.cols) != len(cols) {
-			return &Error{Code: CodeInternalError, Message: fmt.Sprintf(
+			return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf(
 				"portal described %d columns but produced %d", len(w.portal.cols), len(cols))}
 		}
 		for i := range w.cols {
@@ -137,10 +139,10 @@ func (w *ResultWriter) checkRow(n int) error {
 		return errWriterState
 	}
 	if n != len(w.cols) {
-		return &Error{Code: CodeInternalError, Message: fmt.Sprintf("row has %d values for %d columns", n, len(w.cols))}
+		return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("row has %d values for %d columns", n, len(w.cols))}
 	}
 	if w.maxRows > 0 && w.rows >= int64(w.maxRows) {
-		return &Error{Code: CodeInternalError, Message: "executor wrote past the portal's row limit"}
+		return &Error{Code: pgcode.InternalError, Message: "executor wrote past the portal's row limit"}
 	}
 	if w.rows&1023 == 1023 && w.ctx != nil {
 		if err := w.ctx.Err(); err != nil {
@@ -169,7 +171,7 @@ func (w *ResultWriter) Row(vals []any) error {
 		c.out, err = c.codec.AppendField(c.out, w.cols[i].TypeOID, w.formats[i], v)
 		if err != nil {
 			c.out = c.out[:start]
-			return &Error{Code: CodeInternalError, Message: fmt.Sprintf("column %q: %v", w.cols[i].Name, err), Cause: err}
+			return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("column %q: %v", w.cols[i].Name, err), Cause: err}
 		}
 	}
 	binary.BigEndian.PutUint32(c.out[start+1:], uint32(len(c.out)-start-1))
@@ -448,7 +450,7 @@ func (co *CopyOut) Row(vals []any) error {
 		return errWriterState
 	}
 	if len(vals) != len(co.cols) {
-		return &Error{Code: CodeInternalError, Message: fmt.Sprintf("COPY row has %d values for %d columns", len(vals), len(co.cols))}
+		return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("COPY row has %d values for %d columns", len(vals), len(co.cols))}
 	}
 	c := co.w.c
 	hadHeader := co.headerPending
@@ -465,7 +467,7 @@ func (co *CopyOut) Row(vals []any) error {
 			c.out, err = c.codec.AppendField(c.out, co.cols[i].TypeOID, 1, v)
 			if err != nil {
 				undo()
-				return &Error{Code: CodeInternalError, Message: fmt.Sprintf("column %q: %v", co.cols[i].Name, err), Cause: err}
+				return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("column %q: %v", co.cols[i].Name, err), Cause: err}
 			}
 		}
 		return co.endData(at)
@@ -483,7 +485,7 @@ func (co *CopyOut) Row(vals []any) error {
 		co.scratch, null, err = c.codec.Append(co.scratch[:0], co.cols[i].TypeOID, 0, v)
 		if err != nil {
 			undo()
-			return &Error{Code: CodeInternalError, Message: fmt.Sprintf("column %q: %v", co.cols[i].Name, err), Cause: err}
+			return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("column %q: %v", co.cols[i].Name, err), Cause: err}
 		}
 		if null {
 			c.out = append(c.out, `\N`...)
@@ -585,7 +587,7 @@ func (ci *CopyIn) Next() ([]byte, error) {
 				return nil, ci.err
 			}
 			c.fatal = fmt.Errorf("pgwire: reading COPY data: %w", err)
-			ci.finish(&Error{Code: CodeProtocolViolation, Message: "unexpected EOF on client connection with an open transaction", Cause: err})
+			ci.finish(&Error{Code: pgcode.ProtocolViolation, Message: "unexpected EOF on client connection with an open transaction", Cause: err})
 			return nil, ci.err
 		}
 		switch m := msg.(type) {
@@ -595,13 +597,13 @@ func (ci *CopyIn) Next() ([]byte, error) {
 			ci.finish(io.EOF)
 			return nil, io.EOF
 		case *pgproto3.CopyFail:
-			ci.finish(&Error{Code: CodeQueryCanceled, Message: "COPY from stdin failed: " + m.Message})
+			ci.finish(&Error{Code: pgcode.QueryCanceled, Message: "COPY from stdin failed: " + m.Message})
 			return nil, ci.err
 		case *pgproto3.Flush, *pgproto3.Sync:
 			// PostgreSQL ignores these during COPY IN.
 		default:
 			c.fatal = fmt.Errorf("pgwire: unexpected %T during COPY from stdin", msg)
-			ci.finish(&Error{Code: CodeProtocolViolation, Message: fmt.Sprintf("unexpected message type during COPY from stdin: %T", msg)})
+			ci.finish(&Error{Code: pgcode.ProtocolViolation, Message: fmt.Sprintf("unexpected message type during COPY from stdin: %T", msg)})
 			return nil, ci.err
 		}
 	}

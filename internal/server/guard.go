@@ -9,6 +9,7 @@ import (
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
 	"github.com/moraine-db/moraine/internal/pgwire"
 )
 
@@ -23,14 +24,6 @@ type guard struct {
 	fenced atomic.Pointer[error]
 }
 
-// Fencing SQLSTATE: admin_shutdown, the code clients already treat as "this
-// server is going away, reconnect elsewhere".
-const codeFenced = "57P01"
-
-// codeReadOnly is read_only_sql_transaction, what PostgreSQL's hot standby
-// answers to a write.
-const codeReadOnly = "25006"
-
 func newGuard(inner pgwire.Executor, m *Metrics) *guard {
 	return &guard{inner: inner, m: m}
 }
@@ -39,7 +32,9 @@ func (g *guard) fence(err error) { g.fenced.CompareAndSwap(nil, &err) }
 
 func (g *guard) check() error {
 	if e := g.fenced.Load(); e != nil {
-		return pgwire.Errorf(codeFenced, "moraine: this server was fenced by a newer writer on the same store and accepts no more statements; reconnect to the new writer (%v)", *e)
+		// admin_shutdown: the code clients already treat as "this server is
+		// going away, reconnect elsewhere".
+		return pgwire.Errorf(pgcode.AdminShutdown, "moraine: this server was fenced by a newer writer on the same store and accepts no more statements; reconnect to the new writer (%v)", *e)
 	}
 	return nil
 }
@@ -159,7 +154,7 @@ func conflictClass(err error) (string, bool) {
 		norm := func(s string) string { return numberRE.ReplaceAllString(quotedRE.ReplaceAllString(s, "?"), "?") }
 		return norm(mine) + " / " + norm(theirs), true
 	}
-	if code == "23505" {
+	if code == pgcode.UniqueViolation {
 		return "unique", true
 	}
 	return "", false

@@ -19,6 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
@@ -347,7 +348,7 @@ func TestGuardFencedMessage(t *testing.T) {
 	g.fence(errors.New("slate: writer fenced by a newer writer"))
 	_, err = s.Prepare(context.Background(), "SELECT 1", nil)
 	var pe *pgwire.Error
-	if !errors.As(err, &pe) || pe.Code != codeFenced || !strings.Contains(pe.Message, "fenced by a newer writer") {
+	if !errors.As(err, &pe) || pe.Code != pgcode.AdminShutdown || !strings.Contains(pe.Message, "fenced by a newer writer") {
 		t.Fatalf("after fence: %v", err)
 	}
 	if _, err := g.NewSession(context.Background(), pgwire.StartupInfo{Database: "lake"}); err == nil {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/commit/rowids"
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/slate"
@@ -326,7 +328,7 @@ func (s *Server) serveDegraded(ctx context.Context, wire *pgwire.Server, g *gate
 // writeRefused is the error every write gets while the store refuses
 // writes: PostgreSQL's 58030 (io_error), naming the cause.
 func writeRefused(cause error) error {
-	return &pgwire.Error{Code: "58030", Message: "could not write to the store: " + cause.Error(),
+	return &pgwire.Error{Code: pgcode.IOError, Message: "could not write to the store: " + cause.Error(),
 		Hint: "moraine serves reads of what is durable and retries the store; writes resume by themselves once it accepts them."}
 }
 
@@ -358,5 +360,5 @@ func (g *gate) NewSession(ctx context.Context, info pgwire.StartupInfo) (pgwire.
 	if gd := g.cur.Load(); gd != nil {
 		return gd.NewSession(ctx, info)
 	}
-	return nil, &pgwire.Error{Severity: pgwire.SeverityFatal, Code: "57P03", Message: "the database system is starting up"}
+	return nil, &pgwire.Error{Severity: pgwire.SeverityFatal, Code: pgcode.CannotConnectNow, Message: "the database system is starting up"}
 }

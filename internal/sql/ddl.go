@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -29,7 +31,7 @@ func tableDef(s *pg.CreateStmt) (memcat.TableDef, error) {
 				return def, err
 			}
 			if def.ColumnIndex(c.Name) >= 0 {
-				return def, errf(codeDuplicateColumn, "column %q specified more than once", c.Name)
+				return def, errf(pgcode.DuplicateColumn, "column %q specified more than once", c.Name)
 			}
 			if pk {
 				pkNames = append(pkNames, c.Name)
@@ -41,7 +43,7 @@ func tableDef(s *pg.CreateStmt) (memcat.TableDef, error) {
 				return def, unsupported("table constraint %s", con.Contype)
 			}
 			if len(pkNames) > 0 {
-				return def, errf("42P16", "multiple primary keys for table %q are not allowed", s.Relation.Relname)
+				return def, errf(pgcode.InvalidTableDefinition, "multiple primary keys for table %q are not allowed", s.Relation.Relname)
 			}
 			pkNames = names(con.Keys)
 		default:
@@ -51,7 +53,7 @@ func tableDef(s *pg.CreateStmt) (memcat.TableDef, error) {
 	for _, n := range pkNames {
 		i := def.ColumnIndex(n)
 		if i < 0 {
-			return def, errf(codeUndefinedColumn, "column %q named in key does not exist", n)
+			return def, errf(pgcode.UndefinedColumn, "column %q named in key does not exist", n)
 		}
 		def.Columns[i].NotNull = true
 		def.PK = append(def.PK, i)
@@ -96,14 +98,14 @@ func (x *exec) createTable(s *pg.CreateStmt, out sink) error {
 	}
 	if rv.Relpersistence == "t" {
 		if rv.Schemaname != "" && rv.Schemaname != "pg_temp" {
-			return errf(codeInvalidSchema, "cannot create temporary relation in non-temporary schema")
+			return errf(pgcode.InvalidSchemaName, "cannot create temporary relation in non-temporary schema")
 		}
 		if _, ok := x.s.temps[rv.Relname]; ok {
 			if s.IfNotExists {
-				out.notice(&pgwire.Error{Code: codeDuplicateTable, Message: "relation \"" + rv.Relname + "\" already exists, skipping"})
+				out.notice(&pgwire.Error{Code: pgcode.DuplicateTable, Message: "relation \"" + rv.Relname + "\" already exists, skipping"})
 				return out.complete("CREATE TABLE")
 			}
-			return errf(codeDuplicateTable, "relation %q already exists", rv.Relname)
+			return errf(pgcode.DuplicateTable, "relation %q already exists", rv.Relname)
 		}
 		switch s.Oncommit {
 		case pg.OnCommitAction_ONCOMMIT_NOOP, pg.OnCommitAction_ONCOMMIT_PRESERVE_ROWS, pg.OnCommitAction_ONCOMMIT_DROP:
@@ -139,7 +141,7 @@ func (x *exec) createTable(s *pg.CreateStmt, out sink) error {
 		schema = x.s.searchSchema()
 	}
 	if schema == "pg_catalog" || schema == "information_schema" {
-		return errf("42501", "permission denied to create %q", schema+"."+rv.Relname)
+		return errf(pgcode.InsufficientPrivilege, "permission denied to create %q", schema+"."+rv.Relname)
 	}
 	if !x.s.view().HasSchema(schema) {
 		// A new lake's metadata schema is created on first use.
@@ -150,10 +152,10 @@ func (x *exec) createTable(s *pg.CreateStmt, out sink) error {
 	if _, err := x.s.txn.CreateTable(schema, rv.Relname, def); err != nil {
 		if errors.Is(err, memcat.ErrTableExists) {
 			if s.IfNotExists {
-				out.notice(&pgwire.Error{Code: codeDuplicateTable, Message: "relation \"" + rv.Relname + "\" already exists, skipping"})
+				out.notice(&pgwire.Error{Code: pgcode.DuplicateTable, Message: "relation \"" + rv.Relname + "\" already exists, skipping"})
 				return out.complete("CREATE TABLE")
 			}
-			return errf(codeDuplicateTable, "relation %q already exists", rv.Relname)
+			return errf(pgcode.DuplicateTable, "relation %q already exists", rv.Relname)
 		}
 		return asPg(err)
 	}
@@ -168,14 +170,14 @@ func (x *exec) createSchema(s *pg.CreateSchemaStmt, out sink) error {
 		return err
 	}
 	if strings.HasPrefix(s.Schemaname, "pg_") {
-		return errf("42939", "unacceptable schema name %q", s.Schemaname)
+		return errf(pgcode.ReservedName, "unacceptable schema name %q", s.Schemaname)
 	}
 	if x.s.view().HasSchema(s.Schemaname) || s.Schemaname == "information_schema" {
 		if s.IfNotExists {
-			out.notice(&pgwire.Error{Code: codeDuplicateSchema, Message: "schema \"" + s.Schemaname + "\" already exists, skipping"})
+			out.notice(&pgwire.Error{Code: pgcode.DuplicateSchema, Message: "schema \"" + s.Schemaname + "\" already exists, skipping"})
 			return out.complete("CREATE SCHEMA")
 		}
-		return errf(codeDuplicateSchema, "schema %q already exists", s.Schemaname)
+		return errf(pgcode.DuplicateSchema, "schema %q already exists", s.Schemaname)
 	}
 	if err := x.s.txn.CreateSchema(s.Schemaname); err != nil {
 		return asPg(err)
@@ -196,10 +198,10 @@ func (x *exec) drop(s *pg.DropStmt, out sink) error {
 		t, schema, err := x.lookupTable(rv)
 		if err != nil {
 			if s.MissingOk {
-				out.notice(&pgwire.Error{Code: "00000", Message: "table \"" + rv.Relname + "\" does not exist, skipping"})
+				out.notice(&pgwire.Error{Code: pgcode.SuccessfulCompletion, Message: "table \"" + rv.Relname + "\" does not exist, skipping"})
 				continue
 			}
-			return errf(codeUndefinedTable, "table %q does not exist", rv.Relname)
+			return errf(pgcode.UndefinedTable, "table %q does not exist", rv.Relname)
 		}
 		if schema == "" {
 			delete(x.s.temps, t.Name)
@@ -222,7 +224,7 @@ func (x *exec) alterTable(s *pg.AlterTableStmt, out sink) error {
 	t, schema, err := x.lookupTable(s.Relation)
 	if err != nil {
 		if s.MissingOk {
-			out.notice(&pgwire.Error{Code: "00000", Message: "relation \"" + s.Relation.Relname + "\" does not exist, skipping"})
+			out.notice(&pgwire.Error{Code: pgcode.SuccessfulCompletion, Message: "relation \"" + s.Relation.Relname + "\" does not exist, skipping"})
 			return out.complete("ALTER TABLE")
 		}
 		return err
@@ -248,10 +250,10 @@ func (x *exec) alterTable(s *pg.AlterTableStmt, out sink) error {
 		if err := x.s.txn.AddColumn(schema, t.Name, c); err != nil {
 			if errors.Is(err, memcat.ErrColumnExists) {
 				if cmd.MissingOk {
-					out.notice(&pgwire.Error{Code: codeDuplicateColumn, Message: "column \"" + c.Name + "\" of relation \"" + t.Name + "\" already exists, skipping"})
+					out.notice(&pgwire.Error{Code: pgcode.DuplicateColumn, Message: "column \"" + c.Name + "\" of relation \"" + t.Name + "\" already exists, skipping"})
 					continue
 				}
-				return errf(codeDuplicateColumn, "column %q of relation %q already exists", c.Name, t.Name)
+				return errf(pgcode.DuplicateColumn, "column %q of relation %q already exists", c.Name, t.Name)
 			}
 			return asPg(err)
 		}
@@ -276,9 +278,9 @@ func (x *exec) rename(s *pg.RenameStmt, out sink) error {
 	if err := x.s.txn.RenameColumn(schema, t.Name, s.Subname, s.Newname); err != nil {
 		switch {
 		case errors.Is(err, memcat.ErrNoSuchColumn):
-			return errf(codeUndefinedColumn, "column %q does not exist", s.Subname)
+			return errf(pgcode.UndefinedColumn, "column %q does not exist", s.Subname)
 		case errors.Is(err, memcat.ErrColumnExists):
-			return errf(codeDuplicateColumn, "column %q of relation %q already exists", s.Newname, t.Name)
+			return errf(pgcode.DuplicateColumn, "column %q of relation %q already exists", s.Newname, t.Name)
 		}
 		return asPg(err)
 	}
@@ -312,7 +314,7 @@ func (x *exec) set(s *pg.VariableSetStmt, out sink) error {
 			return unsupported("TimeZone other than UTC (%s)", val)
 		}
 		if _, known := defaultSettings[name]; !known && !strings.Contains(name, ".") {
-			return errf(codeUndefinedObject, "unrecognized configuration parameter %q", s.Name)
+			return errf(pgcode.UndefinedObject, "unrecognized configuration parameter %q", s.Name)
 		}
 		x.s.set(name, val)
 		if rep, ok := reported[name]; ok {
@@ -326,7 +328,7 @@ func (x *exec) set(s *pg.VariableSetStmt, out sink) error {
 				out.parameter(rep, def)
 			}
 		} else if !strings.Contains(name, ".") {
-			return errf(codeUndefinedObject, "unrecognized configuration parameter %q", s.Name)
+			return errf(pgcode.UndefinedObject, "unrecognized configuration parameter %q", s.Name)
 		}
 		if s.Kind == pg.VariableSetKind_VAR_RESET {
 			return out.complete("RESET")
@@ -363,7 +365,7 @@ func (x *exec) show(s *pg.VariableShowStmt, out sink) error {
 	}
 	v, ok := x.s.setting(name)
 	if !ok {
-		return errf(codeUndefinedObject, "unrecognized configuration parameter %q", s.Name)
+		return errf(pgcode.UndefinedObject, "unrecognized configuration parameter %q", s.Name)
 	}
 	return out.rows([]colInfo{{name: name, typ: datum.Text}}, [][]datum.Value{{datum.TextValue(v)}}, "SHOW")
 }

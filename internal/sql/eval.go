@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -143,7 +145,7 @@ func (x *exec) eval(n *pg.Node, e *env) (tv, error) {
 	case n.GetParamRef() != nil:
 		i := int(n.GetParamRef().Number) - 1
 		if i < 0 || i >= len(x.params) {
-			return tv{}, errf("42P02", "there is no parameter $%d", i+1)
+			return tv{}, errf(pgcode.UndefinedParameter, "there is no parameter $%d", i+1)
 		}
 		return x.params[i], nil
 	case n.GetSqlvalueFunction() != nil:
@@ -192,7 +194,7 @@ func (x *exec) evalCast(c *pg.TypeCast, e *env) (tv, error) {
 		}
 		oid, ok := x.regclass(a.v.S)
 		if !ok {
-			return tv{}, errf(codeUndefinedTable, "relation %q does not exist", a.v.S)
+			return tv{}, errf(pgcode.UndefinedTable, "relation %q does not exist", a.v.S)
 		}
 		return tv{datum.IntValue(int64(oid)), t}, nil
 	}
@@ -293,7 +295,7 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 			}
 			re, err := regexp.Compile(r.v.S)
 			if err != nil {
-				return tv{}, errf("2201B", "invalid regular expression: %v", err)
+				return tv{}, errf(pgcode.InvalidRegularExpression, "invalid regular expression: %v", err)
 			}
 			m := re.MatchString(l.v.S)
 			return boolTV(m == (op == "~")), nil
@@ -480,7 +482,7 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 	switch sl.SubLinkType {
 	case pg.SubLinkType_EXPR_SUBLINK:
 		if len(r.cols) != 1 {
-			return tv{}, errf(codeSyntax, "subquery must return only one column")
+			return tv{}, errf(pgcode.SyntaxError, "subquery must return only one column")
 		}
 		t := outType(r.cols[0].typ)
 		switch len(r.rows) {
@@ -489,12 +491,12 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 		case 1:
 			return tv{r.rows[0][0], t}, nil
 		}
-		return tv{}, errf(codeCardinality, "more than one row returned by a subquery used as an expression")
+		return tv{}, errf(pgcode.CardinalityViolation, "more than one row returned by a subquery used as an expression")
 	case pg.SubLinkType_EXISTS_SUBLINK:
 		return boolTV(len(r.rows) > 0), nil
 	case pg.SubLinkType_ARRAY_SUBLINK:
 		if len(r.cols) != 1 {
-			return tv{}, errf(codeSyntax, "subquery must return only one column")
+			return tv{}, errf(pgcode.SyntaxError, "subquery must return only one column")
 		}
 		elem := outType(r.cols[0].typ)
 		at, ok := datum.ArrayOf(elem)
@@ -514,9 +516,9 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 		}
 		switch {
 		case len(r.cols) == 0:
-			return tv{}, errf(codeSyntax, "subquery has too few columns")
+			return tv{}, errf(pgcode.SyntaxError, "subquery has too few columns")
 		case len(r.cols) > 1:
-			return tv{}, errf(codeSyntax, "subquery has too many columns")
+			return tv{}, errf(pgcode.SyntaxError, "subquery has too many columns")
 		}
 		op := "="
 		if len(sl.OperName) > 0 {
@@ -611,7 +613,7 @@ func (x *exec) evalFunc(fc *pg.FuncCall, e *env) (tv, error) {
 				return r, nil
 			}
 		}
-		return tv{}, errf("42803", "aggregate functions are not allowed here")
+		return tv{}, errf(pgcode.GroupingError, "aggregate functions are not allowed here")
 	}
 	if fc.Over != nil {
 		return tv{}, unsupported("window functions")
@@ -659,7 +661,7 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 			if len(args) > 1 && truth(args[1]) {
 				return tv{datum.Null, datum.Text}, nil
 			}
-			return tv{}, errf(codeUndefinedObject, "unrecognized configuration parameter %q", s)
+			return tv{}, errf(pgcode.UndefinedObject, "unrecognized configuration parameter %q", s)
 		}
 		return tv{datum.TextValue(v), datum.Text}, nil
 	case "to_regclass":
@@ -699,7 +701,7 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 			return tv{datum.Null, datum.Text}, nil
 		}
 		if args[0].t.Kind() != datum.KindArray {
-			return tv{}, errf(codeUndefinedFunc, "function array_to_string(%s, %s) does not exist", outType(args[0].t), outType(args[1].t))
+			return tv{}, errf(pgcode.UndefinedFunction, "function array_to_string(%s, %s) does not exist", outType(args[0].t), outType(args[1].t))
 		}
 		elems, err := datum.ArrayElems(args[0].t, args[0].v)
 		if err != nil {
@@ -739,5 +741,5 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 		}
 		return tv{datum.IntValue(int64(len([]rune(s)))), datum.Int4}, nil
 	}
-	return tv{}, errf(codeUndefinedFunc, "function %s does not exist", name)
+	return tv{}, errf(pgcode.UndefinedFunction, "function %s does not exist", name)
 }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -101,7 +103,7 @@ func (e *env) resolve(fields []string) (int, error) {
 			continue
 		}
 		if found >= 0 {
-			return -1, errf(codeAmbiguousColumn, "column reference %q is ambiguous", name)
+			return -1, errf(pgcode.AmbiguousColumn, "column reference %q is ambiguous", name)
 		}
 		found = i
 	}
@@ -109,12 +111,12 @@ func (e *env) resolve(fields []string) (int, error) {
 		if qual != "" {
 			for _, c := range e.cols {
 				if c.qual == qual {
-					return -1, errf(codeUndefinedColumn, "column %s.%s does not exist", qual, name)
+					return -1, errf(pgcode.UndefinedColumn, "column %s.%s does not exist", qual, name)
 				}
 			}
-			return -1, errf(codeUndefinedTable, "missing FROM-clause entry for table %q", qual)
+			return -1, errf(pgcode.UndefinedTable, "missing FROM-clause entry for table %q", qual)
 		}
-		return -1, errf(codeUndefinedColumn, "column %q does not exist", name)
+		return -1, errf(pgcode.UndefinedColumn, "column %q does not exist", name)
 	}
 	return found, nil
 }
@@ -312,7 +314,7 @@ func conditionValue(clause string, v tv) (bool, error) {
 		}
 		return b.I != 0, nil
 	}
-	return false, errf(codeDatatype, "argument of %s must be type boolean, not type %s", clause, outType(v.t))
+	return false, errf(pgcode.DatatypeMismatch, "argument of %s must be type boolean, not type %s", clause, outType(v.t))
 }
 
 // truth is SQL's WHERE test: only TRUE passes.
@@ -350,7 +352,7 @@ func typeFromName(tn *pg.TypeName) (datum.Type, error) {
 	}
 	t, err := datum.ParseTypeName(ns, mods, len(tn.ArrayBounds))
 	if err != nil {
-		return datum.Type{}, errf(codeUndefinedObject, "%s", err.Error())
+		return datum.Type{}, errf(pgcode.UndefinedObject, "%s", err.Error())
 	}
 	return t, nil
 }
@@ -359,7 +361,7 @@ func typeFromName(tn *pg.TypeName) (datum.Type, error) {
 // scanning and ignores what follows the ')': DuckDB's UPDATE through a temp
 // table sends '(0,1)' with its quotes and PostgreSQL accepts it.
 func parseTIDLenient(s string) (datum.Value, error) {
-	bad := &datum.SyntaxError{Code: "22P02", Msg: fmt.Sprintf("invalid input syntax for type tid: %q", s)}
+	bad := &datum.SyntaxError{Code: pgcode.InvalidTextRepresentation, Msg: fmt.Sprintf("invalid input syntax for type tid: %q", s)}
 	var coord [2]int
 	n := 0
 	for i := 0; i < len(s) && n < 2 && s[i] != ')'; i++ {

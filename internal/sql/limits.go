@@ -3,6 +3,8 @@ package sql
 import (
 	"fmt"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/pgwire"
@@ -69,7 +71,7 @@ func CheckDepth(sql string) error {
 			continue
 		}
 		if len(ops)-1+sum > MaxExprDepth {
-			return &pgwire.Error{Code: codeStackDepth, Message: "stack depth limit exceeded",
+			return &pgwire.Error{Code: pgcode.StatementTooComplex, Message: "stack depth limit exceeded",
 				Hint: fmt.Sprintf("moraine refuses statements whose expressions nest more than %d levels deep.", MaxExprDepth)}
 		}
 	}

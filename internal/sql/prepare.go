@@ -3,6 +3,8 @@ package sql
 import (
 	"context"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
 )
@@ -19,7 +21,7 @@ func (s *Session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 		return nil, err
 	}
 	if s.failed {
-		return nil, errf(codeInFailedTx, "current transaction is aborted, commands ignored until end of transaction block")
+		return nil, errf(pgcode.InFailedSQLTransaction, "current transaction is aborted, commands ignored until end of transaction block")
 	}
 	ps := &prepared{s: s, stmts: stmts}
 	n := maxParam(sql)

@@ -3,6 +3,8 @@ package sql
 import (
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 )
 
@@ -27,7 +29,7 @@ func (s *Session) admitWrite(st stmt) error {
 		verb = strings.ToUpper(firstKeyword(st.text))
 	}
 	if ex.Standby {
-		return errf(codeReadOnly, "cannot execute %s in a read-only transaction", verb)
+		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	return ex.WriteRefusal()
 }

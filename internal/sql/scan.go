@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -37,7 +39,7 @@ func (x *exec) findTable(rv *pg.RangeVar, forWrite bool) (*memcat.Table, string,
 			return t, "", nil
 		}
 		if schema == "pg_temp" {
-			return nil, "", errf(codeUndefinedTable, "relation %q does not exist", relName(rv))
+			return nil, "", errf(pgcode.UndefinedTable, "relation %q does not exist", relName(rv))
 		}
 		schema = x.s.searchSchema()
 	}
@@ -48,7 +50,7 @@ func (x *exec) findTable(rv *pg.RangeVar, forWrite bool) (*memcat.Table, string,
 	} else if t, ok := x.s.view().Lookup(schema, rv.Relname); ok {
 		return t, schema, nil
 	}
-	return nil, "", errf(codeUndefinedTable, "relation %q does not exist", relName(rv))
+	return nil, "", errf(pgcode.UndefinedTable, "relation %q does not exist", relName(rv))
 }
 
 // storedTable resolves a FROM-clause relation that is a stored table — a
@@ -101,7 +103,7 @@ func (x *exec) scan(rv *pg.RangeVar) (*rel, error) {
 			labelSystem(r, rv.Schemaname, rv.Relname)
 			return r, nil
 		}
-		return nil, errf(codeUndefinedTable, "relation %q does not exist", relName(rv))
+		return nil, errf(pgcode.UndefinedTable, "relation %q does not exist", relName(rv))
 	case "":
 		if _, temp := x.s.temps[rv.Relname]; !temp {
 			if r, ok, err := x.virtual("pg_catalog", rv.Relname); ok || err != nil {

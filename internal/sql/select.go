@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -148,7 +150,7 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 		row := make([]datum.Value, len(targets))
 		for i, t := range targets {
 			if t.expr == nil {
-				return nil, errf("42803", "column %q must appear in the GROUP BY clause or be used in an aggregate function", in.cols[t.col].name)
+				return nil, errf(pgcode.GroupingError, "column %q must appear in the GROUP BY clause or be used in an aggregate function", in.cols[t.col].name)
 			}
 			v, err := x.eval(t.expr, e)
 			if err != nil {
@@ -349,9 +351,9 @@ func (x *exec) aggregate(fc *pg.FuncCall, in *rel) (tv, error) {
 		case fc.AggStar:
 			return tv{datum.IntValue(int64(len(in.rows))), datum.Int8}, nil
 		case len(fc.Args) == 0:
-			return tv{}, errf(codeWrongObjectType, "count(*) must be used to call a parameterless aggregate function")
+			return tv{}, errf(pgcode.WrongObjectType, "count(*) must be used to call a parameterless aggregate function")
 		case len(fc.Args) > 1:
-			return tv{}, errf(codeUndefinedFunc, "function %s does not exist", name)
+			return tv{}, errf(pgcode.UndefinedFunction, "function %s does not exist", name)
 		}
 		n := int64(0)
 		for _, row := range in.rows {
@@ -367,7 +369,7 @@ func (x *exec) aggregate(fc *pg.FuncCall, in *rel) (tv, error) {
 		return tv{datum.IntValue(n), datum.Int8}, nil
 	}
 	if len(fc.Args) != 1 {
-		return tv{}, errf(codeUndefinedFunc, "function %s does not exist", name)
+		return tv{}, errf(pgcode.UndefinedFunction, "function %s does not exist", name)
 	}
 	// Type of the argument, even with no rows.
 	e.row = make([]datum.Value, len(in.cols))
@@ -486,7 +488,7 @@ func (x *exec) sortKeys(clause []*pg.Node, targets []target, out *rel) ([]sortKe
 		if c := sb.Node.GetAConst(); c != nil && c.GetIval() != nil {
 			p := int(c.GetIval().Ival)
 			if p < 1 || p > len(out.cols) {
-				return nil, errf("42P10", "ORDER BY position %d is not in select list", p)
+				return nil, errf(pgcode.InvalidColumnReference, "ORDER BY position %d is not in select list", p)
 			}
 			k.out = p - 1
 		} else if cr := sb.Node.GetColumnRef(); cr != nil && len(cr.Fields) == 1 {
@@ -500,7 +502,7 @@ func (x *exec) sortKeys(clause []*pg.Node, targets []target, out *rel) ([]sortKe
 					continue
 				}
 				if len(targets) == len(out.cols) && !sameTarget(targets[k.out], targets[i]) {
-					return nil, errf(codeAmbiguousColumn, "ORDER BY %q is ambiguous", name)
+					return nil, errf(pgcode.AmbiguousColumn, "ORDER BY %q is ambiguous", name)
 				}
 			}
 		}
@@ -555,7 +557,7 @@ func checkFromNames(from []*pg.Node) error {
 	for i, a := range refs {
 		for _, b := range refs[:i] {
 			if a.name == b.name && (a.aliased || b.aliased || a.schema == b.schema || a.schema == "" || b.schema == "") {
-				return errf("42712", "table name %q specified more than once", a.name)
+				return errf(pgcode.DuplicateAlias, "table name %q specified more than once", a.name)
 			}
 		}
 	}
@@ -640,7 +642,7 @@ func (x *exec) finish(s *pg.SelectStmt, out *rel, keys []sortKey, sortVals [][]d
 		out.rows = rows
 	}
 	if s.LimitOffset != nil {
-		n, err := x.limitValue(s.LimitOffset, "OFFSET", "2201X")
+		n, err := x.limitValue(s.LimitOffset, "OFFSET", pgcode.InvalidRowCountInResultOffsetClause)
 		if err != nil {
 			return nil, err
 		}
@@ -649,7 +651,7 @@ func (x *exec) finish(s *pg.SelectStmt, out *rel, keys []sortKey, sortVals [][]d
 		}
 	}
 	if s.LimitCount != nil {
-		n, err := x.limitValue(s.LimitCount, "LIMIT", "2201W")
+		n, err := x.limitValue(s.LimitCount, "LIMIT", pgcode.InvalidRowCountInLimitClause)
 		if err != nil {
 			return nil, err
 		}
@@ -694,7 +696,7 @@ func (x *exec) runSetOp(s *pg.SelectStmt, outer *env) (*rel, error) {
 		return nil, err
 	}
 	if len(l.cols) != len(r.cols) {
-		return nil, errf(codeSyntax, "each UNION query must have the same number of columns")
+		return nil, errf(pgcode.SyntaxError, "each UNION query must have the same number of columns")
 	}
 	out := &rel{cols: make([]colInfo, len(l.cols))}
 	for i := range l.cols {
@@ -780,7 +782,7 @@ func (x *exec) runValues(lists []*pg.Node) (*rel, error) {
 				out.cols = append(out.cols, colInfo{name: "column" + strconv.Itoa(i+1), typ: unknownType})
 			}
 		} else if len(items) != len(out.cols) {
-			return nil, errf(codeSyntax, "VALUES lists must all be the same length")
+			return nil, errf(pgcode.SyntaxError, "VALUES lists must all be the same length")
 		}
 		row := make([]datum.Value, len(items))
 		for i, it := range items {
@@ -832,7 +834,7 @@ func (x *exec) addCTEs(w *pg.WithClause) error {
 		cols := slices.Clone(r.cols)
 		alias := names(cte.Aliascolnames)
 		if len(alias) > len(cols) {
-			return errf("42P10", "WITH query %q has %d columns available but %d columns specified", cte.Ctename, len(cols), len(alias))
+			return errf(pgcode.InvalidColumnReference, "WITH query %q has %d columns available but %d columns specified", cte.Ctename, len(cols), len(alias))
 		}
 		for i := range cols {
 			if i < len(alias) {
@@ -933,7 +935,7 @@ func (x *exec) rangeFunction(rf *pg.RangeFunction) (*rel, error) {
 		return nil, err
 	}
 	if arg.t.Kind() != datum.KindArray {
-		return nil, errf(codeUndefinedFunc, "function unnest(%s) does not exist", outType(arg.t))
+		return nil, errf(pgcode.UndefinedFunction, "function unnest(%s) does not exist", outType(arg.t))
 	}
 	qual, col := "unnest", "unnest"
 	if rf.Alias != nil {

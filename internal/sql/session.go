@@ -5,6 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -356,7 +358,7 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 		}
 	}()
 	if s.failed && !isTxnControl(n) {
-		return errf(codeInFailedTx, "current transaction is aborted, commands ignored until end of transaction block")
+		return errf(pgcode.InFailedSQLTransaction, "current transaction is aborted, commands ignored until end of transaction block")
 	}
 	if err := s.admitWrite(st); err != nil {
 		return err
@@ -434,7 +436,7 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 	switch ts.Kind {
 	case pg.TransactionStmtKind_TRANS_STMT_BEGIN, pg.TransactionStmtKind_TRANS_STMT_START:
 		if s.inBlock {
-			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: codeActiveTx, Message: "there is already a transaction in progress"})
+			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: pgcode.ActiveSQLTransaction, Message: "there is already a transaction in progress"})
 			return out.complete("BEGIN")
 		}
 		if s.txn == nil {
@@ -469,7 +471,7 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 		return out.complete("BEGIN")
 	case pg.TransactionStmtKind_TRANS_STMT_COMMIT:
 		if !s.inBlock {
-			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: codeNoActiveTx, Message: "there is no transaction in progress"})
+			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: pgcode.NoActiveSQLTransaction, Message: "there is no transaction in progress"})
 			if err := s.commitTxn(ctx); err != nil {
 				return err
 			}
@@ -485,7 +487,7 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 		return out.complete("COMMIT")
 	case pg.TransactionStmtKind_TRANS_STMT_ROLLBACK:
 		if !s.inBlock {
-			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: codeNoActiveTx, Message: "there is no transaction in progress"})
+			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: pgcode.NoActiveSQLTransaction, Message: "there is no transaction in progress"})
 		}
 		s.endTxn()
 		return out.complete("ROLLBACK")

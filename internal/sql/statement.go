@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	pg "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -55,7 +57,7 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 		if x.s.inBlock || x.s.multi {
 			// Also in the implicit block of a multi-statement query, as
 			// PostgreSQL's PreventInTransactionBlock.
-			return errf(codeActiveTx, "DISCARD ALL cannot run inside a transaction block")
+			return errf(pgcode.ActiveSQLTransaction, "DISCARD ALL cannot run inside a transaction block")
 		}
 		x.s.resetSettings()
 		for name := range x.s.temps {
@@ -68,7 +70,7 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 
 func (x *exec) checkWritable(verb string) error {
 	if x.s.readOnly || x.s.ex.Standby {
-		return errf(codeReadOnly, "cannot execute %s in a read-only transaction", verb)
+		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	if r := x.s.ex.WriteRefusal; r != nil {
 		if err := r(); err != nil {
@@ -170,7 +172,7 @@ func notNullError(t *memcat.Table, col int, vals []datum.Value) error {
 			parts[i] = datum.FormatText(t.Def.Columns[i].Type, v)
 		}
 	}
-	return &pgwire.Error{Code: codeNotNull,
+	return &pgwire.Error{Code: pgcode.NotNullViolation,
 		Message: fmt.Sprintf("null value in column %q of relation %q violates not-null constraint", t.Def.Columns[col].Name, t.Name),
 		Detail:  "Failing row contains (" + strings.Join(parts, ", ") + ")."}
 }
@@ -197,10 +199,10 @@ func columnList(t *memcat.Table, list []*pg.Node) ([]int, error) {
 		}
 		j := t.Def.ColumnIndex(name)
 		if j < 0 {
-			return nil, errf(codeUndefinedColumn, "column %q of relation %q does not exist", name, t.Name)
+			return nil, errf(pgcode.UndefinedColumn, "column %q of relation %q does not exist", name, t.Name)
 		}
 		if slices.Contains(idx[:i], j) {
-			return nil, errf(codeDuplicateColumn, "column %q specified more than once", name)
+			return nil, errf(pgcode.DuplicateColumn, "column %q specified more than once", name)
 		}
 		idx[i] = j
 	}
@@ -214,9 +216,9 @@ func columnList(t *memcat.Table, list []*pg.Node) ([]int, error) {
 func insertArity(n, cols int, named bool) error {
 	switch {
 	case n > cols:
-		return errf(codeSyntax, "INSERT has more expressions than target columns")
+		return errf(pgcode.SyntaxError, "INSERT has more expressions than target columns")
 	case n < cols && named:
-		return errf(codeSyntax, "INSERT has more target columns than expressions")
+		return errf(pgcode.SyntaxError, "INSERT has more target columns than expressions")
 	}
 	return nil
 }
@@ -329,7 +331,7 @@ func assign(v tv, c memcat.Column) (datum.Value, error) {
 		if errors.As(err, &se) {
 			return datum.Null, asPg(err)
 		}
-		return datum.Null, errf(codeDatatype, "column %q is of type %s but expression is of type %s", c.Name, c.Type, outType(v.t))
+		return datum.Null, errf(pgcode.DatatypeMismatch, "column %q is of type %s but expression is of type %s", c.Name, c.Type, outType(v.t))
 	}
 	return cv, nil
 }
@@ -465,11 +467,11 @@ func (x *exec) update(s *pg.UpdateStmt, out sink) error {
 		}
 		j := t.Def.ColumnIndex(rt.Name)
 		if j < 0 {
-			return errf(codeUndefinedColumn, "column %q of relation %q does not exist", rt.Name, t.Name)
+			return errf(pgcode.UndefinedColumn, "column %q of relation %q does not exist", rt.Name, t.Name)
 		}
 		for _, prev := range sets {
 			if prev.col == j {
-				return errf(codeSyntax, "multiple assignments to same column %q", rt.Name)
+				return errf(pgcode.SyntaxError, "multiple assignments to same column %q", rt.Name)
 			}
 		}
 		sets = append(sets, set{j, rt.Val})
@@ -663,7 +665,7 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 			if format == 1 {
 				v, err = datum.DecodeBinary(col.Type, c)
 				if err != nil {
-					return errf("22P03", "incorrect binary data format in column %s: %v", col.Name, err)
+					return errf(pgcode.InvalidBinaryRepresentation, "incorrect binary data format in column %s: %v", col.Name, err)
 				}
 			} else {
 				v, err = datum.ParseText(col.Type, string(c))
@@ -688,11 +690,11 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 func copyFieldCount(format int16, cells [][]byte, idx []int, cols []memcat.Column) error {
 	switch {
 	case format == 1:
-		return errf("22P04", "row field count is %d, expected %d", len(cells), len(idx))
+		return errf(pgcode.BadCopyFileFormat, "row field count is %d, expected %d", len(cells), len(idx))
 	case len(cells) < len(idx):
-		return errf("22P04", "missing data for column %q", cols[idx[len(cells)]].Name)
+		return errf(pgcode.BadCopyFileFormat, "missing data for column %q", cols[idx[len(cells)]].Name)
 	}
-	return errf("22P04", "extra data after last expected column")
+	return errf(pgcode.BadCopyFileFormat, "extra data after last expected column")
 }
 
 // regclassNames replaces regclass oids by relation names, which is how a

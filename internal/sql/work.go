@@ -3,6 +3,8 @@ package sql
 import (
 	"fmt"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
 )
@@ -66,7 +68,7 @@ func (x *exec) interrupt() error {
 func (x *exec) hold(row []datum.Value) error {
 	x.work.bytes += rowBytes(row)
 	if lim := x.statementMem(); lim > 0 && x.work.bytes > lim {
-		return &pgwire.Error{Code: codeOutOfMemory, Message: "out of memory",
+		return &pgwire.Error{Code: pgcode.OutOfMemory, Message: "out of memory",
 			Detail: fmt.Sprintf("The statement's rows need more than the %d MiB a statement may hold (setting statement-mem-mib).", lim>>20)}
 	}
 	return x.step()

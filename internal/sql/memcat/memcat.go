@@ -27,6 +27,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/pgcode"
+
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
@@ -1333,7 +1335,7 @@ func convert(err error) error {
 		return pe
 	}
 	if errors.Is(err, catalog.ErrBadDef) || errors.Is(err, keyspace.ErrUnknownTable) || errors.Is(err, keyspace.ErrBadDef) {
-		return &pgwire.Error{Code: "0A000", Message: err.Error(), Cause: err}
+		return &pgwire.Error{Code: pgcode.FeatureNotSupported, Message: err.Error(), Cause: err}
 	}
 	return err
 }
