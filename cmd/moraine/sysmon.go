@@ -12,7 +12,7 @@ import (
 // resets it to polling every 20 µs, on the bet that more blocking calls
 // follow. A catalog server is idle between every two messages of a
 // DuckLake commit (13 round trips), so each message paid a futex wake-up
-// of sysmon and a burst of its polls: on the 2-vCPU development VM, where a
+// of sysmon and a burst of its polls: on a 2-vCPU VM, where a
 // context switch costs ~20 µs of CPU, that was a fifth of a separately
 // running server's CPU (docs/benchmarks.md, "moraine as a separate
 // process"). The runtime keeps sysmon out of deep sleep when its scheduler

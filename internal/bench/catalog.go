@@ -198,7 +198,7 @@ func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); re
 // times on the other (moraine's first if moraineFirst) before the next
 // read begins. Timing all of one system's reads after the other's put
 // seconds between the two timings of a read, and on a shared machine
-// whose speed drifts over seconds (the development VM's whole-table reads
+// whose speed drifts over seconds (a shared VM's whole-table reads
 // moved by a third from one minute to the next) that drift fell on one
 // system only. Each system's reads run under the pprof label
 // system=postgres or system=moraine, so that a CPU profile of the run can

@@ -23,7 +23,7 @@ import (
 // whose rows were rewritten by every commit into their table (ten each)
 // between that commit's other allocations, so that the live rows lie
 // scattered over a heap of hundreds of megabytes. The figure is ns per
-// row through pgwire. Measured on the 2-core development VM: before
+// row through pgwire. Measured on a 2-vCPU VM: before
 // catalog.Table.Scan loaded a leaf's rows together, table_stats took
 // 197–254 ns a row against table's 137–146; since, 122–123 against 135.
 func BenchmarkScatteredRows(b *testing.B) {

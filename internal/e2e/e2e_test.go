@@ -1,5 +1,5 @@
-// Package e2e holds end-to-end tests of moraine serve: issue 6's DuckLake
-// workload against the real server, crash safety (kill -9 of a child
+// Package e2e holds end-to-end tests of moraine serve: the contended
+// DuckLake workload against the real server, crash safety (kill -9 of a child
 // process, crash points injected in the object store), durability after a
 // failed store write, and clean shutdown on SIGTERM/SIGINT.
 //

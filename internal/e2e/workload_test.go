@@ -11,7 +11,7 @@ import (
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-// TestIssueWorkload is issue 6's workload against moraine serve on a local
+// TestContendedWorkload is the contended DuckLake workload against moraine serve on a local
 // directory store: 16 writers × 200 commits over 4 tables plus a concurrent
 // merge compactor, following DuckLake's commit protocol. Every commit lands
 // exactly once, snapshot ids are dense, row ids are unique (workload
@@ -25,7 +25,7 @@ import (
 // 16 × 40: ~23 s on the shared 2-core machine) and the issue's full
 // 16 × 200 runs only with MORAINE_E2E_LONG=1. MORAINE_E2E_COMMITS overrides the commits
 // per writer.
-func TestIssueWorkload(t *testing.T) {
+func TestContendedWorkload(t *testing.T) {
 	commits := 10
 	if long() {
 		commits = 200

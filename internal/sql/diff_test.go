@@ -240,7 +240,7 @@ INSERT INTO "public".ducklake_file_column_stats VALUES (1, 1, 1, 20053, 5000, 0,
 	{sql: `SELECT id, grp, note FROM ducklake_ix WHERE grp IN (5, 9) ORDER BY id`},
 	{sql: `DELETE FROM ducklake_ix WHERE grp = 5`},
 	// Comparisons with a subquery's column, NULLs among its rows, and the
-	// shapes PostgreSQL refuses (the seventeenth session's fuzzing).
+	// shapes PostgreSQL refuses (found by fuzzing).
 	{sql: `INSERT INTO ducklake_ix VALUES (50, NULL, 'null group')`},
 	{sql: `SELECT id, grp > ANY (SELECT a FROM ducklake_ix2) AS gt_any, grp <= ALL (SELECT a FROM ducklake_ix2 WHERE a > 0) AS le_all, grp <> ALL (SELECT grp FROM ducklake_ix WHERE id < 5) AS ne_all, id = ALL (SELECT id FROM ducklake_ixe) AS all_empty, grp IN (SELECT b FROM ducklake_ix2) AS in_ FROM ducklake_ix ORDER BY id`},
 	{sql: `SELECT id FROM ducklake_ix WHERE id IN (SELECT id, grp FROM ducklake_ix)`},

@@ -182,7 +182,7 @@ func Go(ctx context.Context, cfg Config) <-chan Outcome {
 // others at either edge, so the window sees the writers as a steady stream
 // of commits does — not all starting at once, which on PostgreSQL collides
 // every writer on the same snapshot id and spreads their retries out only
-// over thousands of commits (docs/benchmarks.md, fourteenth session). It
+// over thousands of commits. It
 // returns an error only for failures outside DuckLake's protocol
 // (connection loss, an unexpected server error); lost races that end in a
 // true conflict or exhausted retries are counted in Result.Failed.

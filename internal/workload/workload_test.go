@@ -103,7 +103,7 @@ func TestWarmupIsUntimed(t *testing.T) {
 	}
 }
 
-// TestContendedWritersWithCompactor is issue 6's workload at test size: 16
+// TestContendedWritersWithCompactor is the contended DuckLake workload at test size: 16
 // writers over 4 tables plus a concurrent compactor, against a real
 // PostgreSQL, then the catalog is read back and checked. Set
 // MORAINE_WORKLOAD_COMMITS=200 for the issue's full 16 × 200.

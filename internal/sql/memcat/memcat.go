@@ -650,7 +650,7 @@ func (db *DB) settleDeadlineLocked(w *writer, now time.Time) time.Time {
 // snapshot and every snapshot's changes), and counted from the pin they
 // outgrew LeaseHold: 16 writers past 30 000 snapshots lost the lease on
 // one commit in forty, and each loss made a retry whose conflict query
-// lost it again (docs/benchmarks.md, thirteenth session). A holder that
+// lost it again. A holder that
 // keeps its client's requests coming is about to write; one that stops
 // (a read-only transaction of a writing session, holding its DuckDB query
 // open) loses the lease after LeaseHold as before.
