@@ -9,15 +9,12 @@ import (
 	"github.com/moraine-db/moraine/internal/slate"
 )
 
-func init() {
-	registerMain("backup", "copy a checkpoint of the store to another, empty store (--to URL [--checkpoint ID])", backupMain)
-}
-
 func backupMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, store := toolFlags("backup", stderr)
+	fs := newFlags("backup [flags]", stdout, stderr)
+	store := fs.storeFlag()
 	to := fs.String("to", "", "object store URL of the backup (must hold no database)")
 	id := fs.String("checkpoint", "", "checkpoint `ID` to copy (default: take a new checkpoint)")
-	if code, ok := parseTool(fs, args); !ok {
+	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
 	if *to == "" {

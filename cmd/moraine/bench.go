@@ -3,53 +3,45 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"runtime/pprof"
 	"runtime/trace"
-	"sort"
 )
 
-// benchSubcommands holds the `moraine bench <name>` benchmarks. Each lives in
-// its own bench_<name>.go file and adds itself with registerBench from init.
-var benchSubcommands = map[string]func(ctx context.Context, args []string) int{}
-
-// registerBench adds a `moraine bench <name>` subcommand. fn receives the
-// arguments after the name and returns the exit code.
-func registerBench(name string, fn func(ctx context.Context, args []string) int) {
-	if _, dup := benchSubcommands[name]; dup {
-		panic("moraine: duplicate bench subcommand " + name)
-	}
-	benchSubcommands[name] = fn
+// benchmarks are the `moraine bench <name>` subcommands.
+var benchmarks = []command{
+	{"commits", "DuckLake's data-file commits at 1, 4, 16 writers, beside PostgreSQL", benchCommitsMain},
+	{"catalog", "DuckLake's attach and first-query reads of a large catalog, beside PostgreSQL", benchCatalogMain},
+	{"store", "durable commit latency on an object store, beside PostgreSQL on local disk", benchStoreMain},
 }
 
-func init() {
-	register(command{name: "bench", summary: "run a benchmark (moraine bench <name> [flags])", run: runBench})
-}
-
-func benchUsage() {
-	names := make([]string, 0, len(benchSubcommands))
-	for n := range benchSubcommands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	fmt.Fprintln(os.Stderr, "usage: moraine bench <name> [flags]\n\nbenchmarks:")
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %s\n", n)
+func benchUsage(w io.Writer) {
+	fmt.Fprintln(w, "usage: moraine bench <name> [flags]   (moraine bench <name> --help for its flags)\n\nbenchmarks:")
+	for _, b := range benchmarks {
+		fmt.Fprintf(w, "  %-8s %s\n", b.name, b.summary)
 	}
 }
 
-func runBench(ctx context.Context, args []string) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		benchUsage()
+// benchMain is `moraine bench <name> [flags]`.
+func benchMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		benchUsage(stderr)
 		return 2
 	}
-	fn, ok := benchSubcommands[args[0]]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "moraine bench: unknown benchmark %q\n", args[0])
-		benchUsage()
-		return 2
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		benchUsage(stdout)
+		return 0
 	}
-	return fn(ctx, args[1:])
+	for _, b := range benchmarks {
+		if b.name == args[0] {
+			return b.main(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "moraine bench: unknown benchmark %q\n", args[0])
+	benchUsage(stderr)
+	return 2
 }
 
 // startProfiles starts a CPU profile and an execution trace when their

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,8 +17,6 @@ import (
 	"github.com/moraine-db/moraine/internal/datum"
 )
 
-func init() { registerBench("catalog", benchCatalog) }
-
 // benchCatalog builds a catalog of --files data files (--stats column-stats
 // rows each) over --snapshots snapshots through the verbs, turns it into
 // its keyspace pairs, reloads it with catalog.Load, and reports the load
@@ -32,13 +29,9 @@ func init() { registerBench("catalog", benchCatalog) }
 // reads on both (runCatalogVsPG), moraine's served in-process or, with
 // --process, by a child `moraine serve` process on the built store; the
 // last line is ratio_vs_postgres=<x>.
-func benchCatalog(ctx context.Context, args []string) int {
-	return benchCatalogMain(ctx, args, os.Stdout, os.Stderr)
-}
 
 func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench catalog", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench catalog [flags]", stdout, stderr)
 	files := fs.Int("files", 1000000, "data files to register")
 	snaps := fs.Int("snapshots", 10000, "snapshots to spread them over")
 	stats := fs.Int("stats", 8, "column-stats rows per data file")
@@ -50,8 +43,8 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	jsonOut := fs.String("json", "", "write the results as JSON to this file (with --postgres)")
 	pngOut := fs.String("png", "", "write a bar chart of the read times to this PNG file (with --postgres)")
 	process := fs.Bool("process", false, "serve moraine's reads from a child `moraine serve` process on the built store, as deployed, instead of in-process (with --postgres; --cpuprofile then profiles the reading clients only)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := fs.parse(args, noArgs); !ok {
+		return code
 	}
 	if *files < 1 || *snaps < 1 || *stats < 1 || *tables < 1 || *reps < 1 || *rounds < 1 {
 		fmt.Fprintln(stderr, "bench catalog: --files, --snapshots, --stats, --tables, --reps and --rounds must be positive")

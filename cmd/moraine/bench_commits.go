@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,8 +15,6 @@ import (
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-func init() { registerBench("commits", benchCommits) }
-
 // benchCommits is `moraine bench commits`: the DuckLake-shaped commit
 // workload (internal/workload) against PostgreSQL and, when --moraine names
 // one, a moraine server, each writer count on a fresh catalog. It prints a
@@ -26,13 +23,9 @@ func init() { registerBench("commits", benchCommits) }
 // the rounds' ratios). Without --moraine it starts its own moraine on
 // --store (with --put-latency on S3 PUTs): in-process, or with --process as
 // a child `moraine serve` process of this executable.
-func benchCommits(ctx context.Context, args []string) int {
-	return benchCommitsMain(ctx, args, os.Stdout, os.Stderr)
-}
 
 func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench commits", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench commits [flags]", stdout, stderr)
 	writersFlag := fs.String("writers", "1,4,16", "comma-separated writer counts")
 	commits := fs.Int("commits", 200, "commits per writer")
 	warmup := fs.Int("warmup", 400, "commits made untimed before each run's timed window opens; the writers do not stop at its edges (the same on every system); 0 times from the first commit")
@@ -56,8 +49,8 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	pngOut := fs.String("png", "", "write a bar chart of the results to this PNG file")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of this process (driver and in-process moraine) to this file")
 	traceOut := fs.String("trace", "", "write a runtime execution trace of this process to this file")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := fs.parse(args, noArgs); !ok {
+		return code
 	}
 	if *pg == "" {
 		fmt.Fprintln(stderr, "bench commits: --postgres <conninfo> is required")

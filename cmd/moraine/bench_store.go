@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"sync"
 	"text/tabwriter"
@@ -17,21 +15,15 @@ import (
 	"github.com/moraine-db/moraine/internal/slate"
 )
 
-func init() { registerBench("store", benchStore) }
-
 // benchStore is `moraine bench store`: concurrent writers, each writing
 // batches of --batch-keys keys and waiting for durability, against a store
 // whose PUTs take --put-latency. It prints a table and ends with the line
 // "batches/s=<n>". With --postgres it instead times DuckLake commits on an
 // in-process moraine over S3 with that PUT latency against PostgreSQL
 // (runStoreVsPG) and ends with "ratio_vs_postgres=<x>".
-func benchStore(ctx context.Context, args []string) int {
-	return benchStoreMain(ctx, args, os.Stdout, os.Stderr)
-}
 
 func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("bench store", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("bench store [flags]", stdout, stderr)
 	writers := fs.Int("writers", 64, "concurrent writers")
 	putLatency := fs.String("put-latency", "50ms", `latency added to every PUT: a duration or "lo-hi"`)
 	getLatency := fs.String("get-latency", "0", `latency added to every GET/LIST`)
@@ -45,8 +37,8 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 	jsonOut := fs.String("json", "", "with --postgres: write the results as JSON to this file")
 	pngOut := fs.String("png", "", "with --postgres: write a bar chart of p50 latency to this PNG file")
 	process := fs.Bool("process", false, "with --postgres: run moraine as a child `moraine serve` process, as deployed, instead of in-process")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := fs.parse(args, noArgs); !ok {
+		return code
 	}
 	if *process && *pg == "" {
 		fmt.Fprintln(stderr, "bench store: --process goes with --postgres")

@@ -26,11 +26,3 @@ func TestBenchStoreSmoke(t *testing.T) {
 	}
 }
 
-func TestBenchDispatch(t *testing.T) {
-	if _, ok := benchSubcommands["store"]; !ok {
-		t.Fatal("store bench not registered")
-	}
-	if code := runBench(context.Background(), []string{"no-such-bench"}); code != 2 {
-		t.Fatalf("unknown bench: exit %d", code)
-	}
-}

@@ -10,15 +10,12 @@ import (
 	"github.com/moraine-db/moraine/internal/slate"
 )
 
-func init() {
-	registerMain("checkpoint", "pin a consistent point of the store for backup (--list, --delete ID)", checkpointMain)
-}
-
 func checkpointMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, store := toolFlags("checkpoint", stderr)
+	fs := newFlags("checkpoint [flags]", stdout, stderr)
+	store := fs.storeFlag()
 	list := fs.Bool("list", false, "list the checkpoints instead of creating one")
 	del := fs.String("delete", "", "delete checkpoint `ID`")
-	if code, ok := parseTool(fs, args); !ok {
+	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
 	return withStore(ctx, "checkpoint", *store, stderr, func(s objstore.Store) error {

@@ -18,14 +18,6 @@ import (
 	"github.com/moraine-db/moraine/internal/verify"
 )
 
-func init() {
-	register(command{
-		name:    "erasure",
-		summary: "report how long deleted rows of a table stay recoverable: retained snapshots, scheduled files, compliance window",
-		run:     runErasure,
-	})
-}
-
 func runErasure(ctx context.Context, args []string) int {
 	return erasureMain(ctx, args, time.Now(), os.Stdout, os.Stderr)
 }
@@ -36,15 +28,16 @@ func runErasure(ctx context.Context, args []string) int {
 // prints it. Exit 0: report printed; 2: bad usage, unreadable store, or no
 // catalog has the table.
 func erasureMain(ctx context.Context, args []string, now time.Time, stdout, stderr io.Writer) int {
-	fs := usageFlags("erasure", "erasure --table T [--store URL] [--object-retention D] [--json]", stderr)
-	store := catalogStoreFlag(fs)
+	fs := newFlags("erasure --table T [flags]", stdout, stderr)
+	store := fs.storeFlag()
 	table := fs.String("table", "", "table as schema.table, a bare name unique across schemas, or a numeric table id")
 	objRet := fs.String("object-retention", "0", "how long the data bucket keeps old object versions (e.g. 30d, 720h, \"1 week\")")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	if code, ok := parseFlags(fs, args); !ok {
+	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
-	if fs.NArg() != 0 || *table == "" {
+	if *table == "" {
+		fmt.Fprintln(stderr, "moraine erasure: --table is required")
 		fs.Usage()
 		return 2
 	}

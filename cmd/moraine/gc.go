@@ -9,15 +9,12 @@ import (
 	"github.com/moraine-db/moraine/internal/slate"
 )
 
-func init() {
-	registerMain("gc", "delete store objects no manifest reaches (--dry-run lists them); safe beside a live server", gcMain)
-}
-
 func gcMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, store := toolFlags("gc", stderr)
+	fs := newFlags("gc [flags]", stdout, stderr)
+	store := fs.storeFlag()
 	dry := fs.Bool("dry-run", false, "list what would be deleted; delete nothing")
 	grace := fs.Duration("grace", slate.DefaultGCGrace, "keep objects younger than this (readers and a writer in flight may still need them)")
-	if code, ok := parseTool(fs, args); !ok {
+	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
 	return withStore(ctx, "gc", *store, stderr, func(s objstore.Store) error {

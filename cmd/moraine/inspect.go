@@ -8,13 +8,10 @@ import (
 	"github.com/moraine-db/moraine/internal/server"
 )
 
-func init() {
-	registerMain("inspect", "report a store: head snapshots, tables with row counts, files, resident size, objects", inspectMain)
-}
-
 func inspectMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, store := toolFlags("inspect", stderr)
-	if code, ok := parseTool(fs, args); !ok {
+	fs := newFlags("inspect [flags]", stdout, stderr)
+	store := fs.storeFlag()
+	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
 	return withStore(ctx, "inspect", *store, stderr, func(s objstore.Store) error {

@@ -24,7 +24,7 @@ import (
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-func run(t *testing.T, main func(context.Context, []string, io.Writer, io.Writer) int, args ...string) string {
+func runMain(t *testing.T, main func(context.Context, []string, io.Writer, io.Writer) int, args ...string) string {
 	t.Helper()
 	var out, errb bytes.Buffer
 	if code := main(context.Background(), args, &out, &errb); code != 0 {
@@ -60,7 +60,7 @@ func TestBackupRestore(t *testing.T) {
 		db, _ := cat.Lookup(name)
 		atCheckpoint[name] = db.Current()
 	}
-	out := run(t, checkpointMain, "--store", live)
+	out := runMain(t, checkpointMain, "--store", live)
 	id, _, _ := strings.Cut(out, "\t")
 	if len(id) != 26 {
 		t.Fatalf("checkpoint output %q", out)
@@ -70,24 +70,24 @@ func TestBackupRestore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(run(t, checkpointMain, "--store", live, "--list"), id) {
+	if !strings.Contains(runMain(t, checkpointMain, "--store", live, "--list"), id) {
 		t.Fatal("checkpoint --list lacks the checkpoint")
 	}
-	run(t, backupMain, "--store", live, "--to", bak, "--checkpoint", id)
+	runMain(t, backupMain, "--store", live, "--to", bak, "--checkpoint", id)
 	var errb bytes.Buffer
 	if code := backupMain(ctx, []string{"--store", live, "--to", bak, "--checkpoint", id}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "already holds a database") {
 		t.Fatalf("backup into a non-empty store: exit %d: %s", code, errb.String())
 	}
-	run(t, restoreMain, "--from", bak, "--to", rest)
+	runMain(t, restoreMain, "--from", bak, "--to", rest)
 
 	// The operator views of the live store.
-	insp := run(t, inspectMain, "--store", live)
+	insp := runMain(t, inspectMain, "--store", live)
 	for _, want := range []string{"catalog lake.public", "ducklake_data_file", "checkpoint " + id, "manifest/", "wal/", "head snapshot"} {
 		if !strings.Contains(insp, want) {
 			t.Errorf("inspect lacks %q:\n%s", want, insp)
 		}
 	}
-	snaps := run(t, snapshotsMain, "--store", live, "--db", "lake", "--schema", "public")
+	snaps := runMain(t, snapshotsMain, "--store", live, "--db", "lake", "--schema", "public")
 	if got, want := strings.Count(snaps, "\nlake.public"), 2+len(res1.Landed())+len(res2.Landed()); got != want {
 		t.Errorf("snapshots lists %d snapshots, want %d:\n%s", got, want, snaps)
 	}
@@ -95,7 +95,7 @@ func TestBackupRestore(t *testing.T) {
 	if code := snapshotsMain(ctx, []string{"--store", live, "--db", "nope"}, io.Discard, &eb); code != 1 {
 		t.Errorf("snapshots of an unknown database: exit %d", code)
 	}
-	if !strings.Contains(run(t, gcMain, "--store", live, "--dry-run", "--grace", "0s"), "objects") {
+	if !strings.Contains(runMain(t, gcMain, "--store", live, "--dry-run", "--grace", "0s"), "objects") {
 		t.Error("gc --dry-run printed no summary")
 	}
 	final := map[string]*catalog.Version{}
@@ -105,7 +105,7 @@ func TestBackupRestore(t *testing.T) {
 	}
 	ts.Stop(t)
 	// A real GC of the stopped store leaves a store that checks and opens.
-	run(t, gcMain, "--store", live, "--grace", "0s")
+	runMain(t, gcMain, "--store", live, "--grace", "0s")
 	ls, err := server.OpenStore(ctx, live)
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +114,7 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("after gc: %v", err)
 	}
 	ls.Close()
-	if out := run(t, gcMain, "--store", live, "--dry-run", "--grace", "0s"); !strings.HasPrefix(out, "0 objects") {
+	if out := runMain(t, gcMain, "--store", live, "--dry-run", "--grace", "0s"); !strings.HasPrefix(out, "0 objects") {
 		t.Fatalf("gc left collectable objects:\n%s", out)
 	}
 
@@ -260,7 +260,7 @@ func TestRepairDropTable(t *testing.T) {
 	if code := repairMain(ctx, []string{"drop-table", "--store", live, "--database", "lake", "--table", "public.ducklake_metadata"}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "loads; drop it with DROP TABLE") {
 		t.Fatalf("repair of a table that loads: exit %d: %s", code, errb.String())
 	}
-	run(t, repairMain, "drop-table", "--store", live, "--database", "lake", "--table", "public.ducklake_evil")
+	runMain(t, repairMain, "drop-table", "--store", live, "--database", "lake", "--table", "public.ducklake_evil")
 
 	ts = testserver.Start(t, live)
 	defer ts.Stop(t)

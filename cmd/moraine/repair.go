@@ -10,19 +10,21 @@ import (
 	"github.com/moraine-db/moraine/internal/server"
 )
 
-func init() {
-	registerMain("repair", "repair a store the catalog loader refuses: drop-table removes a table an older moraine stored that no server can load (run with no server on the store)", repairMain)
-}
-
 func repairMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	const synopsis = "repair drop-table --database DB --table SCHEMA.TABLE [flags]"
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintln(stdout, "usage: moraine "+synopsis)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "drop-table" {
-		fmt.Fprintln(stderr, "usage: moraine repair drop-table --store URL --database DB --table SCHEMA.TABLE")
+		fmt.Fprintln(stderr, "usage: moraine "+synopsis)
 		return 2
 	}
-	fs, store := toolFlags("repair drop-table", stderr)
-	db := fs.String("database", "", "the database holding the table")
-	table := fs.String("table", "", "the table, as SCHEMA.TABLE")
-	if code, ok := parseTool(fs, args[1:]); !ok {
+	fs := newFlags(synopsis, stdout, stderr)
+	store := fs.storeFlag()
+	db := fs.String("database", "", "the `DB` holding the table")
+	table := fs.String("table", "", "the table, as `SCHEMA.TABLE`")
+	if code, ok := fs.parse(args[1:], noArgs); !ok {
 		return code
 	}
 	schema, name, ok := strings.Cut(*table, ".")

@@ -9,26 +9,23 @@ import (
 	"github.com/moraine-db/moraine/internal/replay"
 )
 
-func init() {
-	registerMain("replay", "replay captured client conversations against a server and compare the answers", replayMain)
-}
-
 // replayMain is `moraine replay [flags] <transcript.jsonl>…`. Transcripts run
 // one after another, in the order given, against the same server (so a
 // transcript that continues another's lake, like s07 after s01, follows it
 // on the command line). One line per transcript, then "N passed, M failed".
 // Exit status 0 only if all passed; 2 on usage errors (-h included).
 func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := usageFlags("replay", "replay [flags] <transcript.jsonl>…", stderr)
+	fs := newFlags("replay [flags] <transcript.jsonl>…", stdout, stderr)
 	addr := fs.String("addr", replay.DefaultAddr, "server: host:port, a conninfo (host=… port=…) or a postgres:// URL")
 	verbose := fs.Bool("v", false, "show the first differing message with context")
 	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for each expected server message")
 	recreate := fs.Bool("recreate", false, "drop and create each transcript's databases before their first use (for validating against a real PostgreSQL; needs -addr to reach an admin database)")
 	settle := fs.Duration("settle", 20*time.Millisecond, "longest wait for another connection's answer before sending a racing message")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := fs.parse(args, anyArgs); !ok {
+		return code
 	}
 	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "moraine replay: name at least one transcript")
 		fs.Usage()
 		return 2
 	}

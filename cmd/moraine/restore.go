@@ -9,16 +9,12 @@ import (
 	"github.com/moraine-db/moraine/internal/slate"
 )
 
-func init() {
-	registerMain("restore", "copy a backup (or a checkpoint) into an empty store to serve it (--from URL --to URL)", restoreMain)
-}
-
 func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, _ := toolFlags("restore", stderr)
+	fs := newFlags("restore [flags]", stdout, stderr)
 	from := fs.String("from", "", "object store URL of the backup (or of a store holding --checkpoint)")
 	to := fs.String("to", "", "object store URL to restore into (must hold no database)")
 	id := fs.String("checkpoint", "", "restore checkpoint `ID` of --from instead of the backup itself")
-	if code, ok := parseTool(fs, args); !ok {
+	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
 	if *from == "" || *to == "" {

@@ -3,36 +3,34 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 
 	"github.com/moraine-db/moraine/internal/server"
 )
 
-func init() {
-	register(command{
-		name:    "serve",
-		summary: "run the catalog server (PostgreSQL wire protocol over the configured store)",
-		run:     runServe,
-	})
-}
-
 // Exit codes of serve: 0 clean shutdown, 1 runtime failure, 2 bad
 // configuration, 3 fenced by a newer writer.
 const exitFenced = 3
 
-func runServe(ctx context.Context, args []string) int {
-	cfg, err := server.ParseConfig(args, os.Environ(), os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
+// serveMain is `moraine serve [flags]`: the settings come from flags, the
+// environment and a settings file (server.ParseConfig); --help prints them
+// all on standard output.
+func serveMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" {
+			_, _ = server.ParseConfig([]string{"--help"}, nil, stdout)
+			return 0
+		}
 	}
+	cfg, err := server.ParseConfig(args, os.Environ(), stderr)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "moraine serve:", err)
+		fmt.Fprintln(stderr, "moraine serve:", err)
 		return 2
 	}
-	log := newLogger(cfg.LogFormat, cfg.LogLevel)
+	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
 	if cfg.SysmonAwake {
 		if err := keepSysmonAwake(); err != nil {
 			log.Warn("serving with the Go runtime's default system monitor", "err", err)
@@ -48,7 +46,7 @@ func runServe(ctx context.Context, args []string) int {
 		log.Error("moraine stopped: fenced", "err", err)
 		return exitFenced
 	case errors.Is(err, server.ErrUsage):
-		fmt.Fprintln(os.Stderr, "moraine serve:", err)
+		fmt.Fprintln(stderr, "moraine serve:", err)
 		return 2
 	default:
 		log.Error("moraine failed", "err", err)
@@ -56,12 +54,12 @@ func runServe(ctx context.Context, args []string) int {
 	}
 }
 
-func newLogger(format, level string) *slog.Logger {
+func newLogger(w io.Writer, format, level string) *slog.Logger {
 	var lv slog.Level
 	_ = lv.UnmarshalText([]byte(level))
 	opts := &slog.HandlerOptions{Level: lv}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+		return slog.New(slog.NewJSONHandler(w, opts))
 	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	return slog.New(slog.NewTextHandler(w, opts))
 }

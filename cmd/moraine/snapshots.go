@@ -8,15 +8,12 @@ import (
 	"github.com/moraine-db/moraine/internal/server"
 )
 
-func init() {
-	registerMain("snapshots", "list a store's DuckLake snapshots with their changes [--db D --schema S]", snapshotsMain)
-}
-
 func snapshotsMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs, store := toolFlags("snapshots", stderr)
+	fs := newFlags("snapshots [flags]", stdout, stderr)
+	store := fs.storeFlag()
 	db := fs.String("db", "", "only this database")
 	schema := fs.String("schema", "", "only this metadata schema")
-	if code, ok := parseTool(fs, args); !ok {
+	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
 	return withStore(ctx, "snapshots", *store, stderr, func(s objstore.Store) error {

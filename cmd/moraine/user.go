@@ -2,9 +2,7 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,35 +11,24 @@ import (
 	"github.com/moraine-db/moraine/internal/server"
 )
 
-func init() {
-	register(command{
-		name:    "user",
-		summary: "manage the users file (user add --users-file F NAME; password on stdin)",
-		run:     runUser,
-	})
-}
-
-func runUser(_ context.Context, args []string) int {
-	return userMain(args, os.Stdin, os.Stderr)
-}
-
 // userMain is `moraine user add`: the password is read from the first line
 // of stdin (never from the command line, where ps would show it), and only
 // its SCRAM-SHA-256 verifier is stored.
-func userMain(args []string, stdin io.Reader, stderr io.Writer) int {
+func userMain(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	const synopsis = "user add --users-file FILE NAME   (the password on the first line of standard input)"
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprintln(stdout, "usage: moraine "+synopsis)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "add" {
-		fmt.Fprintln(stderr, "usage: moraine user add --users-file FILE [--password-stdin] NAME  (password on stdin)")
+		fmt.Fprintln(stderr, "usage: moraine "+synopsis)
 		return 2
 	}
-	fs := flag.NewFlagSet("moraine user add", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	file := fs.String("users-file", os.Getenv("MORAINE_USERS_FILE"), "users file to create or update [env MORAINE_USERS_FILE]")
+	fs := newFlags(synopsis, stdout, stderr)
+	file := fs.String("users-file", os.Getenv("MORAINE_USERS_FILE"), "users `FILE` to create or update [env MORAINE_USERS_FILE]")
 	fs.Bool("password-stdin", true, "read the password from the first line of stdin (the only way; accepted for clarity)")
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, ok := fs.parse(args[1:], 1); !ok {
+		return code
 	}
 	if *file == "" || fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "moraine user add: need --users-file and exactly one NAME")

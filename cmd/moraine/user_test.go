@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,7 @@ import (
 func TestUserAdd(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "users")
 	var errb bytes.Buffer
-	if code := userMain([]string{"add", "--users-file", f, "--password-stdin", "moraine"}, strings.NewReader("hunter2-long\n"), &errb); code != 0 {
+	if code := userMain([]string{"add", "--users-file", f, "--password-stdin", "moraine"}, strings.NewReader("hunter2-long\n"), io.Discard, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 	raw, _ := os.ReadFile(f)
@@ -32,11 +33,11 @@ func TestUserAdd(t *testing.T) {
 		{"remove", "--users-file", f, "moraine"}, // unknown verb
 		{"add", "--users-file", f, "a:b"},        // bad name
 	} {
-		if code := userMain(args, strings.NewReader("pw\n"), &errb); code != 2 {
+		if code := userMain(args, strings.NewReader("pw\n"), io.Discard, &errb); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}
 	}
-	if code := userMain([]string{"add", "--users-file", f, "x"}, strings.NewReader(""), &errb); code != 2 {
+	if code := userMain([]string{"add", "--users-file", f, "x"}, strings.NewReader(""), io.Discard, &errb); code != 2 {
 		t.Errorf("empty password: exit %d, want 2", code)
 	}
 }

@@ -10,23 +10,15 @@ import (
 	"github.com/moraine-db/moraine/internal/verify"
 )
 
-func init() {
-	registerMain("verify", "check every persisted DuckLake catalog for dangling files, dropped tombstones, unscheduled removals, snapshot gaps and row-id overlap", verifyMain)
-}
-
 // verifyMain is `moraine verify [--store URL]`. It opens the store as a
 // reader (never fencing a live writer), checks one consistent snapshot of
 // it and prints each violation. Exit 0: consistent; 1: violations; 2: usage
 // or the store could not be read.
 func verifyMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := usageFlags("verify", "verify [--store URL]", stderr)
-	store := catalogStoreFlag(fs)
-	if code, ok := parseFlags(fs, args); !ok {
+	fs := newFlags("verify [flags]", stdout, stderr)
+	store := fs.storeFlag()
+	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
-	}
-	if fs.NArg() != 0 {
-		fs.Usage()
-		return 2
 	}
 	vs, err := verifyStore(ctx, *store)
 	if err != nil {

@@ -45,7 +45,7 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("user add: %v: %s", err, out)
 	}
 	addr := testenv.FreeAddr(t)
-	srv := exec.Command(moraineBin, "serve", "--store", "file://"+dir+"/store", "--listen", addr,
+	srv := exec.Command(moraineBin, "serve", "--store", "file://"+dir+"/store", "--create-store", "--listen", addr,
 		"--users-file", users, "--statement-mem-mib", "256", "--statement-timeout", "5s",
 		"--auth-failures-per-minute", "30", "--auth-timeout", "2s", "--max-connections", "64", "--log-level", "error")
 	var stderr testenv.SyncBuffer

@@ -59,6 +59,12 @@ type Config struct {
 	ClientCheckInterval   time.Duration
 	// MetricsRemote allows metrics-listen beyond loopback.
 	MetricsRemote bool
+	// CreateStore creates a file:// store's directory if it does not
+	// exist. It is set by the create-store setting, and for the default
+	// store, so that the first `moraine serve` starts without a step
+	// before it; an explicit store that does not exist is an error
+	// otherwise (a typo must not become a new, empty catalog).
+	CreateStore bool
 }
 
 // ErrUsage marks configuration errors: the command exits 2 and names the
@@ -136,6 +142,12 @@ var settings = []setting{
 		intAtLeast(func(c *Config) *int { return &c.CopyCacheMiB }, 0)},
 	{"statement-mem-mib", "the most memory one statement's rows may hold: a statement past it (a cross join of large tables) fails with 53200 out of memory instead of growing the server without limit (0: no bound)", "2048",
 		intAtLeast(func(c *Config) *int { return &c.StatementMemMiB }, 0)},
+	{"create-store", "create the store's directory if it does not exist (file:// stores; the default store is always created)", "false",
+		func(c *Config, v string) (err error) {
+			b, err := strconv.ParseBool(v)
+			c.CreateStore = c.CreateStore || b
+			return err
+		}},
 	{"sysmon-awake", "keep the Go runtime's system monitor from deep-sleeping whenever the server waits for its clients (serve restarts itself once with GODEBUG=schedtrace set so): waking it on every client message cost a fifth of the server's CPU on a 2-vCPU VM; ignored when GODEBUG already sets schedtrace", "true",
 		func(c *Config, v string) (err error) { c.SysmonAwake, err = strconv.ParseBool(v); return }},
 	{"idle-timeout", "close client connections idle this long (0: never)", "0s",
@@ -169,9 +181,14 @@ func ParseConfig(args []string, env []string, usage io.Writer) (*Config, error) 
 			flagVals[s.name] = &b.v
 			continue
 		}
+		if arg := argOf(s); arg != "" {
+			// The flag package shows the first back-quoted word as the
+			// value's name (`N`, `DURATION`) instead of "string".
+			help = s.help + " [`" + arg + "`; env MORAINE_" + envName(s.name) + "]"
+		}
 		flagVals[s.name] = fs.String(s.name, s.def, help)
 	}
-	configFile := fs.String("config", "", "optional file of `name = value` settings [env MORAINE_CONFIG]")
+	configFile := fs.String("config", "", "optional settings `FILE`, one `name = value` a line [env MORAINE_CONFIG]")
 	fs.Usage = func() {
 		fmt.Fprintf(usage, "usage: moraine serve [flags]\n\nSettings come from flags, then MORAINE_* environment variables, then --config, then defaults.\n\n")
 		fs.PrintDefaults()
@@ -228,6 +245,9 @@ func ParseConfig(args []string, env []string, usage io.Writer) (*Config, error) 
 		if err := s.set(c, v); err != nil {
 			return nil, fmt.Errorf("%w: %s (from %s): %q: %v", ErrUsage, s.name, from, v, err)
 		}
+		if s.name == "store" && from == "default" {
+			c.CreateStore = true
+		}
 	}
 	if err := c.validate(); err != nil {
 		return nil, err
@@ -266,7 +286,9 @@ func readConfigFile(path string) (map[string]string, error) {
 		if !ok {
 			return nil, fmt.Errorf("%w: %s:%d: expected `name = value`", ErrUsage, path, n)
 		}
-		out[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(v), `"`)
+		// PostgreSQL spells its settings with underscores (log_level);
+		// either spelling names the same setting.
+		out[strings.ReplaceAll(strings.TrimSpace(k), "_", "-")] = strings.Trim(strings.TrimSpace(v), `"'`)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("%w: config: %v", ErrUsage, err)
@@ -281,7 +303,7 @@ func (c *Config) validate() error {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("%w: log-level: %q", ErrUsage, c.LogLevel)
+		return fmt.Errorf("%w: log-level: %q is not one of debug, info, warn, error", ErrUsage, c.LogLevel)
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return fmt.Errorf("%w: tls-cert and tls-key go together", ErrUsage)
@@ -328,3 +350,30 @@ func Settings() []string {
 	sort.Strings(out)
 	return out
 }
+
+// argNames are the --help placeholders of the string settings.
+var argNames = map[string]string{
+	"store": "URL", "listen": "ADDR", "metrics-listen": "ADDR", "unix-socket-dir": "DIR",
+	"users-file": "FILE", "tls-cert": "FILE", "tls-key": "FILE", "log-format": "text|json",
+	"log-level": "debug|info|warn|error", "data-path-options": "QUERY",
+}
+
+// argOf is a setting's value placeholder in --help: N, DURATION, URL…
+// ("" for a boolean, which is given bare).
+func argOf(s setting) string {
+	switch {
+	case s.def == "true" || s.def == "false":
+		return ""
+	case argNames[s.name] != "":
+		return argNames[s.name]
+	case isInt(s.def):
+		return "N"
+	case isDuration(s.def):
+		return "DURATION"
+	}
+	return "VALUE"
+}
+
+func isInt(s string) bool { _, err := strconv.Atoi(s); return err == nil }
+
+func isDuration(s string) bool { _, err := time.ParseDuration(s); return err == nil }

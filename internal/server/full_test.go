@@ -41,7 +41,7 @@ func TestFullDiskServesReads(t *testing.T) {
 	dir := mountTmpfs(t, 64<<20) // room for the local store's 4 MiB journal segments
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	r := start(t, "file://"+filepath.Join(dir, "store"))
+	r := start(t, "file://"+filepath.Join(dir, "store"), "--create-store")
 	defer r.Stop(t)
 	connect := func() *pgconn.PgConn {
 		c, err := pgconn.Connect(ctx, r.Conninfo("lake"))

@@ -152,6 +152,7 @@ func (s *Server) serve(ctx context.Context, wire *pgwire.Server, g *gate) error 
 func (s *Server) open(ctx context.Context, readOnly bool) (*Stack, error) {
 	opts := StackOptions{
 		Replica: readOnly,
+		Create:  s.cfg.CreateStore && !readOnly,
 		Log:     s.log,
 		Metrics: s.metrics,
 		Slate:   slate.Options{WALInFlight: s.cfg.WALInFlight},

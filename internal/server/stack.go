@@ -41,9 +41,11 @@ type Stack struct {
 // StackOptions configure OpenStack.
 type StackOptions struct {
 	Replica bool
-	Slate   slate.Options
-	Commit  commit.Options
-	Log     *slog.Logger
+	// Create makes a file:// store's directory if it does not exist.
+	Create bool
+	Slate  slate.Options
+	Commit commit.Options
+	Log    *slog.Logger
 	// Metrics, when set, instruments the object store.
 	Metrics *Metrics
 }
@@ -51,7 +53,11 @@ type StackOptions struct {
 // OpenStack opens the store at url as its writer (fencing any previous
 // writer) or, with Replica, as a read-only follower, and loads the catalog.
 func OpenStack(ctx context.Context, url string, opts StackOptions) (*Stack, error) {
-	store, err := objurl.Open(ctx, url)
+	open := objurl.Open
+	if opts.Create {
+		open = objurl.Create
+	}
+	store, err := open(ctx, url)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", url, err)
 	}

@@ -22,7 +22,18 @@ import (
 // restore). The read-only ones open the store as a slate reader, which
 // writes nothing, so they are safe against a live server's store.
 
-// OpenStore opens the object store at url.
+// CreateStore opens the object store at url to write into it, creating a
+// file:// store's directory if needed (a backup's or a restore's target).
+func CreateStore(ctx context.Context, url string) (objstore.Store, error) {
+	s, err := objurl.Create(ctx, url)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", redactURL(url), err)
+	}
+	return s, nil
+}
+
+// OpenStore opens the existing object store at url; a file:// store that
+// does not exist is an error, never created.
 func OpenStore(ctx context.Context, url string) (objstore.Store, error) {
 	s, err := objurl.Open(ctx, url)
 	if err != nil {

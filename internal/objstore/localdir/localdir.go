@@ -71,14 +71,25 @@ type Store struct {
 
 var _ objstore.Store = (*Store)(nil)
 
-// Open returns a store rooted at dir, creating the directory (and fsyncing
-// it into its parent) if it does not exist.
-func Open(dir string) (*Store, error) {
+// Create returns a store rooted at dir, creating the directory (and
+// fsyncing it into its parent) if it does not exist.
+func Create(dir string) (*Store, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("localdir: open %q: %w", dir, err)
 	}
 	if err := mkdirAllSync(abs); err != nil {
+		return nil, fmt.Errorf("localdir: open %q: %w", dir, err)
+	}
+	return Open(abs)
+}
+
+// Open returns a store rooted at the existing directory dir. A directory
+// that does not exist is an error wrapping fs.ErrNotExist: a typo must not
+// become a new, empty store, and a read-only tool must not create one.
+func Open(dir string) (*Store, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
 		return nil, fmt.Errorf("localdir: open %q: %w", dir, err)
 	}
 	fi, err := os.Stat(abs)

@@ -22,7 +22,7 @@ import (
 
 func TestConformance(t *testing.T) {
 	objstoretest.Run(t, func(t *testing.T) objstore.Store {
-		s, err := localdir.Open(filepath.Join(t.TempDir(), "store"))
+		s, err := localdir.Create(filepath.Join(t.TempDir(), "store"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 
 func open(t *testing.T, dir string) *localdir.Store {
 	t.Helper()
-	s, err := localdir.Open(dir)
+	s, err := localdir.Create(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestCrossProcessChild(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	s, err := localdir.Open(filepath.Join(dir, "store"))
+	s, err := localdir.Create(filepath.Join(dir, "store"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func Backends() []Backend {
 // reopen it or look at the files.
 func NewDir(t testing.TB) *localdir.Store {
 	t.Helper()
-	s, err := localdir.Open(filepath.Join(t.TempDir(), "objects"))
+	s, err := localdir.Create(filepath.Join(t.TempDir(), "objects"))
 	if err != nil {
 		t.Fatalf("objstoretest: open directory store: %v", err)
 	}

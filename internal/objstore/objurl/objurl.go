@@ -71,7 +71,11 @@ func Open(ctx context.Context, raw string) (objstore.Store, error) {
 	}
 	open, ok := openers[u.Scheme]
 	if !ok {
-		return nil, fmt.Errorf("objurl: %q: %w %q (this build knows %s)", raw, ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "))
+		hint := ""
+		if u.Scheme == "" {
+			hint = fmt.Sprintf("; a directory is a file:// URL, e.g. file://%s", raw)
+		}
+		return nil, fmt.Errorf("objurl: %q: %w %q (this build knows %s)%s", raw, ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), hint)
 	}
 	s, err := open(ctx, raw, u)
 	if err != nil {
@@ -115,6 +119,24 @@ func openFile(_ context.Context, _ string, u *url.URL) (objstore.Store, error) {
 		return nil, err
 	}
 	return localdir.Open(p)
+}
+
+// Create is Open, except that a file:// store's directory is created if it
+// does not exist (other schemes have nothing to create: a bucket is made
+// by its owner, a prefix needs no making).
+func Create(ctx context.Context, raw string) (objstore.Store, error) {
+	if u, err := url.Parse(raw); err == nil && u.Scheme == "file" {
+		p, err := FilePath(u)
+		if err != nil {
+			return nil, fmt.Errorf("objurl: open %q: %w", raw, err)
+		}
+		s, err := localdir.Create(p)
+		if err != nil {
+			return nil, fmt.Errorf("objurl: open %q: %w", raw, err)
+		}
+		return s, nil
+	}
+	return Open(ctx, raw)
 }
 
 // shared holds the named in-memory stores.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -98,7 +99,14 @@ func TestFileURLs(t *testing.T) {
 		{"file://./rel/dir", filepath.Join(dir, "rel", "dir", "k")},
 		{"file:opaque", filepath.Join(dir, "opaque", "k")},
 	} {
-		s := mustOpen(t, tc.url)
+		// Open does not make a directory; Create does.
+		if _, err := objurl.Open(ctx, tc.url); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("Open of %s, which does not exist: %v", tc.url, err)
+		}
+		s, err := objurl.Create(ctx, tc.url)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := s.Put(ctx, "k", []byte(tc.url)); err != nil {
 			t.Fatal(err)
 		}
@@ -113,7 +121,7 @@ func TestFileURLs(t *testing.T) {
 func TestOpenErrors(t *testing.T) {
 	for _, tc := range []struct{ url, want string }{
 		{"ftp://host/x", "unknown object store scheme"},
-		{"/just/a/path", "unknown object store scheme"},
+		{"/just/a/path", "a directory is a file:// URL, e.g. file:///just/a/path"},
 		{"file://host/x", "host"},
 		{"file://", "without a path"},
 		{"file:///tmp/x?sync=false", "no parameters"},
