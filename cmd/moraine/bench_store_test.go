@@ -25,4 +25,3 @@ func TestBenchStoreSmoke(t *testing.T) {
 		t.Fatalf("bad flags: exit %d", code)
 	}
 }
-
