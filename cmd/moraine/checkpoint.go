@@ -36,10 +36,12 @@ func checkpointMain(ctx context.Context, args []string, stdout, stderr io.Writer
 			fmt.Fprintf(stdout, "deleted checkpoint %s\n", *del)
 			return nil
 		}
-		cp, err := slate.CreateCheckpoint(ctx, s)
+		pr := newProgress(stderr, "checkpoint")
+		cp, err := slate.CreateCheckpoint(ctx, s, pr.fn())
 		if err != nil {
 			return err
 		}
+		pr.done()
 		fmt.Fprintf(stdout, "%s\tseq %d\t%d objects\t%d bytes\n", cp.ID, cp.Seq, len(cp.Objects), cp.Bytes)
 		return nil
 	})

@@ -274,3 +274,47 @@ func TestRepairDropTable(t *testing.T) {
 		t.Fatalf("after the repair: %v %v", rs, err)
 	}
 }
+
+// TestBackupLeavesNothingBehind: a backup that takes its own checkpoint
+// deletes it after copying; a backup into a store that holds a database is
+// refused before any checkpoint is taken; deleting a checkpoint that does
+// not exist is an error; a restore from a store that does not exist
+// restores nothing.
+func TestBackupLeavesNothingBehind(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	live := "file://" + t.TempDir()
+	ts := testserver.Start(t, live)
+	c, err := pgconn.Connect(ctx, ts.Conninfo("lake"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, `CREATE TABLE ducklake_metadata(key varchar NOT NULL, value varchar NOT NULL, scope varchar, scope_id bigint)`).ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close(ctx)
+	bak := "file://" + t.TempDir() + "/new/backup" // created by the backup
+	out := runMain(t, backupMain, "--store", live, "--to", bak)
+	if !strings.Contains(out, "backed up checkpoint") {
+		t.Fatalf("backup: %s", out)
+	}
+	if list := runMain(t, checkpointMain, "--store", live, "--list"); list != "" {
+		t.Fatalf("the backup left its checkpoint behind:\n%s", list)
+	}
+	var errb bytes.Buffer
+	if code := backupMain(ctx, []string{"--store", live, "--to", bak}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "already holds a database") {
+		t.Fatalf("backup into a non-empty store: exit %d: %s", code, errb.String())
+	}
+	if list := runMain(t, checkpointMain, "--store", live, "--list"); list != "" {
+		t.Fatalf("a refused backup left a checkpoint:\n%s", list)
+	}
+	errb.Reset()
+	if code := checkpointMain(ctx, []string{"--store", live, "--delete", "NOPE"}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "no such checkpoint") {
+		t.Fatalf("delete of an unknown checkpoint: exit %d: %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := restoreMain(ctx, []string{"--from", "file://" + t.TempDir() + "/missing", "--to", "file://" + t.TempDir()}, io.Discard, &errb); code != 1 || !strings.Contains(errb.String(), "no such file or directory") {
+		t.Fatalf("restore from a missing store: exit %d: %s", code, errb.String())
+	}
+	ts.Stop(t)
+}

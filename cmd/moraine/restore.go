@@ -23,10 +23,12 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	return withStores(ctx, "restore", *from, *to, stderr, func(src, dst objstore.Store) error {
 		if *id != "" {
-			cp, err := slate.CopyCheckpoint(ctx, src, *id, dst)
+			pr := newProgress(stderr, "restore")
+			cp, err := slate.CopyCheckpoint(ctx, src, *id, dst, pr.fn())
 			if err != nil {
 				return err
 			}
+			pr.done()
 			fmt.Fprintf(stdout, "restored checkpoint %s (seq %d)\n", cp.ID, cp.Seq)
 			return nil
 		}
@@ -35,10 +37,12 @@ func restoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if err := slate.Check(ctx, src); err != nil {
 			return fmt.Errorf("the backup at --from fails its check: %w", err)
 		}
-		n, err := slate.CopyDB(ctx, src, dst)
+		pr := newProgress(stderr, "restore")
+		n, err := slate.CopyDB(ctx, src, dst, pr.fn())
 		if err != nil {
 			return err
 		}
+		pr.done()
 		if err := slate.Check(ctx, dst); err != nil {
 			return fmt.Errorf("the restored store fails its check: %w", err)
 		}

@@ -54,14 +54,24 @@ type Checkpoint struct {
 func checkpointDescName(id string) string { return checkpointPrefix + id + checkpointSuffix }
 func checkpointDir(id string) string      { return checkpointPrefix + id + "/" }
 
+// Progress is told of every object a copy has written and its size, in
+// order; nil tells nobody.
+type Progress func(key string, bytes int)
+
+func (p Progress) copied(key string, n int) {
+	if p != nil {
+		p(key, n)
+	}
+}
+
 // CreateCheckpoint pins the current point of store (it may be served by a
 // live writer: the checkpoint reads only, and takes whatever the writer
 // has made durable) and returns its descriptor.
-func CreateCheckpoint(ctx context.Context, store objstore.Store) (*Checkpoint, error) {
+func CreateCheckpoint(ctx context.Context, store objstore.Store, p Progress) (*Checkpoint, error) {
 	id := newULID(time.Now())
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		cp, err := copyPoint(ctx, store, id)
+		cp, err := copyPoint(ctx, store, id, p)
 		if err == nil {
 			return cp, nil
 		}
@@ -73,10 +83,13 @@ func CreateCheckpoint(ctx context.Context, store objstore.Store) (*Checkpoint, e
 		}
 	}
 	_ = deletePrefix(context.WithoutCancel(ctx), store, checkpointDir(id))
+	if errors.Is(lastErr, ErrNoDB) || errors.Is(lastErr, ErrCorrupt) {
+		return nil, lastErr // they name the store's state themselves
+	}
 	return nil, fmt.Errorf("slate: checkpoint: %w", lastErr)
 }
 
-func copyPoint(ctx context.Context, store objstore.Store, id string) (*Checkpoint, error) {
+func copyPoint(ctx context.Context, store objstore.Store, id string, p Progress) (*Checkpoint, error) {
 	man, err := loadLatestManifest(ctx, store)
 	if err != nil {
 		return nil, err
@@ -114,6 +127,7 @@ func copyPoint(ctx context.Context, store objstore.Store, id string) (*Checkpoin
 		if err := store.Put(ctx, dir+key, data); err != nil {
 			return nil, fmt.Errorf("copy %s: %w", key, err)
 		}
+		p.copied(key, len(data))
 		cp.Bytes += int64(len(data))
 	}
 	// Prove the copy opens and learn its sequence number.
@@ -180,8 +194,8 @@ func GetCheckpoint(ctx context.Context, store objstore.Store, id string) (*Check
 // DeleteCheckpoint removes a checkpoint (descriptor first, so that a
 // crash leaves an ignored partial copy rather than a broken checkpoint).
 func DeleteCheckpoint(ctx context.Context, store objstore.Store, id string) error {
-	if id == "" || strings.ContainsAny(id, "/.") {
-		return fmt.Errorf("%w: %q", ErrNoCheckpoint, id)
+	if _, err := GetCheckpoint(ctx, store, id); err != nil {
+		return err
 	}
 	if err := store.Delete(ctx, checkpointDescName(id)); err != nil {
 		return fmt.Errorf("slate: delete checkpoint %s: %w", id, err)
@@ -214,12 +228,12 @@ func OpenCheckpoint(ctx context.Context, store objstore.Store, id string, opts O
 // CopyCheckpoint copies checkpoint id of src to the root of dst, which must
 // hold no database, and records the descriptor there as
 // backup/<id>.checkpoint. dst then opens as the store was at the checkpoint.
-func CopyCheckpoint(ctx context.Context, src objstore.Store, id string, dst objstore.Store) (*Checkpoint, error) {
+func CopyCheckpoint(ctx context.Context, src objstore.Store, id string, dst objstore.Store, p Progress) (*Checkpoint, error) {
 	cp, err := GetCheckpoint(ctx, src, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := requireEmpty(ctx, dst); err != nil {
+	if err := RequireEmpty(ctx, dst); err != nil {
 		return nil, err
 	}
 	dir := checkpointDir(id)
@@ -231,6 +245,7 @@ func CopyCheckpoint(ctx context.Context, src objstore.Store, id string, dst objs
 		if err := dst.Put(ctx, key, data); err != nil {
 			return nil, fmt.Errorf("slate: backup %s: %w", key, err)
 		}
+		p.copied(key, len(data))
 	}
 	desc, _ := json.MarshalIndent(cp, "", "  ")
 	if err := dst.Put(ctx, "backup/"+id+checkpointSuffix, desc); err != nil {
@@ -242,8 +257,8 @@ func CopyCheckpoint(ctx context.Context, src objstore.Store, id string, dst objs
 // CopyDB copies the database objects (manifests, WAL, sorted tables) of
 // src to the root of dst, which must hold no database. src must not have a
 // writer (a backup, or a stopped server's store): the copy is not atomic.
-func CopyDB(ctx context.Context, src, dst objstore.Store) (int, error) {
-	if err := requireEmpty(ctx, dst); err != nil {
+func CopyDB(ctx context.Context, src, dst objstore.Store, p Progress) (int, error) {
+	if err := RequireEmpty(ctx, dst); err != nil {
 		return 0, err
 	}
 	n := 0
@@ -260,6 +275,7 @@ func CopyDB(ctx context.Context, src, dst objstore.Store) (int, error) {
 			if err := dst.Put(ctx, in.Key, data); err != nil {
 				return n, fmt.Errorf("slate: copy %s: %w", in.Key, err)
 			}
+			p.copied(in.Key, len(data))
 			n++
 		}
 	}
@@ -270,7 +286,9 @@ func CopyDB(ctx context.Context, src, dst objstore.Store) (int, error) {
 // database.
 var ErrNotEmpty = errors.New("slate: target store already holds a database")
 
-func requireEmpty(ctx context.Context, dst objstore.Store) error {
+// RequireEmpty returns ErrNotEmpty if dst holds a database: a backup or a
+// restore goes only into an empty store, and checks before it copies.
+func RequireEmpty(ctx context.Context, dst objstore.Store) error {
 	for _, prefix := range []string{manifestPrefix, walPrefix, sstPrefix} {
 		infos, err := dst.List(ctx, prefix)
 		if err != nil {

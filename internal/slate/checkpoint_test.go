@@ -72,7 +72,7 @@ func TestCheckpointSurvivesGCAndCopies(t *testing.T) {
 				}
 				write(1, 30) // leave some in the WAL only
 			}
-			cp, err := CreateCheckpoint(ctx, s)
+			cp, err := CreateCheckpoint(ctx, s, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,17 +117,17 @@ func TestCheckpointSurvivesGCAndCopies(t *testing.T) {
 			}
 
 			dst := objstore.NewMem()
-			if _, err := CopyCheckpoint(ctx, s, cp.ID, dst); err != nil {
+			if _, err := CopyCheckpoint(ctx, s, cp.ID, dst, nil); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := CopyCheckpoint(ctx, s, cp.ID, dst); !errors.Is(err, ErrNotEmpty) {
+			if _, err := CopyCheckpoint(ctx, s, cp.ID, dst, nil); !errors.Is(err, ErrNotEmpty) {
 				t.Fatalf("second backup into the same store: %v, want ErrNotEmpty", err)
 			}
 			if err := Check(ctx, dst); err != nil {
 				t.Fatalf("backup fails Check: %v", err)
 			}
 			restored := objstore.NewMem()
-			if _, err := CopyDB(ctx, dst, restored); err != nil {
+			if _, err := CopyDB(ctx, dst, restored, nil); err != nil {
 				t.Fatal(err)
 			}
 			w, err := Open(ctx, restored, cpOpts(time.Now))
@@ -158,7 +158,7 @@ func TestCheckpointSurvivesGCAndCopies(t *testing.T) {
 	if _, err := GetCheckpoint(ctx, objstore.NewMem(), "../x"); !errors.Is(err, ErrNoCheckpoint) {
 		t.Fatalf("bad id: %v", err)
 	}
-	if _, err := CreateCheckpoint(ctx, objstore.NewMem()); !errors.Is(err, ErrNoDB) {
+	if _, err := CreateCheckpoint(ctx, objstore.NewMem(), nil); !errors.Is(err, ErrNoDB) {
 		t.Fatalf("checkpoint of an empty store: %v", err)
 	}
 }
