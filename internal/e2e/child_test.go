@@ -29,8 +29,14 @@ type child struct {
 // accepts a catalog connection.
 func startChild(t *testing.T, store, addr string) *child {
 	t.Helper()
+	return startChildArgs(t, store, addr)
+}
+
+// startChildArgs is startChild with more flags for serve.
+func startChildArgs(t *testing.T, store, addr string, extra ...string) *child {
+	t.Helper()
 	c := &child{addr: addr, stderr: &testenv.SyncBuffer{}, exited: make(chan struct{})}
-	c.cmd = exec.Command(moraineBin, "serve", "--store", store, "--listen", addr, "--log-level", "warn")
+	c.cmd = exec.Command(moraineBin, append([]string{"serve", "--store", store, "--listen", addr, "--log-level", "warn"}, extra...)...)
 	c.cmd.Stderr = c.stderr
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)

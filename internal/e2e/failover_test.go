@@ -33,7 +33,7 @@ func TestFailoverWithWALPutsInFlight(t *testing.T) {
 		}
 		ran := workload.Go(ctx, cfg)
 		time.Sleep(time.Duration(400+300*round) * time.Millisecond)
-		b := testserver.Start(t, store)
+		b := testserver.Start(t, store, "--takeover")
 		select {
 		case err := <-a.Done():
 			if !errors.Is(err, server.ErrFenced) {

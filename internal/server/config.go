@@ -59,6 +59,9 @@ type Config struct {
 	ClientCheckInterval   time.Duration
 	// MetricsRemote allows metrics-listen beyond loopback.
 	MetricsRemote bool
+	// Takeover fences a live writer of the store instead of refusing to
+	// start (a deliberate failover).
+	Takeover bool
 	// CreateStore creates a file:// store's directory if it does not
 	// exist. It is set by the create-store setting, and for the default
 	// store, so that the first `moraine serve` starts without a step
@@ -142,6 +145,8 @@ var settings = []setting{
 		intAtLeast(func(c *Config) *int { return &c.CopyCacheMiB }, 0)},
 	{"statement-mem-mib", "the most memory one statement's rows may hold: a statement past it (a cross join of large tables) fails with 53200 out of memory instead of growing the server without limit (0: no bound)", "2048",
 		intAtLeast(func(c *Config) *int { return &c.StatementMemMiB }, 0)},
+	{"takeover", "open the store even while another writer is alive on it, fencing that writer (a deliberate failover); without it such a store is refused, naming its writer", "false",
+		func(c *Config, v string) (err error) { c.Takeover, err = strconv.ParseBool(v); return }},
 	{"create-store", "create the store's directory if it does not exist (file:// stores; the default store is always created)", "false",
 		func(c *Config, v string) (err error) {
 			b, err := strconv.ParseBool(v)

@@ -302,7 +302,7 @@ func TestFailover(t *testing.T) {
 
 	ran := workload.Go(ctx, cfg)
 	time.Sleep(700 * time.Millisecond)
-	b := start(t, store)
+	b := start(t, store, "--takeover")
 	defer b.Stop(t)
 	took, err := awaitFenced(t, a, "server A", time.Now(), time.Minute)
 	t.Logf("A exited %v after B opened the store: %v", took, err)
@@ -535,7 +535,7 @@ func head(ctx context.Context, c *pgconn.PgConn) (int64, error) {
 func TestIdleWriterNoticesFence(t *testing.T) {
 	store := "file://" + t.TempDir()
 	a := start(t, store)
-	b := start(t, store)
+	b := start(t, store, "--takeover")
 	defer b.Stop(t)
 	took, _ := awaitFenced(t, a, "idle server A", time.Now(), time.Minute)
 	t.Logf("idle writer exited %v after the new writer opened", took)

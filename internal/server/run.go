@@ -151,11 +151,12 @@ func (s *Server) serve(ctx context.Context, wire *pgwire.Server, g *gate) error 
 // whose store refuses writes).
 func (s *Server) open(ctx context.Context, readOnly bool) (*Stack, error) {
 	opts := StackOptions{
-		Replica: readOnly,
-		Create:  s.cfg.CreateStore && !readOnly,
-		Log:     s.log,
-		Metrics: s.metrics,
-		Slate:   slate.Options{WALInFlight: s.cfg.WALInFlight},
+		Replica:  readOnly,
+		Create:   s.cfg.CreateStore && !readOnly,
+		Takeover: s.cfg.Takeover,
+		Log:      s.log,
+		Metrics:  s.metrics,
+		Slate:    slate.Options{WALInFlight: s.cfg.WALInFlight},
 	}
 	opts.Commit.Observe = s.metrics.observeCommit
 	if s.cfg.RowIDHold && !readOnly {
@@ -174,10 +175,10 @@ func (s *Server) open(ctx context.Context, readOnly bool) (*Stack, error) {
 
 // storeRefusesWrites reports an error of opening a writer that a read-only
 // open may get past: anything but a store that is not there, is corrupt,
-// or is misconfigured.
+// is misconfigured, or has another live writer.
 func storeRefusesWrites(err error) bool {
 	return !errors.Is(err, ErrUsage) && !errors.Is(err, slate.ErrCorrupt) && !errors.Is(err, slate.ErrNoDB) &&
-		!errors.Is(err, context.Canceled)
+		!errors.Is(err, ErrStoreHeld) && !errors.Is(err, context.Canceled)
 }
 
 // serveStack serves st until ctx ends (nil), the server is fenced
@@ -188,6 +189,15 @@ func (s *Server) serveStack(ctx context.Context, wire *pgwire.Server, g *gate, s
 	ex := s.newExecutor(st)
 	ex.Standby = s.cfg.Replica
 	gd := newGuard(ex, s.metrics)
+	var beat *beater
+	if !s.cfg.Replica {
+		b, err := startHeartbeat(ctx, st.Store, s.addr.String())
+		if err != nil {
+			st.Close(context.Background())
+			return &errStoreFailed{cause: err}
+		}
+		beat = b
+	}
 	g.set(gd)
 	s.announce(st, "")
 
@@ -234,6 +244,11 @@ func (s *Server) serveStack(ctx context.Context, wire *pgwire.Server, g *gate, s
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if beat != nil {
+		// Only a clean stop marks the heartbeat stopped: a fenced or
+		// failed writer's simply beats no more.
+		defer beat.close(errors.Is(result, context.Canceled))
+	}
 	switch {
 	case errors.Is(result, ErrFenced):
 		// The store refuses every write from now on and the guard refuses

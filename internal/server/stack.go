@@ -43,9 +43,15 @@ type StackOptions struct {
 	Replica bool
 	// Create makes a file:// store's directory if it does not exist.
 	Create bool
-	Slate  slate.Options
-	Commit commit.Options
-	Log    *slog.Logger
+	// Takeover opens the store for writing even while another writer is
+	// alive on it (it is fenced); otherwise such a store is refused with
+	// ErrStoreHeld (holder.go). HeldWatch is how long a heartbeat is
+	// watched (0: heartbeatWatch).
+	Takeover  bool
+	HeldWatch time.Duration
+	Slate     slate.Options
+	Commit    commit.Options
+	Log       *slog.Logger
 	// Metrics, when set, instruments the object store.
 	Metrics *Metrics
 }
@@ -113,6 +119,15 @@ func OpenStackOn(ctx context.Context, store objstore.Store, opts StackOptions) (
 	if opts.Replica {
 		kv, err = slate.OpenReader(ctx, store, so)
 	} else {
+		if !opts.Takeover {
+			watch := opts.HeldWatch
+			if watch <= 0 {
+				watch = heartbeatWatch
+			}
+			if err := checkNotHeld(ctx, store, watch); err != nil {
+				return nil, err
+			}
+		}
 		kv, err = slate.Open(ctx, store, so)
 	}
 	if err != nil {
