@@ -65,8 +65,9 @@ func waitServing(t *testing.T, ctx context.Context, addr string, out *bytes.Buff
 }
 
 // TestServeProcess: `moraine serve --help` lists every setting and exits 0;
-// bad configuration exits 2 naming the setting; a second server on the same
-// store fences the first, which exits 3 saying why.
+// bad configuration exits 2 naming the setting; a second server started
+// with --takeover on the same store fences the first, which exits 3 saying
+// why.
 func TestServeProcess(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -102,7 +103,7 @@ func TestServeProcess(t *testing.T) {
 	}
 	defer a.Process.Kill()
 	waitServing(t, ctx, addrA, outA)
-	b, outB := moraineCmd(ctx, "serve", "--store", store, "--listen", addrB)
+	b, outB := moraineCmd(ctx, "serve", "--store", store, "--listen", addrB, "--takeover")
 	if err := b.Start(); err != nil {
 		t.Fatal(err)
 	}

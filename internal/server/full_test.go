@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/moraine-db/moraine/internal/objstore/objstoretest"
 	"github.com/moraine-db/moraine/internal/testenv"
 )
 
@@ -132,4 +135,27 @@ func TestFullDiskServesReads(t *testing.T) {
 		wc.Close(ctx)
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestStoreWithoutCreateIfAbsentRefused: on an S3-compatible server that
+// ignores If-None-Match, a second create of one key overwrites the first,
+// and two writers could both believe they advanced the manifest. The writer
+// proves the condition at open and refuses such a store, naming it; on a
+// server that honours it, the same open succeeds.
+func TestStoreWithoutCreateIfAbsentRefused(t *testing.T) {
+	bad := objstoretest.StartS3IgnoringConditions(t)
+	url := bad.URL(bad.NewBucket(t), "catalog/")
+	cfg, err := ParseConfig([]string{"--store", url, "--listen", "127.0.0.1:0"}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = New(cfg, slog.New(slog.DiscardHandler)).Run(ctx)
+	if !errors.Is(err, ErrNoCreateIfAbsent) || !strings.Contains(err.Error(), bad.Endpoint) {
+		t.Fatalf("serve on a store without create-if-absent: %v, want ErrNoCreateIfAbsent naming %s", err, bad.Endpoint)
+	}
+	good := objstoretest.StartS3(t)
+	r := start(t, good.URL(good.NewBucket(t), "catalog/"))
+	r.Stop(t)
 }

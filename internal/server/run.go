@@ -178,7 +178,7 @@ func (s *Server) open(ctx context.Context, readOnly bool) (*Stack, error) {
 // is misconfigured, or has another live writer.
 func storeRefusesWrites(err error) bool {
 	return !errors.Is(err, ErrUsage) && !errors.Is(err, slate.ErrCorrupt) && !errors.Is(err, slate.ErrNoDB) &&
-		!errors.Is(err, ErrStoreHeld) && !errors.Is(err, context.Canceled)
+		!errors.Is(err, ErrStoreHeld) && !errors.Is(err, ErrNoCreateIfAbsent) && !errors.Is(err, context.Canceled)
 }
 
 // serveStack serves st until ctx ends (nil), the server is fenced

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -127,6 +128,18 @@ func ReadUsers(path string) ([]pgwire.User, error) {
 }
 
 // redactURL drops credentials and query parameters that may carry secrets.
+// storeName names a store in errors: its URL redacted, with the endpoint
+// of an S3-compatible server (which carries no secret) spelt out.
+func storeName(raw string) string {
+	name := redactURL(raw)
+	if u, err := url.Parse(raw); err == nil {
+		if ep := u.Query().Get("endpoint"); ep != "" {
+			name += " (endpoint " + ep + ")"
+		}
+	}
+	return name
+}
+
 func redactURL(u string) string {
 	if i := strings.Index(u, "?"); i >= 0 {
 		u = u[:i] + "?…"

@@ -49,6 +49,8 @@ type StackOptions struct {
 	// watched (0: heartbeatWatch).
 	Takeover  bool
 	HeldWatch time.Duration
+	// Name is the store as errors name it (its URL, credentials redacted).
+	Name string
 	Slate     slate.Options
 	Commit    commit.Options
 	Log       *slog.Logger
@@ -81,6 +83,9 @@ func OpenStack(ctx context.Context, url string, opts StackOptions) (*Stack, erro
 	}
 	if opts.Metrics != nil {
 		store = &instrumentedStore{Store: store, m: opts.Metrics}
+	}
+	if opts.Name == "" {
+		opts.Name = storeName(url)
 	}
 	st, err := OpenStackOn(ctx, store, opts)
 	if err != nil {
@@ -127,6 +132,9 @@ func OpenStackOn(ctx context.Context, store objstore.Store, opts StackOptions) (
 			if err := checkNotHeld(ctx, store, watch); err != nil {
 				return nil, err
 			}
+		}
+		if err := checkCreateIfAbsent(ctx, store, opts.Name); err != nil {
+			return nil, err
 		}
 		kv, err = slate.Open(ctx, store, so)
 	}

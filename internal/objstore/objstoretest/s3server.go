@@ -45,6 +45,25 @@ func StartS3(t testing.TB, putDelay ...time.Duration) *S3Server {
 			inner.ServeHTTP(w, r)
 		})
 	}
+	return serveS3(t, h, backend)
+}
+
+// StartS3IgnoringConditions starts an S3 server that ignores
+// If-None-Match on PUT, as some S3-compatible servers do: a create-if-absent
+// overwrites an existing object instead of failing. For tests of what
+// moraine does on such a store.
+func StartS3IgnoringConditions(t testing.TB) *S3Server {
+	t.Helper()
+	backend := s3mem.New()
+	inner := gofakes3.New(backend, gofakes3.WithLogger(gofakes3.DiscardLog())).Server()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Del("If-None-Match")
+		inner.ServeHTTP(w, r)
+	})
+	return serveS3(t, h, backend)
+}
+
+func serveS3(t testing.TB, h http.Handler, backend *s3mem.Backend) *S3Server {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return &S3Server{Endpoint: srv.URL, backend: backend}
