@@ -50,10 +50,10 @@ type StackOptions struct {
 	Takeover  bool
 	HeldWatch time.Duration
 	// Name is the store as errors name it (its URL, credentials redacted).
-	Name string
-	Slate     slate.Options
-	Commit    commit.Options
-	Log       *slog.Logger
+	Name   string
+	Slate  slate.Options
+	Commit commit.Options
+	Log    *slog.Logger
 	// Metrics, when set, instruments the object store.
 	Metrics *Metrics
 }
