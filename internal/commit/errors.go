@@ -34,6 +34,9 @@ type Error struct {
 	Code    string // SQLSTATE
 	Message string
 	Detail  string
+	// Class is a conflict's class (changes.Conflict.Class) when Kind is
+	// ErrConflict: what the metrics and logs count refused commits by.
+	Class string
 }
 
 func (e *Error) Error() string    { return e.Message }

@@ -131,7 +131,12 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 				return err
 			}
 			if err := changes.Classify(mine, theirs, names); err != nil {
-				return &Error{Kind: ErrConflict, Code: pgcode.SerializationFailure, Message: err.Error()}
+				e := &Error{Kind: ErrConflict, Code: pgcode.SerializationFailure, Message: err.Error()}
+				var c *changes.Conflict
+				if errors.As(err, &c) {
+					e.Class = c.Class()
+				}
+				return e
 			}
 		}
 	}

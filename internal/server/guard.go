@@ -3,12 +3,13 @@ package server
 import (
 	"context"
 	"errors"
-	"regexp"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/moraine-db/moraine/internal/commit"
 	"github.com/moraine-db/moraine/internal/pgcode"
 	"github.com/moraine-db/moraine/internal/pgwire"
 )
@@ -69,8 +70,9 @@ func (s *guardSession) Query(ctx context.Context, sql string, w *pgwire.ResultWr
 	if err := s.admit(sql); err != nil {
 		return err
 	}
+	start := time.Now()
 	err := s.Session.Query(ctx, sql, w)
-	s.g.observe(err)
+	s.g.observe(statementShape(sql), start, err)
 	return err
 }
 
@@ -82,12 +84,13 @@ func (s *guardSession) Prepare(ctx context.Context, sql string, paramOIDs []uint
 	if err != nil {
 		return nil, err
 	}
-	return &guardStatement{Statement: st, g: s.g}, nil
+	return &guardStatement{Statement: st, g: s.g, shape: statementShape(sql)}, nil
 }
 
 type guardStatement struct {
 	pgwire.Statement
-	g *guard
+	g     *guard
+	shape string
 }
 
 func (s *guardStatement) Bind(ctx context.Context, params []pgwire.Param) (pgwire.Portal, error) {
@@ -95,66 +98,64 @@ func (s *guardStatement) Bind(ctx context.Context, params []pgwire.Param) (pgwir
 	if err != nil {
 		return nil, err
 	}
-	return &guardPortal{Portal: p, g: s.g}, nil
+	return &guardPortal{Portal: p, g: s.g, shape: s.shape}, nil
 }
 
 type guardPortal struct {
 	pgwire.Portal
-	g *guard
+	g     *guard
+	shape string
 }
 
 func (p *guardPortal) Execute(ctx context.Context, w *pgwire.ResultWriter, maxRows int) error {
 	if err := p.g.check(); err != nil {
 		return err
 	}
+	start := time.Now()
 	err := p.Portal.Execute(ctx, w, maxRows)
-	p.g.observe(err)
+	p.g.observe(p.shape, start, err)
 	return err
 }
 
-// observe counts the conflicts clients are told about, by class.
-func (g *guard) observe(err error) {
+// observe times a statement of the given shape that began at start, and
+// counts its error by SQLSTATE and, for a conflict, by class.
+func (g *guard) observe(shape string, start time.Time, err error) {
+	g.m.StatementDuration.WithLabelValues(shape).Observe(time.Since(start).Seconds())
 	if err == nil {
 		return
 	}
+	g.m.StatementErrors.WithLabelValues(sqlState(err)).Inc()
 	if class, ok := conflictClass(err); ok {
 		g.m.Conflicts.WithLabelValues(class).Inc()
 	}
 }
 
-var (
-	quotedRE = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-	numberRE = regexp.MustCompile(`\b[0-9]+\b`)
-)
-
-// conflictClass names the class of a conflict error: "unique" for the
-// primary-key violations DuckLake's optimistic commit retries on (another
-// writer took the snapshot id first), and for a true conflict under
-// DuckLake's matrix the two actions with ids and names elided, e.g.
-// "insert into table ? / deleted from it". The label set is bounded by the
-// matrix's message forms.
-func conflictClass(err error) (string, bool) {
-	var sc interface{ SQLState() string }
-	code := ""
-	if errors.As(err, &sc) {
-		code = sc.SQLState()
-	}
+// sqlState is the SQLSTATE a client is answered with for err.
+func sqlState(err error) string {
 	var pe *pgwire.Error
-	if errors.As(err, &pe) {
-		code = pe.Code
+	if errors.As(err, &pe) && pe.Code != "" {
+		return pe.Code
 	}
-	msg := err.Error()
-	const lead = "Transaction conflict - attempting to "
-	if i := strings.Index(msg, lead); i >= 0 {
-		msg = msg[i+len(lead):]
-		if j := strings.Index(msg, " (SQLSTATE"); j >= 0 {
-			msg = msg[:j]
-		}
-		mine, theirs, _ := strings.Cut(msg, " but another transaction has ")
-		norm := func(s string) string { return numberRE.ReplaceAllString(quotedRE.ReplaceAllString(s, "?"), "?") }
-		return norm(mine) + " / " + norm(theirs), true
+	var sc interface{ SQLState() string }
+	if errors.As(err, &sc) && sc.SQLState() != "" {
+		return sc.SQLState()
 	}
-	if code == pgcode.UniqueViolation {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return pgcode.QueryCanceled
+	}
+	return pgcode.InternalError
+}
+
+// conflictClass names a conflict reported to a client: "unique" for the
+// 23505 of a lost race for the snapshot id (DuckLake retries), or the class
+// the commit path gave a true conflict under DuckLake's matrix
+// (changes.Conflict.Class).
+func conflictClass(err error) (string, bool) {
+	var ce *commit.Error
+	if errors.As(err, &ce) && ce.Class != "" {
+		return ce.Class, true
+	}
+	if sqlState(err) == pgcode.UniqueViolation {
 		return "unique", true
 	}
 	return "", false

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,10 @@ type Metrics struct {
 	Statements *prometheus.CounterVec
 	// Conflicts counts conflicts reported to clients, by class.
 	Conflicts *prometheus.CounterVec
+	// StatementDuration times statements by shape; StatementErrors counts
+	// the errors clients were answered with, by SQLSTATE.
+	StatementDuration *prometheus.HistogramVec
+	StatementErrors   *prometheus.CounterVec
 	// ReplicaReloads counts catalog reloads of a replica following the
 	// writer; ReplicaSeq is the store sequence its catalog reflects.
 	ReplicaReloads prometheus.Counter
@@ -72,7 +77,7 @@ func NewMetrics() *Metrics {
 	m.StoreBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "moraine_store_bytes_total", Help: "Object bytes written and read."}, []string{"direction"})
 	m.StoreErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "moraine_store_errors_total", Help: "Object store operations that failed (not found and exists included)."}, []string{"op"})
+		Name: "moraine_store_errors_total", Help: "Object store operations that failed (not found and exists are answers, not failures)."}, []string{"op"})
 	m.Connections = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "moraine_connections", Help: "Open client sessions."})
 	m.ConnectionsTotal = prometheus.NewCounter(prometheus.CounterOpts{
@@ -86,8 +91,18 @@ func NewMetrics() *Metrics {
 		Name: "moraine_replica_reloads_total", Help: "Catalog reloads of a replica that followed new commits of the writer."})
 	m.ReplicaSeq = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "moraine_replica_catalog_seq", Help: "Store sequence number the replica's served catalog reflects."})
+	m.StatementDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "moraine_statement_duration_seconds", Help: "Time from a statement's arrival to its last answer, by shape (first keyword).",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 20)}, []string{"shape"})
+	m.StatementErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "moraine_statement_errors_total", Help: "Errors sent to clients in answer to a statement, by SQLSTATE."}, []string{"sqlstate"})
+	buildInfo := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "moraine_build_info", Help: "Always 1; the labels name the build.",
+		ConstLabels: prometheus.Labels{"version": Version(), "goversion": runtime.Version()}})
+	buildInfo.Set(1)
 	m.Registry.MustRegister(m.Commits, m.CommitLatency, m.Reopens, m.StoreOps, m.StoreBytes, m.StoreErrors,
-		m.Connections, m.ConnectionsTotal, m.Statements, m.Conflicts, m.ReplicaReloads, m.ReplicaSeq)
+		m.Connections, m.ConnectionsTotal, m.Statements, m.Conflicts, m.ReplicaReloads, m.ReplicaSeq,
+		m.StatementDuration, m.StatementErrors, buildInfo)
 	for _, o := range []string{"ok", "conflict", "shape", "head", "hold", "store", "invalid"} {
 		m.Commits.WithLabelValues(o)
 	}
@@ -99,11 +114,21 @@ func NewMetrics() *Metrics {
 			return 0
 		}))
 	}
-	gauge("moraine_wal_objects_written", "WAL objects written since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().WALObjects) })
-	gauge("moraine_wal_bytes_written", "WAL bytes written since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().WALBytes) })
-	gauge("moraine_store_batches", "Batches made durable since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().Batches) })
-	gauge("moraine_store_flushes", "Memtables flushed to sorted tables.", func(st *Stack) float64 { return float64(st.KV.Stats().Flushes) })
-	gauge("moraine_store_compactions", "Store compactions published.", func(st *Stack) float64 { return float64(st.KV.Stats().Compactions) })
+	// Counts since the store was opened: a reopen starts them again, which
+	// Prometheus reads as a counter reset.
+	counter := func(name, help string, f func(st *Stack) float64) {
+		m.Registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 {
+			if st := m.stack.Load(); st != nil {
+				return f(st)
+			}
+			return 0
+		}))
+	}
+	counter("moraine_wal_objects_total", "WAL objects written since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().WALObjects) })
+	counter("moraine_wal_bytes_total", "WAL bytes written since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().WALBytes) })
+	counter("moraine_store_batches_total", "Batches made durable since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().Batches) })
+	counter("moraine_store_flushes_total", "Memtables flushed to sorted tables since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().Flushes) })
+	counter("moraine_store_compactions_total", "Store compactions published since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().Compactions) })
 	gauge("moraine_store_seq", "Highest durable store sequence number.", func(st *Stack) float64 { return float64(st.KV.Stats().LastSeq) })
 	copies := func(pick func(hits, misses, bytes int64) int64) func() float64 {
 		return func() float64 {
@@ -154,8 +179,8 @@ func (m *Metrics) observeCommit(o commit.Outcome) {
 type residentCollector struct{ m *Metrics }
 
 var (
-	residentRows  = prometheus.NewDesc("moraine_resident_rows", "Rows resident in the catalog, by table kind.", []string{"table"}, nil)
-	residentBytes = prometheus.NewDesc("moraine_resident_bytes", "Encoded row bytes resident in the catalog, by table kind.", []string{"table"}, nil)
+	residentRows  = prometheus.NewDesc("moraine_resident_rows", "Rows resident in the catalog, by database and table kind.", []string{"database", "table"}, nil)
+	residentBytes = prometheus.NewDesc("moraine_resident_bytes", "Encoded row bytes resident in the catalog, by database and table kind.", []string{"database", "table"}, nil)
 )
 
 func (c *residentCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -168,9 +193,9 @@ func (c *residentCollector) Collect(ch chan<- prometheus.Metric) {
 	if st == nil {
 		return
 	}
-	rows, bytes := map[string]float64{}, map[string]float64{}
 	for _, name := range st.Cat.Databases() {
 		db, _ := st.Cat.Lookup(name)
+		rows, bytes := map[string]float64{}, map[string]float64{}
 		for _, sc := range db.Current().Schemas() {
 			for _, t := range sc.Tables() {
 				kind := tableKind(t.Name())
@@ -178,10 +203,10 @@ func (c *residentCollector) Collect(ch chan<- prometheus.Metric) {
 				t.Scan(func(_ catalog.CTID, r datum.Row) bool { bytes[kind] += float64(len(r)); return true })
 			}
 		}
-	}
-	for k, v := range rows {
-		ch <- prometheus.MustNewConstMetric(residentRows, prometheus.GaugeValue, v, k)
-		ch <- prometheus.MustNewConstMetric(residentBytes, prometheus.GaugeValue, bytes[k], k)
+		for k, v := range rows {
+			ch <- prometheus.MustNewConstMetric(residentRows, prometheus.GaugeValue, v, name, k)
+			ch <- prometheus.MustNewConstMetric(residentBytes, prometheus.GaugeValue, bytes[k], name, k)
+		}
 	}
 }
 
@@ -246,7 +271,10 @@ type instrumentedStore struct {
 
 func (s *instrumentedStore) obs(op string, start time.Time, err error) {
 	s.m.StoreOps.WithLabelValues(op).Observe(time.Since(start).Seconds())
-	if err != nil {
+	// Not found (a probe for the next manifest, an absent heartbeat) and
+	// exists (a lost create-if-absent race, a fence) are answers, not
+	// failures.
+	if err != nil && !errors.Is(err, objstore.ErrNotFound) && !errors.Is(err, objstore.ErrExists) {
 		s.m.StoreErrors.WithLabelValues(op).Inc()
 	}
 }

@@ -25,6 +25,11 @@ func (c *Conflict) Error() string {
 		" but another transaction has " + theirAction(c.Mine, c.Theirs)
 }
 
+// Class names the conflict's kind by the two entries' kinds, without their
+// ids and names ("inserted_into_table / dropped_table"): a bounded set, for
+// counting conflicts by class.
+func (c *Conflict) Class() string { return c.Mine.Kind.String() + " / " + c.Theirs.Kind.String() }
+
 // Is makes errors.Is(err, ErrConflict) true for any *Conflict.
 func (c *Conflict) Is(target error) bool { return target == ErrConflict }
 
