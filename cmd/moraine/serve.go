@@ -31,6 +31,9 @@ func serveMain(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	log := newLogger(stderr, cfg.LogFormat, cfg.LogLevel)
+	// Libraries that log through slog's default (the AWS SDK's adapter)
+	// write to the server's log, at its level.
+	slog.SetDefault(log)
 	if cfg.SysmonAwake {
 		if err := keepSysmonAwake(); err != nil {
 			log.Warn("serving with the Go runtime's default system monitor", "err", err)

@@ -147,6 +147,16 @@ func (s *Server) serveConn(nc net.Conn) {
 		s.log.Warn("pgwire: connection refused: too many connections in their startup phase", "remote", nc.RemoteAddr())
 		return
 	}
+	if s.cfg.LogConnections {
+		s.log.Info("connection received", "remote", nc.RemoteAddr())
+		start := time.Now()
+		defer func() {
+			if c.sess != nil {
+				s.log.Info("disconnection", "session", c.pid, "remote", nc.RemoteAddr(), "user", c.info.User, "database", c.info.Database,
+					"session_time", time.Since(start).Round(time.Millisecond))
+			}
+		}()
+	}
 	err := c.startup()
 	s.starting.Add(-1)
 	if err != nil {
@@ -380,6 +390,10 @@ func (c *conn) startup() error {
 		return errClosing
 	}
 	c.sess = sess
+	if s.cfg.LogConnections {
+		s.log.Info("connection authorized", "session", c.pid, "remote", nc.RemoteAddr(), "user", user, "database", db,
+			"application_name", c.info.ApplicationName, "tls", c.info.TLS)
+	}
 	c.codec = pgvalue.NewCodec()
 	c.stmts = map[string]*preparedStmt{}
 	c.portals = map[string]*boundPortal{}

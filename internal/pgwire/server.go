@@ -65,6 +65,9 @@ type Config struct {
 	// RequireTLS refuses TCP clients that did not negotiate TLS (Unix
 	// sockets are exempt), as hostssl-only pg_hba lines do.
 	RequireTLS bool
+	// LogConnections logs each connection's arrival, its authorization and
+	// its end (PostgreSQL's log_connections and log_disconnections).
+	LogConnections bool
 	// ClientCheckInterval is how often a running statement looks whether
 	// its client closed the connection, and is abandoned if so
 	// (PostgreSQL's client_connection_check_interval). Zero disables it.

@@ -62,6 +62,11 @@ type Config struct {
 	// Takeover fences a live writer of the store instead of refusing to
 	// start (a deliberate failover).
 	Takeover bool
+	// LogConnections and LogMinDuration are the logging settings
+	// (pgwire.Config.LogConnections; statements slower than LogMinDuration
+	// are logged, 0: none).
+	LogConnections bool
+	LogMinDuration time.Duration
 	// CreateStore creates a file:// store's directory if it does not
 	// exist. It is set by the create-store setting, and for the default
 	// store, so that the first `moraine serve` starts without a step
@@ -145,6 +150,10 @@ var settings = []setting{
 		intAtLeast(func(c *Config) *int { return &c.CopyCacheMiB }, 0)},
 	{"statement-mem-mib", "the most memory one statement's rows may hold: a statement past it (a cross join of large tables) fails with 53200 out of memory instead of growing the server without limit (0: no bound)", "2048",
 		intAtLeast(func(c *Config) *int { return &c.StatementMemMiB }, 0)},
+	{"log-connections", "log each connection's arrival, authorization and end (PostgreSQL's log_connections and log_disconnections)", "false",
+		func(c *Config, v string) (err error) { c.LogConnections, err = strconv.ParseBool(v); return }},
+	{"log-min-duration-statement", "log every statement that runs this long or longer, with its session and duration (PostgreSQL's log_min_duration_statement; 0: none)", "0s",
+		func(c *Config, v string) (err error) { c.LogMinDuration, err = time.ParseDuration(v); return }},
 	{"takeover", "open the store even while another writer is alive on it, fencing that writer (a deliberate failover); without it such a store is refused, naming its writer", "false",
 		func(c *Config, v string) (err error) { c.Takeover, err = strconv.ParseBool(v); return }},
 	{"create-store", "create the store's directory if it does not exist (file:// stores; the default store is always created)", "false",

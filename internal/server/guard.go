@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -21,12 +23,18 @@ import (
 type guard struct {
 	inner pgwire.Executor
 	m     *Metrics
+	log   *slog.Logger
+	// slow is the duration from which a statement is logged (0: none).
+	slow time.Duration
 	// fenced holds the fencing error once the store reported it.
 	fenced atomic.Pointer[error]
 }
 
-func newGuard(inner pgwire.Executor, m *Metrics) *guard {
-	return &guard{inner: inner, m: m}
+func newGuard(inner pgwire.Executor, m *Metrics, log *slog.Logger, slow time.Duration) *guard {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &guard{inner: inner, m: m, log: log, slow: slow}
 }
 
 func (g *guard) fence(err error) { g.fenced.CompareAndSwap(nil, &err) }
@@ -50,12 +58,13 @@ func (g *guard) NewSession(ctx context.Context, info pgwire.StartupInfo) (pgwire
 	}
 	g.m.Connections.Inc()
 	g.m.ConnectionsTotal.Inc()
-	return &guardSession{Session: s, g: g}, nil
+	return &guardSession{Session: s, g: g, info: info}, nil
 }
 
 type guardSession struct {
 	pgwire.Session
-	g *guard
+	g    *guard
+	info pgwire.StartupInfo
 }
 
 func (s *guardSession) admit(sql string) error {
@@ -72,7 +81,7 @@ func (s *guardSession) Query(ctx context.Context, sql string, w *pgwire.ResultWr
 	}
 	start := time.Now()
 	err := s.Session.Query(ctx, sql, w)
-	s.g.observe(statementShape(sql), start, err)
+	s.observe(sql, start, err)
 	return err
 }
 
@@ -84,13 +93,13 @@ func (s *guardSession) Prepare(ctx context.Context, sql string, paramOIDs []uint
 	if err != nil {
 		return nil, err
 	}
-	return &guardStatement{Statement: st, g: s.g, shape: statementShape(sql)}, nil
+	return &guardStatement{Statement: st, s: s, sql: sql}, nil
 }
 
 type guardStatement struct {
 	pgwire.Statement
-	g     *guard
-	shape string
+	s   *guardSession
+	sql string
 }
 
 func (s *guardStatement) Bind(ctx context.Context, params []pgwire.Param) (pgwire.Portal, error) {
@@ -98,36 +107,56 @@ func (s *guardStatement) Bind(ctx context.Context, params []pgwire.Param) (pgwir
 	if err != nil {
 		return nil, err
 	}
-	return &guardPortal{Portal: p, g: s.g, shape: s.shape}, nil
+	return &guardPortal{Portal: p, st: s}, nil
 }
 
 type guardPortal struct {
 	pgwire.Portal
-	g     *guard
-	shape string
+	st *guardStatement
 }
 
 func (p *guardPortal) Execute(ctx context.Context, w *pgwire.ResultWriter, maxRows int) error {
-	if err := p.g.check(); err != nil {
+	if err := p.st.s.g.check(); err != nil {
 		return err
 	}
 	start := time.Now()
 	err := p.Portal.Execute(ctx, w, maxRows)
-	p.g.observe(p.shape, start, err)
+	p.st.s.observe(p.st.sql, start, err)
 	return err
 }
 
-// observe times a statement of the given shape that began at start, and
-// counts its error by SQLSTATE and, for a conflict, by class.
-func (g *guard) observe(shape string, start time.Time, err error) {
-	g.m.StatementDuration.WithLabelValues(shape).Observe(time.Since(start).Seconds())
+// observe times a statement that began at start, counts its error by
+// SQLSTATE and, for a conflict, by class, and logs what an operator reads
+// PostgreSQL's log for: every statement error, with its SQLSTATE, the
+// session (its backend pid) and the statement, refused commits with their
+// conflict class, and statements slower than the slow-statement setting.
+func (s *guardSession) observe(sql string, start time.Time, err error) {
+	g := s.g
+	took := time.Since(start)
+	g.m.StatementDuration.WithLabelValues(statementShape(sql)).Observe(took.Seconds())
+	if g.slow > 0 && took >= g.slow {
+		g.log.Info("slow statement", "session", s.info.BackendPID, "user", s.info.User, "database", s.info.Database,
+			"duration", took.Round(time.Microsecond), "statement", abbreviate(sql))
+	}
 	if err == nil {
 		return
 	}
-	g.m.StatementErrors.WithLabelValues(sqlState(err)).Inc()
+	code := sqlState(err)
+	g.m.StatementErrors.WithLabelValues(code).Inc()
+	attrs := []any{"session", s.info.BackendPID, "user", s.info.User, "database", s.info.Database, "sqlstate", code, "err", err.Error()}
 	if class, ok := conflictClass(err); ok {
 		g.m.Conflicts.WithLabelValues(class).Inc()
+		attrs = append(attrs, "conflict_class", class)
 	}
+	g.log.Warn("statement failed", append(attrs, "statement", abbreviate(sql))...)
+}
+
+// abbreviate keeps a logged statement to its first 500 bytes.
+func abbreviate(sql string) string {
+	if len(sql) <= 500 {
+		return sql
+	}
+	return sql[:500] + fmt.Sprintf("… (%d bytes)", len(sql))
 }
 
 // sqlState is the SQLSTATE a client is answered with for err.

@@ -188,7 +188,7 @@ func (s *Server) serveStack(ctx context.Context, wire *pgwire.Server, g *gate, s
 	s.metrics.setStack(st)
 	ex := s.newExecutor(st)
 	ex.Standby = s.cfg.Replica
-	gd := newGuard(ex, s.metrics)
+	gd := newGuard(ex, s.metrics, s.log, s.cfg.LogMinDuration)
 	var beat *beater
 	if !s.cfg.Replica {
 		b, err := startHeartbeat(ctx, st.Store, s.addr.String())
@@ -307,7 +307,7 @@ func (s *Server) serveDegraded(ctx context.Context, wire *pgwire.Server, g *gate
 				s.metrics.setStack(r)
 				ex := s.newExecutor(r)
 				ex.WriteRefusal = func() error { return writeRefused(*why.Load()) }
-				g.set(newGuard(ex, s.metrics))
+				g.set(newGuard(ex, s.metrics, s.log, s.cfg.LogMinDuration))
 				s.announce(r, (*why.Load()).Error())
 			case !s.served.Load():
 				// Never served: this is a start that fails, with the

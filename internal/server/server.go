@@ -62,6 +62,7 @@ func (s *Server) wireConfig() (pgwire.Config, error) {
 		AuthFailuresPerMinute: s.cfg.AuthFailuresPerMinute,
 		RequireTLS:            s.cfg.SSLRequire,
 		ClientCheckInterval:   s.cfg.ClientCheckInterval,
+		LogConnections:        s.cfg.LogConnections,
 		TrustUnixSocket:       true,
 		Logger:                s.log,
 		TrustedNets:           []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")},

@@ -32,9 +32,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/aws/smithy-go/logging"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -185,6 +188,11 @@ func Open(ctx context.Context, c Config) (*blobstore.Store, error) {
 	if c.RequestChecksum != 0 {
 		opts = append(opts, awsconfig.WithRequestChecksumCalculation(c.RequestChecksum))
 	}
+	// The SDK's own messages go to the process's structured log at debug,
+	// not to standard error in a format of their own.
+	opts = append(opts, awsconfig.WithLogger(logging.LoggerFunc(func(class logging.Classification, format string, v ...any) {
+		slog.Debug(fmt.Sprintf(format, v...), "component", "aws-sdk", "class", string(class))
+	})))
 	awsCfg, err := awsconfig.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("s3: load AWS configuration: %w", err)
