@@ -20,18 +20,6 @@ import (
 	"github.com/moraine-db/moraine/internal/testenv"
 )
 
-const psqlPath = "/usr/bin/psql"
-
-// needPsql returns psql's path; it fails under CI (where .ci/run installs
-// it) and skips elsewhere.
-func needPsql(t *testing.T) string {
-	t.Helper()
-	if _, err := os.Stat(psqlPath); err != nil {
-		testenv.Unavailable(t, "psql not installed: %v", err)
-	}
-	return psqlPath
-}
-
 var authCases = []struct {
 	user, password string
 }{
@@ -125,7 +113,7 @@ func TestPgxAuthAndTLS(t *testing.T) {
 }
 
 func TestPsqlAuthAndTLS(t *testing.T) {
-	psql := needPsql(t)
+	psql := testenv.Psql(t)
 	ts := startServer(t, Config{TLS: selfSignedTLS(t)})
 	run := func(t *testing.T, conninfo, password string, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -281,7 +269,7 @@ func TestPgxValues(t *testing.T) {
 
 // Text encodings as psql prints them must match PostgreSQL's output.
 func TestPsqlTextValues(t *testing.T) {
-	psql := needPsql(t)
+	psql := testenv.Psql(t)
 	ts := startServer(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -161,6 +161,13 @@ func NewExecutor(st *Stack, cfg *Config) *sql.Executor {
 	if cfg != nil {
 		ex.SetCopyCacheBytes(cfg.CopyCacheMiB << 20)
 		ex.StatementMem = int64(cfg.StatementMemMiB) << 20
+		if cfg.UsersFile != "" {
+			if users, err := ReadUsers(cfg.UsersFile); err == nil {
+				for _, u := range users {
+					ex.Roles = append(ex.Roles, u.Name)
+				}
+			}
+		}
 	}
 	return ex
 }

@@ -361,7 +361,7 @@ func (x *exec) set(s *pg.VariableSetStmt, out sink) error {
 func (x *exec) show(s *pg.VariableShowStmt, out sink) error {
 	name := strings.ToLower(s.Name)
 	if name == "all" {
-		return unsupported("SHOW ALL")
+		return x.showAll(out)
 	}
 	v, ok := x.s.setting(name)
 	if !ok {

@@ -499,6 +499,9 @@ func (x *exec) evalSubLink(sl *pg.SubLink, e *env) (tv, error) {
 			return tv{}, errf(pgcode.SyntaxError, "subquery must return only one column")
 		}
 		elem := outType(r.cols[0].typ)
+		if elem == datum.Name {
+			elem = datum.Text // name[] is answered as text[] (psql's \du reads it as text)
+		}
 		at, ok := datum.ArrayOf(elem)
 		if !ok {
 			return tv{}, unsupported("ARRAY() of %s", elem)
@@ -651,6 +654,32 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 		return tv{datum.IntValue(int64(x.s.pid)), datum.Int4}, nil
 	case "pg_is_in_recovery":
 		return tv{datum.BoolValue(x.s.ex.Standby), datum.Bool}, nil
+	case "pg_table_size", "pg_relation_size", "pg_total_relation_size":
+		if len(args) < 1 || args[0].v.IsNull() {
+			return tv{datum.Null, datum.Int8}, nil
+		}
+		n, ok := x.relationSize(args[0].v.I)
+		if !ok {
+			return tv{datum.Null, datum.Int8}, nil
+		}
+		return tv{datum.IntValue(n), datum.Int8}, nil
+	case "pg_database_size":
+		name, ok := argText(0)
+		if !ok {
+			return tv{datum.Null, datum.Int8}, nil
+		}
+		n, found := x.databaseSize(name)
+		if !found {
+			return tv{}, errf(pgcode.InvalidCatalogName, "database %q does not exist", name)
+		}
+		return tv{datum.IntValue(n), datum.Int8}, nil
+	case "pg_size_pretty":
+		if len(args) < 1 || args[0].v.IsNull() {
+			return tv{datum.Null, datum.Text}, nil
+		}
+		return tv{datum.TextValue(sizePretty(args[0].v.I)), datum.Text}, nil
+	case "has_database_privilege":
+		return tv{datum.BoolValue(true), datum.Bool}, nil
 	case "current_setting":
 		s, ok := argText(0)
 		if !ok {

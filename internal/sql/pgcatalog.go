@@ -27,6 +27,8 @@ const (
 	btreeAM             = 403
 	collationDefault    = 100
 	databaseOwnerOID    = 6171 // pg_database_owner, owner of schema public
+	tablespaceDefault   = 1663 // pg_default
+	tablespaceGlobal    = 1664 // pg_global
 )
 
 type vcol struct {
@@ -298,12 +300,23 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 	case "pg_database":
 		r := mkRel([]vcol{{"oid", tOID}, {"datname", tName}, {"datdba", tOID}, {"encoding", tInt4},
 			{"datlocprovider", tChar}, {"datcollate", tText}, {"datctype", tText}, {"daticulocale", tText},
-			{"datistemplate", tBool}, {"datallowconn", tBool}, {"datacl", datum.TextArray}})
+			{"datistemplate", tBool}, {"datallowconn", tBool}, {"datacl", datum.TextArray}, {"dattablespace", tOID}})
 		for i, name := range x.s.ex.cat.Catalog().Databases() {
 			r.add(oidV(uint32(16384+i)), nameV(name), oidV(ownerOID), intV(6), nameV("c"), nameV("C.UTF-8"),
-				nameV("C.UTF-8"), datum.Null, boolV(false), boolV(true), datum.Null)
+				nameV("C.UTF-8"), datum.Null, boolV(false), boolV(true), datum.Null, oidV(tablespaceDefault))
 		}
 		return r, true, nil
+	case "pg_roles", "pg_user", "pg_authid":
+		return x.roles(), true, nil
+	case "pg_auth_members":
+		return mkRel([]vcol{{"roleid", tOID}, {"member", tOID}, {"grantor", tOID}, {"admin_option", tBool}}), true, nil
+	case "pg_tablespace":
+		r := mkRel([]vcol{{"oid", tOID}, {"spcname", tName}, {"spcowner", tOID}, {"spcacl", datum.TextArray}, {"spcoptions", datum.TextArray}})
+		r.add(oidV(tablespaceDefault), nameV("pg_default"), oidV(ownerOID), datum.Null, datum.Null)
+		r.add(oidV(tablespaceGlobal), nameV("pg_global"), oidV(ownerOID), datum.Null, datum.Null)
+		return r, true, nil
+	case "pg_stat_activity":
+		return x.statActivity(), true, nil
 	}
 	return nil, false, nil
 }

@@ -23,7 +23,7 @@ func (s *Session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 	if s.failed {
 		return nil, errf(pgcode.InFailedSQLTransaction, "current transaction is aborted, commands ignored until end of transaction block")
 	}
-	ps := &prepared{s: s, stmts: stmts}
+	ps := &prepared{s: s, sql: sql, stmts: stmts}
 	n := maxParam(sql)
 	ps.params = make([]uint32, n)
 	for i := range ps.params {
@@ -82,6 +82,7 @@ func maxParam(sql string) int {
 
 type prepared struct {
 	s      *Session
+	sql    string // the text, for pg_stat_activity
 	stmts  []stmt
 	params []uint32
 	cols   []colInfo
@@ -133,6 +134,8 @@ func (po *portal) Close() {}
 // limit continues at the next Execute.
 func (po *portal) Execute(ctx context.Context, w *pgwire.ResultWriter, maxRows int) error {
 	s := po.p.s
+	s.beginActivity(po.p.sql)
+	defer s.endActivity()
 	if po.sink != nil {
 		po.sink.w, po.sink.max = w, maxRows
 		if po.sink.done {

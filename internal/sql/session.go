@@ -3,6 +3,7 @@ package sql
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/moraine-db/moraine/internal/pgcode"
@@ -37,6 +38,11 @@ type Executor struct {
 	// WriteRefusal, when set and returning an error, refuses every write
 	// with it: a writer whose store refuses writes serves reads only.
 	WriteRefusal func() error
+	// Roles are the server's users, as pg_roles shows them (besides each
+	// session's own user).
+	Roles []string
+	// sessions are the open sessions (pg_stat_activity).
+	sessions sync.Map
 }
 
 // New returns an executor over cat.
@@ -49,7 +55,11 @@ var _ pgwire.Executor = (*Executor)(nil)
 // NewSession implements pgwire.Executor: the startup database selects the
 // catalog (created on first use).
 func (ex *Executor) NewSession(_ context.Context, info pgwire.StartupInfo) (pgwire.Session, error) {
-	return ex.Open(info.Database, info.User, info.ApplicationName, info.BackendPID), nil
+	s := ex.Open(info.Database, info.User, info.ApplicationName, info.BackendPID)
+	s.act.mu.Lock()
+	s.act.clientAddr = info.RemoteAddr
+	s.act.mu.Unlock()
+	return s, nil
 }
 
 // Open returns a session on database db.
@@ -58,6 +68,9 @@ func (ex *Executor) Open(db, user, app string, pid uint32) *Session {
 		db = user
 	}
 	s := &Session{ex: ex, db: ex.cat.Database(db), dbName: db, user: user, pid: pid, temps: map[string]*memcat.Table{}}
+	s.act.started = ex.Now()
+	s.act.state, s.act.app = "idle", app
+	ex.register(s)
 	s.resetSettings()
 	if app != "" {
 		s.settings["application_name"] = app
@@ -105,6 +118,8 @@ type Session struct {
 	matched valueScratch
 	// bound holds the literals of the simple query running (query).
 	bound bindBuf
+	// act is what pg_stat_activity shows of the session.
+	act activity
 }
 
 var defaultSettings = map[string]string{
@@ -233,6 +248,7 @@ func (s *Session) TxStatus() pgwire.TxStatus {
 // Close implements pgwire.Session: an open transaction rolls back.
 func (s *Session) Close() error {
 	s.endTxn()
+	s.ex.unregister(s)
 	return nil
 }
 
@@ -282,6 +298,8 @@ func (s *Session) commitTxn(ctx context.Context) error {
 
 // Query implements pgwire.Session.
 func (s *Session) Query(ctx context.Context, sql string, w *pgwire.ResultWriter) error {
+	s.beginActivity(sql)
+	defer s.endActivity()
 	return s.query(ctx, sql, &resultSink{w: w})
 }
 

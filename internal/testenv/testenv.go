@@ -10,6 +10,7 @@ package testenv
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"sync"
 	"testing"
 )
@@ -58,4 +59,15 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Psql returns the path of psql, the real libpq client: it fails the test
+// under CI (where .ci/run installs it) and skips it elsewhere.
+func Psql(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("psql")
+	if err != nil {
+		Unavailable(t, "psql not installed: %v", err)
+	}
+	return p
 }
