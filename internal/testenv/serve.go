@@ -2,9 +2,16 @@ package testenv
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Server is what Start runs: server.Server satisfies it. It is an interface
@@ -30,47 +37,69 @@ type Running struct {
 	// Addr is the listening address (host:port).
 	Addr   string
 	cancel context.CancelFunc
-	done   chan error
+	exited chan struct{} // closed once Run returned
+	err    error         // Run's result, set before exited closes
+	// watched: Done was called, so the test judges how Run ended.
+	watched  atomic.Bool
+	stopOnce sync.Once
 }
 
 // Start runs srv in a goroutine and returns once it is ready; the test
-// fails if Run returns first or readiness takes over readyTimeout.
+// fails if Run returns first or readiness takes over readyTimeout. The
+// server is stopped when the test ends (Stop), if the test did not stop
+// it: a server left running would write into directories the test's
+// cleanup is removing.
 func Start(t testing.TB, srv Server) *Running {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Running{cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- srv.Run(ctx) }()
+	r := &Running{cancel: cancel, exited: make(chan struct{})}
+	go func() {
+		r.err = srv.Run(ctx)
+		close(r.exited)
+	}()
 	select {
 	case <-srv.Ready():
-	case err := <-r.done:
+	case <-r.exited:
 		cancel()
-		t.Fatalf("server exited before ready: %v", err)
+		t.Fatalf("server exited before ready: %v", r.err)
 	case <-time.After(readyTimeout):
 		cancel()
 		t.Fatalf("server not ready after %v", readyTimeout)
 	}
 	r.Addr = srv.Addr().String()
+	t.Cleanup(func() { r.Stop(t) })
 	return r
 }
 
-// Stop cancels the server and requires Run to return nil within
-// stopTimeout. It must not be called after Done has delivered Run's result.
+// Stop cancels the server and requires Run to return within stopTimeout,
+// and to return nil unless the test watches its end through Done. Only
+// the first call does anything.
 func (r *Running) Stop(t testing.TB) {
 	t.Helper()
-	r.cancel()
-	select {
-	case err := <-r.done:
-		if err != nil {
-			t.Fatalf("server run: %v", err)
+	r.stopOnce.Do(func() {
+		r.cancel()
+		select {
+		case <-r.exited:
+			if r.err != nil && !r.watched.Load() {
+				t.Fatalf("server run: %v", r.err)
+			}
+		case <-time.After(stopTimeout):
+			t.Fatal("server did not stop")
 		}
-	case <-time.After(stopTimeout):
-		t.Fatal("server did not stop")
-	}
+	})
 }
 
-// Done delivers Run's result, once, for tests that expect the server to end
-// by itself (a fenced writer); such a test does not call Stop.
-func (r *Running) Done() <-chan error { return r.done }
+// Done delivers Run's result, for tests that expect the server to end by
+// itself (a fenced writer); Stop then no longer judges that result.
+func (r *Running) Done() <-chan error {
+	r.watched.Store(true)
+	ch := make(chan error, 1)
+	go func() {
+		<-r.exited
+		ch <- r.err
+	}()
+	return ch
+}
 
 // Conninfo is the keyword/value conninfo of database db on the server at
 // addr, as the trusted local user moraine.
@@ -93,4 +122,30 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// CreateDatabase creates the database conninfo names on its server, unless
+// it exists, through the server's maintenance database (postgres), as
+// createdb does: a server serves only databases that were created.
+func CreateDatabase(ctx context.Context, conninfo string) error {
+	cfg, err := pgconn.ParseConfig(conninfo)
+	if err != nil {
+		return err
+	}
+	name := cfg.Database
+	cfg.Database = "postgres"
+	c, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()).ReadAll()
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "42P04" {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
 }

@@ -16,12 +16,25 @@ import (
 type recorder struct {
 	testing.TB
 	mu     sync.Mutex
-	fatal  string
-	skip   string
-	called bool
+	fatal    string
+	skip     string
+	called   bool
+	cleanups []func()
 }
 
 func (r *recorder) Helper() {}
+
+func (r *recorder) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
+
+// cleanup runs the registered cleanups, last first, on a goroutine of their
+// own: a Fatal in one is recorded in r and ends that goroutine.
+func (r *recorder) cleanup() {
+	run(func(testing.TB) {
+		for i := len(r.cleanups) - 1; i >= 0; i-- {
+			r.cleanups[i]()
+		}
+	})
+}
 
 func (r *recorder) end(dst *string, msg string) {
 	r.mu.Lock()
@@ -126,13 +139,41 @@ func TestStartStop(t *testing.T) {
 				if err := <-r.Done(); !errors.Is(err, tc.wantDone) {
 					t.Fatalf("Done: %v, want %v", err, tc.wantDone)
 				}
+				// The end-of-test Stop does not judge a watched end.
+				if rec.cleanup(); rec.fatal != "" {
+					t.Fatalf("cleanup after Done: fatal %q", rec.fatal)
+				}
 				return
 			}
+			start := rec
 			rec = run(func(tb testing.TB) { r.Stop(tb) })
 			if rec.fatal != tc.stopFatal {
 				t.Fatalf("Stop: fatal %q, want %q", rec.fatal, tc.stopFatal)
 			}
+			// The end-of-test Stop is a no-op after Stop.
+			if start.cleanup(); start.fatal != "" {
+				t.Fatalf("cleanup after Stop: fatal %q", start.fatal)
+			}
 		})
+	}
+}
+
+// TestStartStopsAtCleanup: a server the test never stopped is stopped when
+// the test ends, before the test's directories are removed.
+func TestStartStopsAtCleanup(t *testing.T) {
+	srv := &fake{markRdy: true, ready: make(chan struct{})}
+	var r *Running
+	rec := run(func(tb testing.TB) { r = Start(tb, srv) })
+	select {
+	case <-r.exited:
+		t.Fatal("server ended before the test did")
+	default:
+	}
+	rec.cleanup()
+	select {
+	case <-r.exited:
+	default:
+		t.Fatal("the end of the test did not stop the server")
 	}
 }
 
