@@ -44,6 +44,8 @@ var commands = []command{
 	{"user", "manage the users file (user add; the password on standard input)", func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return userMain(args, os.Stdin, stdout, stderr)
 	}},
+	{"createdb", "create a database on a running server (as PostgreSQL's createdb)", createdbMain},
+	{"dropdb", "drop a database on a running server (as PostgreSQL's dropdb)", dropdbMain},
 	{"replay", "replay captured client conversations against a server and compare the answers", replayMain},
 	{"bench", "run a benchmark beside PostgreSQL (bench commits|catalog|store)", benchMain},
 	{"version", "print moraine's version", versionMain},

@@ -130,7 +130,8 @@ func TestBackupRestore(t *testing.T) {
 		if d := catalog.Diff(db.Current(), want, 5); d != nil {
 			t.Fatalf("restored %s differs from the checkpoint: %v", name, d)
 		}
-		if catalog.Diff(db.Current(), final[name], 1) == nil && len(res2.Landed()) > 0 {
+		// The workload after the checkpoint wrote to lake only.
+		if name == "lake" && catalog.Diff(db.Current(), final[name], 1) == nil && len(res2.Landed()) > 0 {
 			t.Fatalf("restored %s equals the final state: the checkpoint pinned nothing", name)
 		}
 	}

@@ -19,7 +19,7 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	addr := fs.String("addr", replay.DefaultAddr, "server: host:port, a conninfo (host=… port=…) or a postgres:// URL")
 	verbose := fs.Bool("v", false, "show the first differing message with context")
 	timeout := fs.Duration("timeout", 15*time.Second, "how long to wait for each expected server message")
-	recreate := fs.Bool("recreate", false, "drop and create each transcript's databases before their first use (for validating against a real PostgreSQL; needs -addr to reach an admin database)")
+	recreate := fs.Bool("recreate", true, "drop and create each transcript's databases before their first use, through the admin database (-addr's, or postgres); false replays into databases as they are")
 	settle := fs.Duration("settle", 20*time.Millisecond, "longest wait for another connection's answer before sending a racing message")
 	if code, ok := fs.parse(args, anyArgs); !ok {
 		return code
@@ -31,7 +31,15 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	}
 	opts := replay.Options{Addr: *addr, Timeout: *timeout, Settle: *settle}
 	passed, failed := 0, 0
-	created := map[string]bool{}
+	var fresh *replay.Fresh
+	if *recreate {
+		admin, err := replay.AdminConninfo(*addr)
+		if err != nil {
+			fmt.Fprintf(stderr, "moraine replay: %v\n", err)
+			return 2
+		}
+		fresh = &replay.Fresh{Admin: admin}
+	}
 	for _, path := range fs.Args() {
 		tr, err := replay.Load(path)
 		if err != nil {
@@ -39,21 +47,8 @@ func replayMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			failed++
 			continue
 		}
-		if *recreate {
-			// Only at first use: a later transcript may continue the lake
-			// an earlier one built (s07 after s01).
-			var fresh []string
-			for _, db := range tr.Databases() {
-				if !created[db] {
-					created[db] = true
-					fresh = append(fresh, db)
-				}
-			}
-			admin, err := replay.AdminConninfo(*addr)
-			if err == nil {
-				err = replay.RecreateDatabases(ctx, admin, fresh)
-			}
-			if err != nil {
+		if fresh != nil {
+			if err := fresh.Prepare(ctx, tr); err != nil {
 				fmt.Fprintf(stdout, "FAIL %s: %v\n", tr.Name, err)
 				failed++
 				continue

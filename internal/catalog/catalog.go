@@ -4,8 +4,8 @@
 //
 // Structure:
 //
-//	Server ─ registry of databases by PostgreSQL database name (created on
-//	│        first use) and allocator of catalog ids
+//	Server ─ registry of databases by PostgreSQL database name (created
+//	│        and dropped explicitly, database.go) and allocator of catalog ids
 //	Database ─ current *Version (atomic pointer), commit serialisation
 //	│
 //	Version ─ immutable: schemas → tables → rows (B-tree by ctid) and a
@@ -116,21 +116,16 @@ func (s *Server) noteCatalogID(id uint32) {
 	}
 }
 
-// Database returns the database called name, creating it (with an empty
-// "public" schema) on first use, as PostgreSQL clients expect a database
-// named in the connection string to exist.
+// Database returns the database called name, creating it in memory (with
+// an empty "public" schema) if it does not exist; CreateDatabase makes one
+// durable.
 func (s *Server) Database(name string) *Database {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if db, ok := s.mu.dbs[name]; ok {
+	if db, ok := s.mu.dbs[name]; ok && !db.dropped.Load() {
 		return db
 	}
-	b := newBuilder(newVersion())
-	b.v.seq = 0
-	if _, err := b.createSchema("public", s.allocCatalogID()); err != nil {
-		panic("BUG: fresh database: " + err.Error())
-	}
-	db := newDatabase(name, s, b.finish())
+	db := s.newEmptyDatabase(name)
 	s.mu.dbs[name] = db
 	return db
 }
@@ -140,7 +135,10 @@ func (s *Server) Lookup(name string) (*Database, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	db, ok := s.mu.dbs[name]
-	return db, ok
+	if !ok || db.dropped.Load() {
+		return nil, false
+	}
+	return db, true
 }
 
 // Databases returns the names of the existing databases, sorted.
@@ -148,8 +146,10 @@ func (s *Server) Databases() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]string, 0, len(s.mu.dbs))
-	for n := range s.mu.dbs {
-		out = append(out, n)
+	for n, db := range s.mu.dbs {
+		if !db.dropped.Load() {
+			out = append(out, n)
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -194,6 +194,10 @@ type Database struct {
 	durable atomic.Pointer[Version]
 	// commitMu serialises commits and publication.
 	commitMu sync.Mutex
+	// dropped is set, under commitMu, when a DropDatabase commit is
+	// submitted: no commit may follow it (it would write the catalogs the
+	// drop erases).
+	dropped atomic.Bool
 
 	dur struct {
 		sync.Mutex
@@ -340,6 +344,11 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		return fmt.Errorf("commit: %w", err)
 	}
 	db.commitMu.Lock()
+	if db.dropped.Load() {
+		db.commitMu.Unlock()
+		t.drop()
+		return fmt.Errorf("commit: %w", errNoDatabase(db.name))
+	}
 	cur := db.cur.Load()
 	sealed := t.sealed
 	var next *Version
@@ -376,6 +385,9 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 				return fmt.Errorf("commit: %w", err)
 			}
 		}
+		if dropsDatabase(t.ops) {
+			db.dropped.Store(true)
+		}
 		db.cur.Store(next)
 		settleSealed(true)
 		db.advanceDurable(next)
@@ -390,6 +402,9 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		db.commitMu.Unlock()
 		settleSealed(false)
 		return fmt.Errorf("commit: %w", err)
+	}
+	if dropsDatabase(t.ops) {
+		db.dropped.Store(true)
 	}
 	db.cur.Store(next)
 	settleSealed(true)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -495,5 +496,50 @@ func TestConcurrentCopiesOfOnePublishedVersion(t *testing.T) {
 	}
 	if got := dump(t, pub); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("the published version changed under its writers")
+	}
+}
+
+// TestCreateDropDatabase: databases exist only once created; a name is
+// taken until dropped; a transaction of a dropped database cannot commit
+// (its writes would land in catalogs the drop erased), and the name can be
+// created afresh.
+func TestCreateDropDatabase(t *testing.T) {
+	ctx := context.Background()
+	s := NewServer(Options{})
+	if _, ok := s.Lookup("d"); ok {
+		t.Fatal("a database exists before it is created")
+	}
+	db, err := s.CreateDatabase(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateDatabase(ctx, "d"); !errors.Is(err, ErrDatabaseExists) {
+		t.Fatalf("second create: %v", err)
+	}
+	if got := s.Databases(); !slices.Equal(got, []string{"d"}) {
+		t.Fatalf("databases %v", got)
+	}
+	txn := db.Begin()
+	if err := txn.CreateSchema("x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DropDatabase(ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.Commit(ctx); !errors.Is(err, ErrNoDatabase) {
+		t.Fatalf("commit on a dropped database: %v", err)
+	}
+	if _, ok := s.Lookup("d"); ok || len(s.Databases()) != 0 {
+		t.Fatalf("dropped database still listed: %v", s.Databases())
+	}
+	if err := s.DropDatabase(ctx, "d"); !errors.Is(err, ErrNoDatabase) {
+		t.Fatalf("second drop: %v", err)
+	}
+	again, err := s.CreateDatabase(ctx, "d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := again.Current().Schema("x"); ok {
+		t.Fatal("the new database has the dropped one's schema")
 	}
 }

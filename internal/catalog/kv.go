@@ -61,6 +61,13 @@ func (s *Server) Pairs(fn func(key, value []byte) error) error {
 	return nil
 }
 
+// CatalogPairs calls fn with every keyspace pair of schema sc's catalog in
+// v, as Pairs does for the whole server: the keys the store holds for that
+// catalog (its registry key aside).
+func (v *Version) CatalogPairs(dbName string, sc *Schema, fn func(key, value []byte) error) error {
+	return catalogPairs(sc.CatalogID, dbName, sc, v, fn)
+}
+
 func catalogPairs(id uint32, dbName string, sc *Schema, v *Version, fn func(key, value []byte) error) error {
 	tables := sc.Tables()
 	// Commits is the commit layer's counter; the catalog does not know it.

@@ -21,9 +21,14 @@ const (
 	OpDropTable
 	OpAddColumn
 	OpRenameColumn
+	// OpCreateDatabase and OpDropDatabase are each the only op of their
+	// transaction (Server.CreateDatabase, Server.DropDatabase): they change
+	// no version, and tell the committer to record or erase the database.
+	OpCreateDatabase
+	OpDropDatabase
 )
 
-var opNames = [...]string{"?", "insert", "update", "delete", "create-schema", "create-table", "drop-table", "add-column", "rename-column"}
+var opNames = [...]string{"?", "insert", "update", "delete", "create-schema", "create-table", "drop-table", "add-column", "rename-column", "create-database", "drop-database"}
 
 func (k OpKind) String() string {
 	if int(k) < len(opNames) {
@@ -46,6 +51,8 @@ func (k OpKind) String() string {
 //	drop-table     Schema, Table, Def (the definition dropped)
 //	add-column     Schema, Table, Column (Def, Default)
 //	rename-column  Schema, Table, Column (Def.Name: the old name, NewName)
+//	create-database  (none: the database is the transaction's)
+//	drop-database    (none)
 //
 // CTIDs are those the transaction saw. Rows are the encodings under the
 // table's column set at the time of the op.
@@ -431,6 +438,9 @@ func (v *Version) Apply(ops []Op) (*Version, error) {
 			err = b.addColumn(o.Schema, o.Table, o.Column.Def, o.Column.Default)
 		case OpRenameColumn:
 			err = b.renameColumn(o.Schema, o.Table, o.Column.Def.Name, o.Column.NewName)
+		case OpCreateDatabase, OpDropDatabase:
+			// The database's existence is the server's registry, not a
+			// version's content.
 		default:
 			err = fmt.Errorf("catalog: unknown op kind %d", o.Kind)
 		}

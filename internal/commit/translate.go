@@ -58,6 +58,7 @@ type translation struct {
 	keys     []keyWrite // every key the batch writes, in key order
 	children map[string]*childChange
 	heads    map[uint32]headState
+	dropped  map[uint32]bool // catalogs whose head the pipeline forgets
 }
 
 // keyWrite is a key a batch writes and whether it puts or deletes it.
@@ -81,6 +82,8 @@ type translator struct {
 	catalogs map[uint32]bool // catalogs whose rows or definitions changed
 	minted   map[uint32]int64
 	newCats  map[uint32]catalog.CatalogRef
+	// dropped are the catalogs a drop-database commit erases.
+	dropped map[uint32]bool
 }
 
 type defRef struct {
@@ -150,6 +153,16 @@ func (tr *translator) op(o *catalog.Op) error {
 		tr.newCats[id] = catalog.CatalogRef{Database: tr.c.DB.Name(), Schema: o.Schema}
 		tr.catalogs[id] = true
 		return nil
+	case catalog.OpCreateDatabase:
+		// The database's catalogs (its "public" schema) get their registry
+		// name and head now, so that the database exists after a restart.
+		for _, s := range tr.c.Next.Schemas() {
+			tr.newCats[s.CatalogID] = catalog.CatalogRef{Database: tr.c.DB.Name(), Schema: s.Name}
+			tr.catalogs[s.CatalogID] = true
+		}
+		return nil
+	case catalog.OpDropDatabase:
+		return tr.dropDatabase()
 	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn:
 		if o.Kind == catalog.OpAddColumn && !o.Column.Default.IsNull() {
 			return &Error{Kind: ErrShape, Code: pgcode.FeatureNotSupported, Message: fmt.Sprintf(
@@ -217,6 +230,28 @@ func (tr *translator) dropRows(id uint32, o *catalog.Op) error {
 		return ferr == nil
 	})
 	return ferr
+}
+
+// dropDatabase deletes every key of every catalog of the database: the
+// pairs its current version represents (catalog.Version.CatalogPairs),
+// which are exactly the keys the store holds for it.
+func (tr *translator) dropDatabase() error {
+	if tr.dropped == nil {
+		tr.dropped = map[uint32]bool{}
+	}
+	for _, s := range tr.c.Base.Schemas() {
+		id := s.CatalogID
+		tr.dropped[id] = true
+		tr.pending[string(keyspace.RegistryKey(tr.c.DB.Name(), s.Name))] = pendingKV{catalogID: keyspace.StoreCatalogID}
+		err := tr.c.Base.CatalogPairs(tr.c.DB.Name(), s, func(key, _ []byte) error {
+			tr.pending[string(key)] = pendingKV{catalogID: id}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("commit: drop database %q: catalog %d: %w", tr.c.DB.Name(), id, err)
+		}
+	}
+	return nil
 }
 
 func (tr *translator) codec(id uint32, schema, table string) (*keyspace.Table, error) {
@@ -497,6 +532,9 @@ func (tr *translator) emit() (*translation, error) {
 	}
 	heads := map[uint32]headState{}
 	for id := range tr.catalogs {
+		if tr.dropped[id] {
+			continue
+		}
 		h, ok := tr.p.heads[id]
 		if !ok {
 			ref, isNew := tr.newCats[id]
@@ -533,7 +571,7 @@ func (tr *translator) emit() (*translation, error) {
 		}
 		written[i] = keyWrite{k, e.put}
 	}
-	return &translation{batch: b, keys: written, children: tr.children, heads: heads}, nil
+	return &translation{batch: b, keys: written, children: tr.children, heads: heads, dropped: tr.dropped}, nil
 }
 
 func (tr *translator) tableExists(id uint32, name string) bool {
@@ -562,5 +600,8 @@ func (t *translation) publish(p *Pipeline) {
 	}
 	for id, h := range t.heads {
 		p.heads[id] = h
+	}
+	for id := range t.dropped {
+		delete(p.heads, id)
 	}
 }

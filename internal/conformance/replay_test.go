@@ -29,7 +29,15 @@ func TestReplayFixtures(t *testing.T) {
 	store := "file://" + t.TempDir()
 	addr, stop := startServer(t, store)
 	ctx := context.Background()
+	admin, err := replay.AdminConninfo(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := &replay.Fresh{Admin: admin}
 	for _, tr := range trs {
+		if err := fresh.Prepare(ctx, tr); err != nil {
+			t.Fatal(err)
+		}
 		res := replay.Replay(ctx, tr, replay.Options{Addr: addr, Timeout: 30 * time.Second})
 		if !res.Passed() {
 			t.Errorf("%s: %v\n%s", tr.Name, res.Err, replay.Explain(res.Err))

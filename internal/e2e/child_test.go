@@ -53,7 +53,7 @@ func startChildArgs(t *testing.T, store, addr string, extra ...string) *child {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		conn, err := pgconn.Connect(ctx, conninfo(addr, "probe"))
+		conn, err := pgconn.Connect(ctx, conninfo(addr, "postgres"))
 		cancel()
 		if err == nil {
 			conn.Close(context.Background())
@@ -126,7 +126,7 @@ func TestKill9(t *testing.T) {
 	for i := 0; i < rounds; i++ {
 		db := fmt.Sprintf("lake%d", i)
 		cfg := childConfig(addr, db, t.TempDir(), 8, 400, uint64(100+i))
-		if err := workload.Prepare(ctx, cfg); err != nil {
+		if err := prepare(ctx, cfg); err != nil {
 			t.Fatalf("round %d: prepare: %v\n%s", i, err, c.stderr)
 		}
 		var wg sync.WaitGroup
@@ -178,7 +178,7 @@ func TestGracefulShutdown(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			cfg := childConfig(addr, "lake", t.TempDir(), 8, 400, 77)
-			if err := workload.Prepare(ctx, cfg); err != nil {
+			if err := prepare(ctx, cfg); err != nil {
 				t.Fatal(err)
 			}
 			var res *workload.Result

@@ -111,7 +111,7 @@ func (cr crashRun) run(ctx context.Context) (crashOutcome, error) {
 		Columns: crashColumns, RowsPerFile: 10, Compactor: true, CompactPause: time.Millisecond,
 		RetryWait: time.Millisecond, Seed: cr.seed,
 	}
-	if err := workload.Prepare(ctx, cfg); err != nil {
+	if err := prepare(ctx, cfg); err != nil {
 		srv.close()
 		return out, fmt.Errorf("prepare: %w", err)
 	}

@@ -46,7 +46,7 @@ func TestFailedWALWrite(t *testing.T) {
 			Compactor: true, RetryWait: 2 * time.Millisecond, Seed: 3}
 	}
 	before := runWorkload(t, ctx, cfg("before", 4, 10))
-	if err := workload.Prepare(ctx, cfg("failing", 4, 10)); err != nil {
+	if err := prepare(ctx, cfg("failing", 4, 10)); err != nil {
 		t.Fatal(err)
 	}
 	if n := reopens(r); n != 0 {
@@ -114,7 +114,7 @@ func waitWritable(t *testing.T, ctx context.Context, addr string) {
 	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		conn, err := pgconn.Connect(ctx, conninfo(addr, "probe"))
+		conn, err := pgconn.Connect(ctx, conninfo(addr, "postgres"))
 		if err == nil {
 			_, err = conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS ducklake_metadata(key varchar NOT NULL, value varchar NOT NULL, scope varchar, scope_id bigint)").ReadAll()
 			conn.Close(context.Background())
@@ -134,7 +134,7 @@ func waitServing(t *testing.T, ctx context.Context, addr string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		conn, err := pgconn.Connect(ctx, conninfo(addr, "probe"))
+		conn, err := pgconn.Connect(ctx, conninfo(addr, "postgres"))
 		if err == nil {
 			conn.Close(context.Background())
 			return

@@ -28,7 +28,7 @@ func TestFailoverWithWALPutsInFlight(t *testing.T) {
 		db := "lake" + string(rune('a'+round))
 		cfg := workload.Config{ConnString: a.Conninfo(db), Writers: 4, CommitsPerWriter: 100000, Tables: 2,
 			RetryWait: time.Millisecond, Seed: uint64(20 + round)}
-		if err := workload.Prepare(ctx, cfg); err != nil {
+		if err := prepare(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}
 		ran := workload.Go(ctx, cfg)
@@ -59,7 +59,7 @@ func TestFailoverWithWALPutsInFlight(t *testing.T) {
 		// The second server goes on committing after the first one's
 		// objects, void or not.
 		after := workload.Config{ConnString: b.Conninfo(db + "x"), Writers: 2, CommitsPerWriter: 5, Tables: 1, RetryWait: time.Millisecond, Seed: 5}
-		if err := workload.Prepare(ctx, after); err != nil {
+		if err := prepare(ctx, after); err != nil {
 			t.Fatal(err)
 		}
 		res, err := workload.Run(ctx, after)

@@ -61,7 +61,7 @@ func TestSoak(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), d+5*time.Minute)
 	defer cancel()
 	for {
-		c, err := pgconn.Connect(ctx, conninfo("probe"))
+		c, err := pgconn.Connect(ctx, conninfo("postgres"))
 		if err == nil {
 			c.Close(ctx)
 			break
@@ -97,7 +97,7 @@ func TestSoak(t *testing.T) {
 		for round := 0; time.Now().Before(stop); round++ {
 			cfg := workload.Config{ConnString: conninfo(fmt.Sprintf("soak%d", round)), Writers: 4, CommitsPerWriter: 25, Tables: 3,
 				Compactor: true, RetryWait: 2 * time.Millisecond, Seed: uint64(round + 1), DataDir: t.TempDir()}
-			if err := workload.Prepare(ctx, cfg); err != nil {
+			if err := prepare(ctx, cfg); err != nil {
 				t.Errorf("workload prepare: %v", err)
 				return
 			}
@@ -139,6 +139,9 @@ func TestSoak(t *testing.T) {
 			}
 			return nil
 		}
+	}
+	if err := testenv.CreateDatabase(ctx, conninfo("abuse")); err != nil {
+		t.Fatal(err)
 	}
 	setup, err := pgconn.Connect(ctx, conninfo("abuse"))
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/testenv/testserver"
 	"github.com/moraine-db/moraine/internal/workload"
 )
@@ -63,9 +64,17 @@ func TestContendedWorkload(t *testing.T) {
 	}
 }
 
+// prepare creates the workload's database and its lake.
+func prepare(ctx context.Context, cfg workload.Config) error {
+	if err := testenv.CreateDatabase(ctx, cfg.ConnString); err != nil {
+		return err
+	}
+	return workload.Prepare(ctx, cfg)
+}
+
 func runWorkload(t *testing.T, ctx context.Context, cfg workload.Config) *workload.Result {
 	t.Helper()
-	if err := workload.Prepare(ctx, cfg); err != nil {
+	if err := prepare(ctx, cfg); err != nil {
 		t.Fatalf("prepare: %v", err)
 	}
 	res, err := workload.Run(ctx, cfg)

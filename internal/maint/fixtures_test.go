@@ -31,6 +31,13 @@ func TestFixturesLeaveConsistentCatalogs(t *testing.T) {
 				t.Fatal(err)
 			}
 			st, addr := startStack(t, ctx, commit.Options{})
+			admin, err := replay.AdminConninfo(addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := (&replay.Fresh{Admin: admin}).Prepare(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
 			res := replay.Replay(ctx, tr, replay.Options{Addr: addr, Timeout: 30 * time.Second})
 			if !res.Passed() {
 				t.Fatalf("replay: %v\n%s", res.Err, replay.Explain(res.Err))

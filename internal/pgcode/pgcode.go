@@ -26,6 +26,7 @@ const CardinalityViolation = "21000"
 const (
 	StringDataRightTruncation           = "22001"
 	NumericValueOutOfRange              = "22003"
+	NullValueNotAllowed                 = "22004"
 	DivisionByZero                      = "22012"
 	CharacterNotInRepertoire            = "22021"
 	InvalidParameterValue               = "22023"
@@ -71,6 +72,7 @@ const (
 const (
 	InsufficientPrivilege        = "42501"
 	SyntaxError                  = "42601"
+	InvalidName                  = "42602"
 	DuplicateColumn              = "42701"
 	AmbiguousColumn              = "42702"
 	UndefinedColumn              = "42703"

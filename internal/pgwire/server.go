@@ -292,12 +292,32 @@ func (s *Server) CloseConnections(message string) {
 	}
 	s.mu.Unlock()
 	for _, c := range conns {
-		c.evicted.Store(e)
-		c.cancelStatement(errAdminShutdownCause)
-		c.mu.Lock()
-		_ = c.mu.netConn.SetReadDeadline(time.Now())
-		c.mu.Unlock()
+		c.evict(e)
 	}
+}
+
+// Terminate ends the connection whose backend pid is pid, as PostgreSQL's
+// pg_terminate_backend: its running statement is canceled and the client
+// gets FATAL 57P01 "terminating connection due to administrator command".
+// It reports whether such a connection was open.
+func (s *Server) Terminate(pid uint32) bool {
+	s.mu.Lock()
+	c, ok := s.mu.byPID[pid]
+	s.mu.Unlock()
+	if ok {
+		c.evict(errShutdown)
+	}
+	return ok
+}
+
+// evict ends c with e: its statement is canceled and its next read fails,
+// so that its goroutine sends e and closes.
+func (c *conn) evict(e *Error) {
+	c.evicted.Store(e)
+	c.cancelStatement(errAdminShutdownCause)
+	c.mu.Lock()
+	_ = c.mu.netConn.SetReadDeadline(time.Now())
+	c.mu.Unlock()
 }
 
 func (s *Server) closeAll() {

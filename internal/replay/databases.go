@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -29,16 +30,19 @@ func AdminConninfo(addr string) (string, error) {
 
 // RecreateDatabases drops (WITH (FORCE)) and creates each named database
 // through the admin connection, so transcripts meet the empty database
-// their capture started from. It is for validating against a real
-// PostgreSQL, which, unlike moraine, does not create a database on first use.
+// their capture started from. moraine and PostgreSQL both need it: neither
+// creates a database a client names.
 func RecreateDatabases(ctx context.Context, conninfo string, names []string) error {
+	if len(names) == 0 {
+		return nil
+	}
 	c, err := pgconn.Connect(ctx, conninfo)
 	if err != nil {
 		return fmt.Errorf("replay: connect for database setup: %w", err)
 	}
 	defer c.Close(ctx)
 	for _, name := range names {
-		ident := `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
+		ident := pgx.Identifier{name}.Sanitize()
 		for _, sql := range []string{"DROP DATABASE IF EXISTS " + ident + " WITH (FORCE)", "CREATE DATABASE " + ident} {
 			if _, err := c.Exec(ctx, sql).ReadAll(); err != nil {
 				return fmt.Errorf("replay: %s: %w", sql, err)
@@ -46,4 +50,29 @@ func RecreateDatabases(ctx context.Context, conninfo string, names []string) err
 		}
 	}
 	return nil
+}
+
+// Fresh recreates the databases of transcripts at their first use in a
+// run: a later transcript may continue the lake an earlier one built (s07
+// after s01), so a database seen before is left as it is.
+type Fresh struct {
+	// Admin is the conninfo of the administrative connection
+	// (AdminConninfo).
+	Admin string
+	seen  map[string]bool
+}
+
+// Prepare recreates the databases t uses that this run has not seen yet.
+func (f *Fresh) Prepare(ctx context.Context, t *Transcript) error {
+	if f.seen == nil {
+		f.seen = map[string]bool{}
+	}
+	var names []string
+	for _, db := range t.Databases() {
+		if !f.seen[db] {
+			f.seen[db] = true
+			names = append(names, db)
+		}
+	}
+	return RecreateDatabases(ctx, f.Admin, names)
 }

@@ -60,6 +60,11 @@ func (st *Stack) catchUp(ctx context.Context, m *Metrics) error {
 	if err != nil {
 		return fmt.Errorf("load: %w", err)
 	}
+	for _, name := range st.Cat.Databases() {
+		if _, ok := next.Lookup(name); !ok {
+			st.Cat.Forget(name) // the writer dropped it
+		}
+	}
 	for _, name := range next.Databases() {
 		ndb, _ := next.Lookup(name)
 		db := st.Cat.Database(name)

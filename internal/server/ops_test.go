@@ -347,7 +347,7 @@ func TestFailover(t *testing.T) {
 // TestGuardFencedMessage: once fenced, every statement is refused with an
 // error that names the fencing.
 func TestGuardFencedMessage(t *testing.T) {
-	g := newGuard(sql.New(memcat.NewServer(nil)), NewMetrics(), nil, 0)
+	g := newGuard(sql.New(memcat.NewServer("lake")), NewMetrics(), nil, 0)
 	s, err := g.NewSession(context.Background(), pgwire.StartupInfo{Database: "lake", User: "moraine"})
 	if err != nil {
 		t.Fatal(err)

@@ -186,7 +186,7 @@ func storeRefusesWrites(err error) bool {
 func (s *Server) serveStack(ctx context.Context, wire *pgwire.Server, g *gate, st *Stack) error {
 	s.stack = st
 	s.metrics.setStack(st)
-	ex := s.newExecutor(st)
+	ex := s.newExecutor(st, wire)
 	ex.Standby = s.cfg.Replica
 	gd := newGuard(ex, s.metrics, s.log, s.cfg.LogMinDuration)
 	var beat *beater
@@ -305,7 +305,7 @@ func (s *Server) serveDegraded(ctx context.Context, wire *pgwire.Server, g *gate
 				rst = r
 				s.stack = r
 				s.metrics.setStack(r)
-				ex := s.newExecutor(r)
+				ex := s.newExecutor(r, wire)
 				ex.WriteRefusal = func() error { return writeRefused(*why.Load()) }
 				g.set(newGuard(ex, s.metrics, s.log, s.cfg.LogMinDuration))
 				s.announce(r, (*why.Load()).Error())

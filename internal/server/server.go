@@ -172,10 +172,11 @@ func NewExecutor(st *Stack, cfg *Config) *sql.Executor {
 	return ex
 }
 
-// newExecutor makes the stack's executor and shows its COPY cache in the
-// metrics.
-func (s *Server) newExecutor(st *Stack) *sql.Executor {
+// newExecutor makes the stack's executor, able to terminate the wire
+// server's sessions, and shows its COPY cache in the metrics.
+func (s *Server) newExecutor(st *Stack, wire *pgwire.Server) *sql.Executor {
 	ex := NewExecutor(st, s.cfg)
+	ex.Terminate = wire.Terminate
 	s.metrics.setCopyCache(ex)
 	return ex
 }

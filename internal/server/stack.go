@@ -146,6 +146,12 @@ func OpenStackOn(ctx context.Context, store objstore.Store, opts StackOptions) (
 		kv.Close(context.Background())
 		return nil, err
 	}
+	if !opts.Replica && len(st.Cat.Databases()) == 0 {
+		if err := st.createDefaultDatabases(ctx); err != nil {
+			kv.Close(context.Background())
+			return nil, err
+		}
+	}
 	log.Info("catalog loaded", "store_seq", st.Seq, "databases", len(st.Cat.Databases()), "elapsed", time.Since(start).Round(time.Millisecond))
 	return st, nil
 }
@@ -183,6 +189,20 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 	st.Cat = cat
 	st.Seq = snap.Seq()
 	st.followed.Store(st.Seq)
+	return nil
+}
+
+// DefaultDatabases are the databases a writer creates in a store that
+// holds none: PostgreSQL's maintenance database, where tools such as
+// createdb and dropdb connect, and the lake the quick start attaches.
+var DefaultDatabases = []string{"postgres", "lake"}
+
+func (st *Stack) createDefaultDatabases(ctx context.Context) error {
+	for _, name := range DefaultDatabases {
+		if _, err := st.Cat.CreateDatabase(ctx, name); err != nil {
+			return fmt.Errorf("create database %q: %w", name, err)
+		}
+	}
 	return nil
 }
 

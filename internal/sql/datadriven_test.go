@@ -128,7 +128,7 @@ func lakeSession(t *testing.T, setup string) (*Executor, *Session) {
 }
 
 func testServer() *Executor {
-	ex := New(memcat.NewServer(nil))
+	ex := New(memcat.NewServer("lake"))
 	ex.Now = func() time.Time { return time.Date(2026, 1, 2, 3, 4, 5, 678901000, time.UTC) }
 	return ex
 }

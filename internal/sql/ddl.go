@@ -288,6 +288,38 @@ func (x *exec) rename(s *pg.RenameStmt, out sink) error {
 }
 
 // set runs SET / RESET.
+// assign sets a setting by name (SET, set_config); a reported one is sent
+// to the client as a ParameterStatus after the statement.
+func (s *Session) assign(name, val string) error {
+	lower := strings.ToLower(name)
+	if lower == "timezone" && !strings.EqualFold(val, "UTC") && !strings.EqualFold(val, "GMT") && val != "Etc/UTC" {
+		return unsupported("TimeZone other than UTC (%s)", val)
+	}
+	if _, known := defaultSettings[lower]; !known && !strings.Contains(lower, ".") {
+		return errf(pgcode.UndefinedObject, "unrecognized configuration parameter %q", name)
+	}
+	s.set(lower, val)
+	if rep, ok := reported[lower]; ok {
+		for i := range s.reports {
+			if s.reports[i][0] == rep {
+				s.reports[i][1] = val
+				return nil
+			}
+		}
+		s.reports = append(s.reports, [2]string{rep, val})
+	}
+	return nil
+}
+
+// flushReports sends the ParameterStatus of the reported settings changed
+// so far.
+func (s *Session) flushReports(out sink) {
+	for _, r := range s.reports {
+		out.parameter(r[0], r[1])
+	}
+	s.reports = s.reports[:0]
+}
+
 func (x *exec) set(s *pg.VariableSetStmt, out sink) error {
 	name := strings.ToLower(s.Name)
 	switch s.Kind {
@@ -309,17 +341,10 @@ func (x *exec) set(s *pg.VariableSetStmt, out sink) error {
 			}
 			parts = append(parts, datum.FormatText(outType(v.t), v.v))
 		}
-		val := strings.Join(parts, ", ")
-		if name == "timezone" && !strings.EqualFold(val, "UTC") && !strings.EqualFold(val, "GMT") && val != "Etc/UTC" {
-			return unsupported("TimeZone other than UTC (%s)", val)
+		if err := x.s.assign(s.Name, strings.Join(parts, ", ")); err != nil {
+			return err
 		}
-		if _, known := defaultSettings[name]; !known && !strings.Contains(name, ".") {
-			return errf(pgcode.UndefinedObject, "unrecognized configuration parameter %q", s.Name)
-		}
-		x.s.set(name, val)
-		if rep, ok := reported[name]; ok {
-			out.parameter(rep, val)
-		}
+		x.s.flushReports(out)
 		return out.complete("SET")
 	case pg.VariableSetKind_VAR_SET_DEFAULT, pg.VariableSetKind_VAR_RESET:
 		if def, ok := defaultSettings[name]; ok {

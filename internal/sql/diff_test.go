@@ -574,7 +574,7 @@ func TestDifferential(t *testing.T) {
 	}
 	defer pc.Close(ctx)
 
-	ex := New(memcat.NewServer(nil))
+	ex := New(memcat.NewServer("lake"))
 	s := ex.Open(db, "postgres", "", 1)
 	// copyTo steps go through pgwire to the same executor and database.
 	addr := wiretest.Serve(t, ex, nil)
@@ -618,7 +618,7 @@ func TestDiscardAllDeallocates(t *testing.T) {
 		t.Fatalf("connect: %v", err)
 	}
 	defer pc.Close(ctx)
-	addr := wiretest.Serve(t, New(memcat.NewServer(nil)), nil)
+	addr := wiretest.Serve(t, New(memcat.NewServer("lake")), nil)
 	wc, err := pgconn.Connect(ctx, fmt.Sprintf("postgres://postgres@%s/lake?sslmode=disable", addr))
 	if err != nil {
 		t.Fatalf("connect to moraine: %v", err)

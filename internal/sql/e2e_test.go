@@ -20,7 +20,7 @@ import (
 func TestWire(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	addr := wiretest.Serve(t, New(memcat.NewServer(nil)), nil)
+	addr := wiretest.Serve(t, New(memcat.NewServer("lake1")), nil)
 	connect := func(db string) *pgconn.PgConn {
 		c, err := pgconn.Connect(ctx, "postgres://moraine@"+addr+"/"+db+"?sslmode=disable")
 		if err != nil {
@@ -80,7 +80,12 @@ func TestWire(t *testing.T) {
 	if got := string(rs[0].Rows[0][0]) + "," + string(rs[0].Rows[0][1]); got != "2,1" {
 		t.Fatalf("after copy in: %s", got)
 	}
-	// A second database on the same server is a separate catalog.
+	// A second database on the same server is a separate catalog; it
+	// exists once created.
+	if _, err := pgconn.Connect(ctx, "postgres://moraine@"+addr+"/lake2?sslmode=disable"); err == nil || !strings.Contains(err.Error(), `database "lake2" does not exist (SQLSTATE 3D000)`) {
+		t.Fatalf("connect to a missing database: %v", err)
+	}
+	exec(`CREATE DATABASE lake2`)
 	c2 := connect("lake2")
 	defer c2.Close(ctx)
 	if _, err := c2.Exec(ctx, `SELECT * FROM "public".ducklake_snapshot`).ReadAll(); err == nil || !strings.Contains(err.Error(), "42P01") {

@@ -680,6 +680,17 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 		return tv{datum.TextValue(sizePretty(args[0].v.I)), datum.Text}, nil
 	case "has_database_privilege":
 		return tv{datum.BoolValue(true), datum.Bool}, nil
+	case "set_config":
+		// set_config(name, value, is_local): SET, as a function.
+		name, ok := argText(0)
+		if !ok {
+			return tv{}, errf(pgcode.NullValueNotAllowed, "SET requires parameter name")
+		}
+		val, _ := argText(1)
+		if err := x.s.assign(name, val); err != nil {
+			return tv{}, err
+		}
+		return tv{datum.TextValue(val), datum.Text}, nil
 	case "current_setting":
 		s, ok := argText(0)
 		if !ok {

@@ -76,6 +76,10 @@ func writes(n *pg.Node) (string, bool) {
 		return writes(n.GetDeclareCursorStmt().Query)
 	case n.GetPrepareStmt() != nil:
 		return writes(n.GetPrepareStmt().Query)
+	case n.GetCreatedbStmt() != nil:
+		return "CREATE DATABASE", true
+	case n.GetDropdbStmt() != nil:
+		return "DROP DATABASE", true
 	case n.GetInsertStmt() != nil:
 		return "INSERT", true
 	case n.GetUpdateStmt() != nil:

@@ -2,6 +2,7 @@ package sql
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,9 @@ type Executor struct {
 	// WriteRefusal, when set and returning an error, refuses every write
 	// with it: a writer whose store refuses writes serves reads only.
 	WriteRefusal func() error
+	// Terminate, when set, ends the session with this backend pid as
+	// PostgreSQL's pg_terminate_backend does (DROP DATABASE WITH (FORCE)).
+	Terminate func(pid uint32) bool
 	// Roles are the server's users, as pg_roles shows them (besides each
 	// session's own user).
 	Roles []string
@@ -52,17 +56,26 @@ func New(cat *memcat.Server) *Executor {
 
 var _ pgwire.Executor = (*Executor)(nil)
 
-// NewSession implements pgwire.Executor: the startup database selects the
-// catalog (created on first use).
+// NewSession implements pgwire.Executor: the startup database, which must
+// exist (3D000 as PostgreSQL's FATAL otherwise), selects the catalog.
 func (ex *Executor) NewSession(_ context.Context, info pgwire.StartupInfo) (pgwire.Session, error) {
-	s := ex.Open(info.Database, info.User, info.ApplicationName, info.BackendPID)
+	name := info.Database
+	if name == "" {
+		name = info.User
+	}
+	if _, ok := ex.cat.Lookup(name); !ok {
+		return nil, &pgwire.Error{Severity: pgwire.SeverityFatal, Code: pgcode.InvalidCatalogName,
+			Message: fmt.Sprintf("database %q does not exist", name)}
+	}
+	s := ex.Open(name, info.User, info.ApplicationName, info.BackendPID)
 	s.act.mu.Lock()
 	s.act.clientAddr = info.RemoteAddr
 	s.act.mu.Unlock()
 	return s, nil
 }
 
-// Open returns a session on database db.
+// Open returns a session on database db, creating it in memory if it does
+// not exist (in-process use; clients come through NewSession).
 func (ex *Executor) Open(db, user, app string, pid uint32) *Session {
 	if db == "" {
 		db = user
@@ -107,6 +120,9 @@ type Session struct {
 	temps      map[string]*memcat.Table
 	tempOnDrop map[string]bool
 	settings   map[string]string
+	// reports are the reported settings (name, value) changed by the
+	// statement running, sent as ParameterStatus when it ends.
+	reports [][2]string
 	// settingsSet: a SET or RESET ran since the settings were last reset.
 	settingsSet bool
 
@@ -384,6 +400,9 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	if ts := n.GetTransactionStmt(); ts != nil {
 		return s.runTxn(ctx, ts, out)
 	}
+	if n.GetCreatedbStmt() != nil || n.GetDropdbStmt() != nil {
+		return s.databaseStmt(ctx, n, out)
+	}
 	if s.txn == nil {
 		if readsNothing(n) {
 			// No snapshot to take: a statement that reads no table must
@@ -412,6 +431,7 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	}
 	x := &exec{ctx: ctx, s: s, params: params, lits: st.lits}
 	err := asPg(x.statement(n, out))
+	s.flushReports(out)
 	if x.work.bytes >= largeStatement {
 		pgwire.ReleaseMemory()
 	}

@@ -18,7 +18,7 @@ import (
 func TestDeferredPin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := NewServer(nil).Database("lake")
+		db := NewServer("lake").Database("lake")
 		db.SetWaits(db.settleWait, wideWait)
 		snapshotTable(t, db)
 
@@ -71,7 +71,7 @@ func TestDeferredPin(t *testing.T) {
 func TestDeferredPinAfterDDL(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := NewServer(nil).Database("lake")
+		db := NewServer("lake").Database("lake")
 		snapshotTable(t, db)
 		described := db.BeginDeferred(false)
 		_ = described.View() // what a Describe reads
@@ -105,7 +105,7 @@ func TestDeferredPinAfterDDL(t *testing.T) {
 func TestVersionKeepsFirstLookup(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := NewServer(nil).Database("lake")
+		db := NewServer("lake").Database("lake")
 		snapshotTable(t, db)
 		tx := begin(t, db)
 		if _, err := tx.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
@@ -201,7 +201,7 @@ func TestCommitFollowed(t *testing.T) {
 func TestLeaseFIFO(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := NewServer(nil).Database("lake")
+		db := NewServer("lake").Database("lake")
 		db.SetWaits(db.settleWait, time.Hour) // no expiry: only claims hand the lease on
 		snapshotTable(t, db)
 		h, err := db.Begin(ctx, true)

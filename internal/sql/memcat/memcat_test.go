@@ -27,7 +27,7 @@ func row(id, v int64) []datum.Value { return []datum.Value{datum.IntValue(id), d
 // rollback, and a key committed after a snapshot is refused too.
 func TestClaims(t *testing.T) {
 	ctx := context.Background()
-	db := NewServer(nil).Database("lake")
+	db := NewServer("lake").Database("lake")
 	snapshotTable(t, db)
 	a, b := begin(t, db), begin(t, db)
 	if _, err := a.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
@@ -67,7 +67,7 @@ func TestClaims(t *testing.T) {
 // row a new ctid and a delete of the old ctid then fails.
 func TestUpdateMovesRow(t *testing.T) {
 	ctx := context.Background()
-	db := NewServer(nil).Database("lake")
+	db := NewServer("lake").Database("lake")
 	snapshotTable(t, db)
 	tx := begin(t, db)
 	c1, err := tx.Insert("public", "ducklake_snapshot", row(1, 1))

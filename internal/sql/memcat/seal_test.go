@@ -27,7 +27,7 @@ func waitAdmitting(t *testing.T, db *DB, n int32) {
 func TestSealHandsHeadToWaitingWriter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := NewServer(nil).Database("lake")
+		db := NewServer("lake").Database("lake")
 		db.SetWaits(wideWait, wideWait)
 		snapshotTable(t, db)
 		writer := func() *Txn {
@@ -116,7 +116,7 @@ func TestSealHandsHeadToWaitingWriter(t *testing.T) {
 func TestStaleSealNotPinned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := NewServer(nil).Database("lake")
+		db := NewServer("lake").Database("lake")
 		db.SetWaits(30*time.Millisecond, wideWait)
 		snapshotTable(t, db)
 		a, err := db.Begin(ctx, true)

@@ -149,7 +149,7 @@ const wideWait = 400 * time.Millisecond
 func TestLeaseOneWriterAtATime(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := NewServer(nil).Database("lake")
+		db := NewServer("lake").Database("lake")
 		db.SetWaits(db.settleWait, wideWait)
 		snapshotTable(t, db)
 
@@ -200,7 +200,7 @@ func TestLeaseOneWriterAtATime(t *testing.T) {
 func TestLeaseHeldWhileHolderBusy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		db := NewServer(nil).Database("lake")
+		db := NewServer("lake").Database("lake")
 		db.SetWaits(db.settleWait, wideWait/4)
 		if db.leaseMax != 10*db.leaseHold {
 			t.Fatalf("leaseMax %v, want 10× leaseHold %v", db.leaseMax, db.leaseHold)
@@ -245,7 +245,7 @@ func TestLeaseHeldWhileHolderBusy(t *testing.T) {
 // it sat idle for settleWait — or its first claim is leaseMax old.
 func TestSettleWaitsForABusyClaimer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		db := NewServer(nil).Database("lake")
+		db := NewServer("lake").Database("lake")
 		db.SetWaits(wideWait/4, wideWait/4) // leaseMax is 10× this
 		snapshotTable(t, db)
 

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/replay"
+)
+
+// createdbMain is `moraine createdb [flags] <name>`, and dropdbMain `moraine
+// dropdb [flags] <name>`: PostgreSQL's createdb and dropdb against a running
+// server, through its maintenance database. (PostgreSQL's own createdb and
+// dropdb work as well.)
+func createdbMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("createdb [flags] <name>", stdout, stderr)
+	addr, maint := dbToolFlags(fs)
+	if code, ok := fs.parse(args, 1); !ok {
+		return code
+	}
+	return runDBTool(ctx, fs, *addr, *maint, stderr, func(name string) string { return "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() })
+}
+
+func dropdbMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("dropdb [flags] <name>", stdout, stderr)
+	addr, maint := dbToolFlags(fs)
+	force := fs.Bool("force", false, "terminate the sessions connected to the database first (DROP DATABASE … WITH (FORCE))")
+	ifExists := fs.Bool("if-exists", false, "do not fail if the database does not exist")
+	if code, ok := fs.parse(args, 1); !ok {
+		return code
+	}
+	return runDBTool(ctx, fs, *addr, *maint, stderr, func(name string) string {
+		sql := "DROP DATABASE "
+		if *ifExists {
+			sql += "IF EXISTS "
+		}
+		sql += pgx.Identifier{name}.Sanitize()
+		if *force {
+			sql += " WITH (FORCE)"
+		}
+		return sql
+	})
+}
+
+func dbToolFlags(fs *flags) (addr, maint *string) {
+	addr = fs.String("addr", replay.DefaultAddr, "server: `host:port`, a conninfo (host=… port=… user=…) or a postgres:// URL")
+	maint = fs.String("maintenance-db", "postgres", "the database to connect to while creating or dropping")
+	return addr, maint
+}
+
+// runDBTool runs the statement stmt(name) on the server's maintenance
+// database; notices (IF EXISTS) go to stderr.
+func runDBTool(ctx context.Context, fs *flags, addr, maint string, stderr io.Writer, stmt func(string) string) int {
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "%s: name one database\n", fs.Name())
+		fs.Usage()
+		return 2
+	}
+	ci, err := replay.AdminConninfo(addr)
+	if err == nil {
+		var cfg *pgconn.Config
+		if cfg, err = pgconn.ParseConfig(ci); err == nil {
+			cfg.Database = maint
+			cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), n.Message) }
+			var c *pgconn.PgConn
+			if c, err = pgconn.ConnectConfig(ctx, cfg); err == nil {
+				_, err = c.Exec(ctx, stmt(fs.Arg(0))).ReadAll()
+				c.Close(context.Background())
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", fs.Name(), err)
+		return 1
+	}
+	return 0
+}

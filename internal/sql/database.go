@@ -1,0 +1,152 @@
+package sql
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+
+	"github.com/moraine-db/moraine/internal/pgcode"
+	"github.com/moraine-db/moraine/internal/pgwire"
+)
+
+// CREATE DATABASE and DROP DATABASE, as PostgreSQL runs them: outside any
+// transaction block, each its own commit. A new database holds an empty
+// "public" schema; dropping one erases every catalog in it. A database
+// others are connected to is dropped only WITH (FORCE), which terminates
+// their sessions first (Executor.Terminate).
+
+// databaseStmt runs CREATE DATABASE or DROP DATABASE.
+func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error {
+	verb := "CREATE DATABASE"
+	if n.GetDropdbStmt() != nil {
+		verb = "DROP DATABASE"
+	}
+	if s.inBlock || s.multi {
+		return errf(pgcode.ActiveSQLTransaction, "%s cannot run inside a transaction block", verb)
+	}
+	if s.readOnly || s.ex.Standby {
+		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
+	}
+	if c := n.GetCreatedbStmt(); c != nil {
+		if err := checkCreatedbOptions(c.Options); err != nil {
+			return err
+		}
+		if err := s.ex.cat.CreateDatabase(ctx, c.Dbname); err != nil {
+			return asPg(err)
+		}
+		return out.complete(verb)
+	}
+	d := n.GetDropdbStmt()
+	force := false
+	for _, o := range d.Options {
+		de := o.GetDefElem()
+		if de == nil || de.Defname != "force" {
+			return errf(pgcode.SyntaxError, "unrecognized DROP DATABASE option %q", defName(de))
+		}
+		force = true
+	}
+	if _, ok := s.ex.cat.Lookup(d.Dbname); !ok {
+		if d.MissingOk {
+			out.notice(&pgwire.Error{Code: pgcode.InvalidCatalogName, Message: fmt.Sprintf("database %q does not exist, skipping", d.Dbname)})
+			return out.complete(verb)
+		}
+		return errf(pgcode.InvalidCatalogName, "database %q does not exist", d.Dbname)
+	}
+	if d.Dbname == s.dbName {
+		return errf(pgcode.ObjectInUse, "cannot drop the currently open database")
+	}
+	others := s.ex.sessionsOn(d.Dbname, s)
+	if len(others) > 0 && !force {
+		e := errf(pgcode.ObjectInUse, "database %q is being accessed by other users", d.Dbname)
+		if len(others) == 1 {
+			e.Detail = "There is 1 other session using the database."
+		} else {
+			e.Detail = fmt.Sprintf("There are %d other sessions using the database.", len(others))
+		}
+		return e
+	}
+	if err := s.ex.cat.DropDatabase(ctx, d.Dbname); err != nil {
+		return asPg(err)
+	}
+	// The drop is durable: nothing the sessions on it stage can commit any
+	// more (catalog.Database.Dropped). Ending them is PostgreSQL's courtesy.
+	if t := s.ex.Terminate; t != nil {
+		for _, o := range others {
+			t(o.pid)
+		}
+	}
+	return out.complete(verb)
+}
+
+// checkCreatedbOptions admits the CREATE DATABASE options whose PostgreSQL
+// meaning moraine already has: the templates (every database starts with
+// an empty "public" schema), UTF8, and an owner (roles own nothing here).
+func checkCreatedbOptions(opts []*pg.Node) error {
+	for _, o := range opts {
+		de := o.GetDefElem()
+		if de == nil {
+			return unsupported("this CREATE DATABASE option")
+		}
+		val := strings.ToLower(defString(de))
+		switch de.Defname {
+		case "owner":
+		case "template":
+			if val != "template0" && val != "template1" {
+				return errf(pgcode.InvalidCatalogName, "template database %q does not exist", defString(de))
+			}
+		case "encoding":
+			if val != "utf8" && val != "utf-8" && val != "unicode" && val != "6" {
+				return unsupported("ENCODING %s (databases are UTF8)", defString(de))
+			}
+		default:
+			return unsupported("CREATE DATABASE option %s", strings.ToUpper(de.Defname))
+		}
+	}
+	return nil
+}
+
+func defName(de *pg.DefElem) string {
+	if de == nil {
+		return ""
+	}
+	return de.Defname
+}
+
+// defString is an option's argument as written: a name, a string or a
+// number.
+func defString(de *pg.DefElem) string {
+	a := de.Arg
+	switch {
+	case a == nil:
+		return ""
+	case a.GetString_() != nil:
+		return a.GetString_().Sval
+	case a.GetTypeName() != nil:
+		return strings.Join(names(a.GetTypeName().Names), ".")
+	case a.GetInteger() != nil:
+		return fmt.Sprint(a.GetInteger().Ival)
+	case a.GetAConst() != nil:
+		c := a.GetAConst()
+		if c.GetSval() != nil {
+			return c.GetSval().Sval
+		}
+		if c.GetIval() != nil {
+			return fmt.Sprint(c.GetIval().Ival)
+		}
+	}
+	return ""
+}
+
+// sessionsOn returns the open sessions on database db, except self.
+func (ex *Executor) sessionsOn(db string, self *Session) []*Session {
+	var out []*Session
+	ex.sessions.Range(func(k, _ any) bool {
+		if s := k.(*Session); s != self && s.dbName == db {
+			out = append(out, s)
+		}
+		return true
+	})
+	return out
+}
