@@ -36,7 +36,7 @@ func TestVerifyCommand(t *testing.T) {
 		!strings.Contains(out, "lake.public: unscheduled-file: file 7") || !strings.Contains(out, "2 violation(s)") {
 		t.Fatalf("broken catalog: exit %d:\n%s", code, out)
 	}
-	if code, out := run("--store", "mem://"); code != 2 || !strings.Contains(out, "no database") {
+	if code, out := run("--store", "mem://"); code != 2 || !strings.Contains(out, "the store is empty") {
 		t.Fatalf("empty store: exit %d: %s", code, out)
 	}
 	if code, _ := run("extra"); code != 2 {

@@ -103,7 +103,7 @@ func sortedCatalogs(cats map[uint32]*commit.StoredCatalog) []*commit.StoredCatal
 func Inspect(ctx context.Context, store objstore.Store, w io.Writer) error {
 	cats, stats, err := readCatalogs(ctx, store)
 	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
+		return err
 	}
 	objs, err := store.List(ctx, "")
 	if err != nil {
@@ -138,7 +138,7 @@ func Inspect(ctx context.Context, store objstore.Store, w io.Writer) error {
 	}
 	cps, err := slate.ListCheckpoints(ctx, store)
 	if err != nil {
-		return fmt.Errorf("inspect: %w", err)
+		return err
 	}
 	for _, cp := range cps {
 		fmt.Fprintf(tw, "checkpoint %s\tseq %d\t%s\t%d objects, %d bytes\n", cp.ID, cp.Seq, cp.Created.Format(time.RFC3339), len(cp.Objects), cp.Bytes)
@@ -226,7 +226,7 @@ var ErrNoCatalog = errors.New("no such catalog")
 func Snapshots(ctx context.Context, store objstore.Store, db, schema string) ([]SnapshotRow, error) {
 	cats, _, err := readCatalogs(ctx, store)
 	if err != nil {
-		return nil, fmt.Errorf("snapshots: %w", err)
+		return nil, err
 	}
 	var out []SnapshotRow
 	matched := false

@@ -40,4 +40,4 @@ var ErrNotFound = errors.New("slate: key not found")
 var errRetry = errors.New("slate: manifest changed; retry")
 
 // ErrNoDB is returned by OpenReader when the store holds no database yet.
-var ErrNoDB = errors.New("slate: store holds no database")
+var ErrNoDB = errors.New("slate: the store is empty (no manifest: no writer has opened it)")

@@ -94,7 +94,7 @@ func Open(dir string) (*Store, error) {
 	}
 	fi, err := os.Stat(abs)
 	if err != nil {
-		return nil, fmt.Errorf("localdir: open %q: %w", dir, err)
+		return nil, fmt.Errorf("localdir: %w", err) // names the path
 	}
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("localdir: open %q: not a directory", dir)

@@ -75,13 +75,10 @@ func Open(ctx context.Context, raw string) (objstore.Store, error) {
 		if u.Scheme == "" {
 			hint = fmt.Sprintf("; a directory is a file:// URL, e.g. file://%s", raw)
 		}
-		return nil, fmt.Errorf("objurl: %q: %w %q (this build knows %s)%s", raw, ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), hint)
+		return nil, fmt.Errorf("%w %q (this build knows %s)%s", ErrUnknownScheme, u.Scheme, strings.Join(Schemes(), ", "), hint)
 	}
-	s, err := open(ctx, raw, u)
-	if err != nil {
-		return nil, fmt.Errorf("objurl: open %q: %w", raw, err)
-	}
-	return s, nil
+	// The caller names the store: its errors do not repeat the URL.
+	return open(ctx, raw, u)
 }
 
 func noQuery(u *url.URL) error {
@@ -128,13 +125,9 @@ func Create(ctx context.Context, raw string) (objstore.Store, error) {
 	if u, err := url.Parse(raw); err == nil && u.Scheme == "file" {
 		p, err := FilePath(u)
 		if err != nil {
-			return nil, fmt.Errorf("objurl: open %q: %w", raw, err)
+			return nil, err
 		}
-		s, err := localdir.Create(p)
-		if err != nil {
-			return nil, fmt.Errorf("objurl: open %q: %w", raw, err)
-		}
-		return s, nil
+		return localdir.Create(p)
 	}
 	return Open(ctx, raw)
 }
