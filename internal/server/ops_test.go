@@ -518,6 +518,7 @@ func TestReplicaFollowsWriter(t *testing.T) {
 		"INSERT INTO ducklake_snapshot VALUES (999, now(), 1, 1, 1)",
 		"BEGIN; UPDATE ducklake_metadata SET value = 'x'; COMMIT",
 		"CREATE TABLE t (a int)",
+		"CREATE DATABASE d2",
 	} {
 		_, err := rconn.Exec(ctx, q).ReadAll()
 		if pgCode(err) != "25006" {
@@ -527,6 +528,41 @@ func TestReplicaFollowsWriter(t *testing.T) {
 	}
 	if h, err := head(ctx, rconn); err != nil || h != final {
 		t.Fatalf("replica head after refused writes: %d, %v; want %d", h, err, final)
+	}
+
+	// Databases the writer creates and drops appear on the replica and
+	// vanish from it.
+	listed := func(name string) bool {
+		rs, err := rconn.Exec(ctx, "SELECT count(*) FROM pg_database WHERE datname = '"+name+"'").ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(rs[0].Rows[0][0]) == "1"
+	}
+	waitFor := func(what string, cond func() bool) {
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("replica: %s: %v", what, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	if _, err := wconn.Exec(ctx, "CREATE DATABASE d2").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("database d2 created on the writer", func() bool { return listed("d2") })
+	if c, err := pgconn.Connect(ctx, rep.Conninfo("d2")); err != nil {
+		t.Fatalf("connect to d2 on the replica: %v", err)
+	} else {
+		c.Close(ctx)
+	}
+	if _, err := wconn.Exec(ctx, "DROP DATABASE d2").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("database d2 dropped on the writer", func() bool { return !listed("d2") })
+	if _, err := pgconn.Connect(ctx, rep.Conninfo("d2")); pgCode(err) != "3D000" {
+		t.Fatalf("connect to the dropped d2 on the replica: %v, want 3D000", err)
 	}
 }
 
