@@ -15,7 +15,7 @@ import (
 // the calling goroutine, as the real ones do.
 type recorder struct {
 	testing.TB
-	mu     sync.Mutex
+	mu       sync.Mutex
 	fatal    string
 	skip     string
 	called   bool
