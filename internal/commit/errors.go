@@ -22,6 +22,10 @@ var (
 	// ErrHold: a compaction whose files do not hold their sources' row ids
 	// (RFC 0008). Refused as corruption; the sources stay live.
 	ErrHold = errors.New("commit: compaction row-id hold violated")
+	// ErrIntegrity: a commit that would break a lake invariant the store
+	// cannot repair afterwards: a tombstone dropped while rows it hides are
+	// still readable, a row id handed out twice (guards.go).
+	ErrIntegrity = errors.New("commit: lake integrity")
 	// ErrStoreFailed: an earlier write to the store failed; this pipeline
 	// accepts no commit until the server reopens the store.
 	ErrStoreFailed = errors.New("commit: store write failed; the server must reopen the store")

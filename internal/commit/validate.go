@@ -113,7 +113,7 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 			// The first snapshot of a new catalog is DuckLake's seed, id 0.
 			return &Error{Kind: ErrHead, Code: pgcode.SerializationFailure, Message: fmt.Sprintf(
 				"could not serialize access due to concurrent update: the first snapshot of a catalog is 0, not %d", minted[0])}
-		case has && minted[0] != head+1:
+		case has && minted[0] != head+1 && guardOn("head-by-one"):
 			return &Error{Kind: ErrHead, Code: pgcode.SerializationFailure, Message: fmt.Sprintf(
 				"could not serialize access due to concurrent update: snapshot %d does not advance the head %d by exactly one (conflict)", minted[0], head)}
 		}
@@ -143,11 +143,14 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 	if err := checkTombstones(c, schema, ops, mine); err != nil {
 		return err
 	}
+	if err := checkLakeGuards(c, schema, ops, mine, minted); err != nil {
+		return err
+	}
 	if mine.CompactionOnly() {
-		if len(rowIDMoves) > 0 {
+		if len(rowIDMoves) > 0 && guardOn("compaction-next-row-id") {
 			return &Error{Kind: ErrHold, Code: pgcode.DataCorrupted, Message: "a compaction commit must leave next_row_id unchanged (RFC 0008): " + strings.Join(rowIDMoves, "; ")}
 		}
-		if p.opts.Hold != nil {
+		if p.opts.Hold != nil && guardOn("row-id-hold") {
 			if err := p.checkHolds(ctx, c, schema, ops, mine); err != nil {
 				return err
 			}
@@ -364,7 +367,7 @@ func checkTombstones(c *catalog.Commit, schema string, ops []*catalog.Op, mine c
 			}
 		}
 		d := dropped{old[iDel].I, old[iTable].I, old[iFile].I}
-		if o.Kind == catalog.OpDelete && merging[d.tableID] {
+		if o.Kind == catalog.OpDelete && merging[d.tableID] && guardOn("merge-live-deletes") {
 			return shapeErr("merge_adjacent of table %d consumes data file %d, which carries the live delete file %d: DuckLake merges only files without deletes (RFC 0008); a plain merge would bring the deleted rows back",
 				d.tableID, d.fileID, d.delID)
 		}
@@ -419,12 +422,12 @@ func checkTombstones(c *catalog.Commit, schema string, ops []*catalog.Op, mine c
 		})
 	}
 	for _, f := range endedFiles {
-		if covered[f] && !liveFile[f] {
+		if covered[f] && !liveFile[f] && guardOn("tombstone-outlives-file") {
 			return shapeErr("data file %d stops being live while a live delete file still applies to it: a delete file must never outlive its data file", f)
 		}
 	}
 	for _, d := range gone {
-		if liveFile[d.fileID] && !covered[d.fileID] {
+		if liveFile[d.fileID] && !covered[d.fileID] && guardOn("tombstone-dropped") {
 			return shapeErr("delete file %d of data file %d stops being live while its data file stays live and no replacement delete file is registered: the deleted rows would come back (a tombstone must not be dropped while a snapshot references its data file)",
 				d.delID, d.fileID)
 		}

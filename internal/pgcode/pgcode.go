@@ -40,8 +40,9 @@ const (
 
 // Class 23 — Integrity Constraint Violation.
 const (
-	NotNullViolation = "23502"
-	UniqueViolation  = "23505"
+	IntegrityConstraintViolation = "23000"
+	NotNullViolation             = "23502"
+	UniqueViolation              = "23505"
 )
 
 // Class 25 — Invalid Transaction State.

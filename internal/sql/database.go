@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
@@ -58,6 +59,19 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 		return errf(pgcode.ObjectInUse, "cannot drop the currently open database")
 	}
 	others := s.ex.sessionsOn(d.Dbname, s)
+	if !force {
+		// As PostgreSQL, give sessions that are ending a moment (up to
+		// five seconds) to go: a client that just disconnected may still
+		// be counted.
+		for i := 0; i < 50 && len(others) > 0; i++ {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(100 * time.Millisecond):
+			}
+			others = s.ex.sessionsOn(d.Dbname, s)
+		}
+	}
 	if len(others) > 0 && !force {
 		e := errf(pgcode.ObjectInUse, "database %q is being accessed by other users", d.Dbname)
 		if len(others) == 1 {
