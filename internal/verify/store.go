@@ -99,6 +99,19 @@ func (r *row) int(name string) int64 {
 	return v.Int()
 }
 
+// str reads a text column; NULL reads as "".
+func (r *row) str(name string) string {
+	if r.err != nil {
+		return ""
+	}
+	i, ok := r.c.idx[name]
+	if !ok {
+		r.err = fmt.Errorf("verify: %s has no column %s", r.c.table, name)
+		return ""
+	}
+	return r.vals[i].S
+}
+
 // opt reads a nullable integer column.
 func (r *row) opt(name string) *int64 {
 	v, ok := r.value(name)
@@ -151,6 +164,9 @@ func FromStored(c *commit.StoredCatalog) (*State, error) {
 		fn    func(r *row)
 	}{
 		{"ducklake_snapshot", func(r *row) { st.Snapshots = append(st.Snapshots, r.int("snapshot_id")) }},
+		{"ducklake_snapshot_changes", func(r *row) {
+			st.Changes = append(st.Changes, SnapshotChanges{Snapshot: r.int("snapshot_id"), Changes: r.str("changes_made")})
+		}},
 		{"ducklake_data_file", func(r *row) {
 			st.DataFiles = append(st.DataFiles, DataFile{
 				ID: r.int("data_file_id"), TableID: r.int("table_id"),

@@ -19,8 +19,12 @@ package verify
 
 import (
 	"fmt"
+	"strings"
+
 	"slices"
 	"sort"
+
+	"github.com/moraine-db/moraine/internal/commit/changes"
 )
 
 // Kind classifies a violation; tests and callers branch on it.
@@ -58,6 +62,12 @@ const (
 	// files has no table_stats row, or a transaction-local row id (≥ 10^18)
 	// was persisted.
 	KindRowID Kind = "row-id"
+	// KindCompactionMixed: a snapshot's change set mixes compaction
+	// (merge_adjacent, rewrite_delete) with other changes; such a commit
+	// escaped the row-id hold and the next_row_id check, so the compacted
+	// table's row ids deserve a look (a merge over it may have renumbered
+	// rows).
+	KindCompactionMixed Kind = "compaction-mixed"
 )
 
 // Violation is one broken invariant in one catalog.
@@ -124,10 +134,18 @@ type InlinedDelete struct {
 	Begin   int64
 }
 
+// SnapshotChanges is one ducklake_snapshot_changes row: a snapshot and
+// the change set it recorded.
+type SnapshotChanges struct {
+	Snapshot int64
+	Changes  string
+}
+
 // State is the part of one DuckLake catalog verify reads.
 type State struct {
 	Name           string
 	Snapshots      []int64
+	Changes        []SnapshotChanges
 	DataFiles      []DataFile
 	DeleteFiles    []DeleteFile
 	FileRefs       []FileRef
@@ -163,7 +181,31 @@ func Check(s *State) []Violation {
 	c.tombstones()
 	c.schedule()
 	c.rowIDs()
+	c.compactions()
 	return c.out
+}
+
+// compactions reports change sets that mix compaction with anything else,
+// which the commit path refuses: DuckLake never writes one.
+func (c *checker) compactions() {
+	for _, sc := range c.s.Changes {
+		set, err := changes.Parse(sc.Changes)
+		if err != nil {
+			continue // an unparsable change set is not this check's finding
+		}
+		var comp, other []string
+		for _, e := range set {
+			if e.Kind == changes.MergeAdjacent || e.Kind == changes.RewriteDelete {
+				comp = append(comp, fmt.Sprintf("%s:%d", e.Kind, e.ID))
+			} else {
+				other = append(other, e.Kind.String())
+			}
+		}
+		if len(comp) > 0 && len(other) > 0 {
+			c.add(KindCompactionMixed, "snapshot %d mixes %s with %s: its files escaped the row-id hold and the next_row_id check",
+				sc.Snapshot, strings.Join(comp, ", "), strings.Join(other, ", "))
+		}
+	}
 }
 
 type checker struct {

@@ -54,6 +54,17 @@ func TestCheck(t *testing.T) {
 		{name: "consistent", mut: func(*State) {}},
 		{name: "empty catalog", mut: func(s *State) { *s = State{} }},
 		{
+			name: "compaction alone is fine",
+			mut: func(s *State) {
+				s.Changes = []SnapshotChanges{{5, "merge_adjacent:1,rewrite_delete:2"}, {6, "inserted_into_table:1"}}
+			},
+		},
+		{
+			name: "compaction mixed with an insert",
+			mut:  func(s *State) { s.Changes = []SnapshotChanges{{6, "inserted_into_table:1,merge_adjacent:1"}} },
+			want: []Kind{KindCompactionMixed}, text: "snapshot 6 mixes merge_adjacent:1 with inserted_into_table",
+		},
+		{
 			name: "snapshot gap",
 			mut:  func(s *State) { s.Snapshots = []int64{3, 4, 6} },
 			want: []Kind{KindSnapshotGap}, text: "jump from 4 to 6",
