@@ -361,6 +361,11 @@ func TestRewriteShapedCommit(t *testing.T) {
 		h.insert(tx, "ducklake_snapshot_changes", "3", "deleted_from_table:1", "NULL", "NULL", "NULL")
 		h.insert(tx, "ducklake_delete_file", "1", "1", "3", "NULL", "0", "d1.parquet", "true", "parquet", "2", "100", "50", "NULL", "NULL", "NULL")
 	})
+	nextRowID := func() int64 {
+		_, vs := h.where(h.db.Begin(), "ducklake_table_stats", "table_id", "1")
+		return vs[0][2].I
+	}
+	before := nextRowID()
 	h.mustCommit(func(tx *catalog.Txn) {
 		h.insert(tx, "ducklake_snapshot", "4", "2026-01-01 00:00:04+00", "1", "2", "3")
 		h.insert(tx, "ducklake_snapshot_changes", "4", "rewrite_delete:1", "NULL", "NULL", "NULL")
@@ -384,6 +389,9 @@ func TestRewriteShapedCommit(t *testing.T) {
 	_, sched := h.where(h.db.Begin(), "ducklake_files_scheduled_for_deletion", "path_is_relative", "true")
 	if len(sched) != 0 {
 		t.Fatalf("a rewrite scheduled %d files", len(sched))
+	}
+	if after := nextRowID(); after != before {
+		t.Fatalf("the rewrite moved next_row_id from %d to %d", before, after)
 	}
 }
 

@@ -2,6 +2,7 @@ package commit
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -58,15 +59,19 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 	}
 	def, types := t.Def(), t.Types()
 	col := func(name string) int { return def.ColumnIndex(name) }
-	iID, iTable, iEnd, iPath, iRel, iStart, iCount := col("data_file_id"), col("table_id"), col("end_snapshot"),
-		col("path"), col("path_is_relative"), col("row_id_start"), col("record_count")
+	iID, iTable, iEnd, iPath, iRel, iStart, iCount, iKey := col("data_file_id"), col("table_id"), col("end_snapshot"),
+		col("path"), col("path_is_relative"), col("row_id_start"), col("record_count"), col("encryption_key")
 	file := func(r []datum.Value) (rowids.File, int64, error) {
 		tid := r[iTable].I
 		path, err := paths.resolve(tid, r[iPath].S, !r[iRel].IsNull() && r[iRel].Bool())
 		if err != nil {
 			return rowids.File{}, 0, err
 		}
-		return rowids.File{Path: path, RowIDStart: r[iStart].I, HasRowIDStart: !r[iStart].IsNull(), RecordCount: r[iCount].I}, tid, nil
+		key, err := encryptionKey(r, iKey, path)
+		if err != nil {
+			return rowids.File{}, 0, err
+		}
+		return rowids.File{Path: path, RowIDStart: r[iStart].I, HasRowIDStart: !r[iStart].IsNull(), RecordCount: r[iCount].I, EncryptionKey: key}, tid, nil
 	}
 	decode := func(types []datum.Type, r datum.Row) ([]datum.Value, error) {
 		if r == nil {
@@ -122,6 +127,7 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 		ddef, dtypes := dt.Def(), dt.Types()
 		dFile, dTable, dEnd, dPath, dRel := ddef.ColumnIndex("data_file_id"), ddef.ColumnIndex("table_id"),
 			ddef.ColumnIndex("end_snapshot"), ddef.ColumnIndex("path"), ddef.ColumnIndex("path_is_relative")
+		dFormat, dKey := ddef.ColumnIndex("format"), ddef.ColumnIndex("encryption_key")
 		for _, o := range ops {
 			if o.Table != "ducklake_delete_file" || o.Kind != catalog.OpUpdate {
 				continue
@@ -149,7 +155,15 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 			if err != nil {
 				return err
 			}
-			r.c.Sources[i].Deletes = append(r.c.Sources[i].Deletes, path)
+			key, err := encryptionKey(oldV, dKey, path)
+			if err != nil {
+				return err
+			}
+			df := rowids.DeleteFile{Path: path, EncryptionKey: key}
+			if dFormat >= 0 && !oldV[dFormat].IsNull() {
+				df.Format = oldV[dFormat].S
+			}
+			r.c.Sources[i].Deletes = append(r.c.Sources[i].Deletes, df)
 		}
 	}
 	for tid, r := range reqs {
@@ -169,6 +183,20 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 		}
 	}
 	return nil
+}
+
+// encryptionKey decodes a file row's encryption_key (base64, as DuckLake
+// stores it); nil when the column is absent or NULL.
+func encryptionKey(r []datum.Value, i int, path string) ([]byte, error) {
+	if i < 0 || r[i].IsNull() || r[i].S == "" {
+		return nil, nil
+	}
+	key, err := base64.StdEncoding.DecodeString(r[i].S)
+	if err != nil {
+		return nil, &Error{Kind: ErrHold, Code: pgcode.DataCorrupted, Message: fmt.Sprintf(
+			"compaction refused: the encryption_key of %s is not base64: %v", path, err)}
+	}
+	return key, nil
 }
 
 // pathResolver turns a data file's stored path into a readable location:

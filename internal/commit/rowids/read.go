@@ -1,6 +1,7 @@
 package rowids
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/moraine-db/moraine/internal/objstore"
 	"github.com/moraine-db/moraine/internal/objstore/objurl"
@@ -139,10 +141,31 @@ func (o *URLOpener) Close() error {
 	return errors.Join(errs...)
 }
 
-func openParquet(ctx context.Context, op Opener, path string) (*parquet.File, io.Closer, error) {
+// openParquet opens the Parquet file at path; an encrypted one is
+// decrypted with key (a plaintext copy of the columns keep selects, in
+// memory). An encrypted file without a key, or with the wrong one, is an
+// error: the hold fails closed.
+func openParquet(ctx context.Context, op Opener, path string, key []byte, keep func(format.SchemaElement) bool) (*parquet.File, io.Closer, error) {
 	r, size, closer, err := op.Open(ctx, path)
 	if err != nil {
 		return nil, nil, err
+	}
+	enc, err := encrypted(r, size)
+	if err != nil {
+		closer.Close()
+		return nil, nil, fmt.Errorf("rowids: %s: %w", path, err)
+	}
+	if enc {
+		if len(key) == 0 {
+			closer.Close()
+			return nil, nil, fmt.Errorf("%w: %s is encrypted and the catalog records no key for it", ErrInvalid, path)
+		}
+		plain, err := decryptParquet(r, size, key, keep)
+		closer.Close()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %s: %v", ErrInvalid, path, err)
+		}
+		r, size, closer = bytes.NewReader(plain), int64(len(plain)), io.NopCloser(nil)
 	}
 	f, err := parquet.OpenFile(r, size, parquet.SkipPageIndex(true), parquet.SkipBloomFilters(true))
 	if err != nil {
@@ -152,10 +175,16 @@ func openParquet(ctx context.Context, op Opener, path string) (*parquet.File, io
 	return f, closer, nil
 }
 
+// keepRowID selects the embedded row-id column of a data file.
+func keepRowID(el format.SchemaElement) bool { return el.FieldID == RowIDFieldID }
+
+// keepDeleteColumns selects a positional delete file's columns.
+func keepDeleteColumns(el format.SchemaElement) bool { return el.Name == "file_path" || el.Name == "pos" }
+
 // readFileIDs returns f's row ids. withPositions asks for the ids in file
 // order as well (a rewrite maps delete-file positions through them).
 func readFileIDs(ctx context.Context, op Opener, f File, withPositions bool) (fileIDs, error) {
-	pf, closer, err := openParquet(ctx, op, f.Path)
+	pf, closer, err := openParquet(ctx, op, f.Path, f.EncryptionKey, keepRowID)
 	if err != nil {
 		return fileIDs{}, err
 	}
@@ -295,8 +324,16 @@ func readValues(page parquet.Page) ([]parquet.Value, error) {
 // file are ignored, unless no row names dataPath and every row names one
 // single file: DuckLake writes one delete file per data file, and the path
 // it stores may be spelled differently (absolute vs. relative) from ours.
-func readDeletePositions(ctx context.Context, op Opener, path, dataPath string) ([]int64, error) {
-	pf, closer, err := openParquet(ctx, op, path)
+func readDeletePositions(ctx context.Context, op Opener, df DeleteFile, dataPath string) ([]int64, error) {
+	switch df.Format {
+	case "", "parquet":
+	case "puffin":
+		return readDeletionVector(ctx, op, df)
+	default:
+		return nil, fmt.Errorf("%w: delete file %s has format %q, which the hold cannot read", ErrInvalid, df.Path, df.Format)
+	}
+	path := df.Path
+	pf, closer, err := openParquet(ctx, op, path, df.EncryptionKey, keepDeleteColumns)
 	if err != nil {
 		return nil, err
 	}

@@ -71,9 +71,20 @@ type File struct {
 	HasRowIDStart bool
 	// RecordCount is record_count; the file must hold exactly this many rows.
 	RecordCount int64
-	// Deletes are the paths of the source's delete files (Parquet files with
-	// columns file_path and pos). Only meaningful for a rewrite's sources.
-	Deletes []string
+	// EncryptionKey is the file's key (encryption_key, decoded) when the
+	// lake is ENCRYPTED; nil for a plain file.
+	EncryptionKey []byte
+	// Deletes are the source's delete files. Only meaningful for a
+	// rewrite's sources.
+	Deletes []DeleteFile
+}
+
+// DeleteFile is one ducklake_delete_file row: a Parquet file of (file_path,
+// pos) rows, or an Iceberg deletion vector in a Puffin file.
+type DeleteFile struct {
+	Path          string
+	Format        string // "parquet" (also when empty) or "puffin"
+	EncryptionKey []byte
 }
 
 // Compaction is what one compaction commit registers and consumes.
@@ -151,7 +162,7 @@ func (ch *Checker) Check(ctx context.Context, c Compaction) error {
 					id, ok := sources[i].idAt(pos)
 					if !ok {
 						return fmt.Errorf("%w: delete file %s deletes position %d of %s, which holds %d rows",
-							ErrInvalid, df, pos, src.Path, src.RecordCount)
+							ErrInvalid, df.Path, pos, src.Path, src.RecordCount)
 					}
 					deleted = append(deleted, Span{id, id + 1})
 				}

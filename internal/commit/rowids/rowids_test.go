@@ -152,14 +152,14 @@ func TestHold(t *testing.T) {
 	// A rewrite source with ids [200,210) and a delete file removing
 	// positions 2 and 5 (ids 202 and 205).
 	src := l.plain("src.parquet", 200, 10)
-	src.Deletes = []string{l.deletes("src-delete.parquet", src.Path, 2, 5)}
+	src.Deletes = []rowids.DeleteFile{{Path: l.deletes("src-delete.parquet", src.Path, 2, 5)}}
 	survivors := l.embedded("survivors.parquet", 200, 201, 203, 204, 206, 207, 208, 209)
 	fewer := l.embedded("fewer.parquet", 200, 209)
 	foreign := l.embedded("foreign.parquet", 200, 201, 999)
 	resurrected := l.embedded("resurrected.parquet", 200, 201, 202)
 	// An embedded source: positions map through its embedded ids.
 	srcEmb := l.embedded("src-emb.parquet", 50, 52, 54, 56)
-	srcEmb.Deletes = []string{l.deletes("src-emb-delete.parquet", srcEmb.Path, 1)}
+	srcEmb.Deletes = []rowids.DeleteFile{{Path: l.deletes("src-emb-delete.parquet", srcEmb.Path, 1)}}
 	embSurvivors := l.embedded("emb-survivors.parquet", 50, 54, 56)
 	embResurrected := l.embedded("emb-resurrected.parquet", 50, 52)
 	impostorPath := filepath.Join(l.dir, "impostor.parquet")
