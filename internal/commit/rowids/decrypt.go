@@ -151,10 +151,10 @@ func decryptParquet(r io.ReaderAt, size int64, key []byte, keep func(format.Sche
 			if cmd.DictionaryPageOffset > 0 && cmd.DictionaryPageOffset < start {
 				start = cmd.DictionaryPageOffset
 			}
-			raw := make([]byte, cmd.TotalCompressedSize)
-			if start < 4 || start+cmd.TotalCompressedSize > size {
+			if start < 4 || cmd.TotalCompressedSize < 0 || start+cmd.TotalCompressedSize > size {
 				return nil, fmt.Errorf("row group %d column %d: chunk [%d, +%d) outside the file", ri, ci, start, cmd.TotalCompressedSize)
 			}
+			raw := make([]byte, cmd.TotalCompressedSize)
 			if _, err := r.ReadAt(raw, start); err != nil {
 				return nil, err
 			}
