@@ -67,6 +67,9 @@ type Config struct {
 	// are logged, 0: none).
 	LogConnections bool
 	LogMinDuration time.Duration
+	// StoreRewriteInterval bounds how long a deleted catalog value stays
+	// in the store's live objects (slate.Options.RewriteInterval).
+	StoreRewriteInterval time.Duration
 	// CreateStore creates a file:// store's directory if it does not
 	// exist. It is set by the create-store setting, and for the default
 	// store, so that the first `moraine serve` starts without a step
@@ -146,6 +149,8 @@ var settings = []setting{
 		intBetween(func(c *Config) *int { return &c.WALInFlight }, 0, slate.MaxWALInFlight)},
 	{"gc-min-heap-mib", "keep the Go collector's heap target at least this many MiB while the catalog is small, trading memory for fewer collections (0: Go's default; ignored when GOGC is set)", "64",
 		intAtLeast(func(c *Config) *int { return &c.GCMinHeapMiB }, 0)},
+	{"store-rewrite-interval", "rewrite the whole store this often, so that a deleted or overwritten catalog value (an inlined row, a statistic) leaves the store's objects within this interval plus the GC grace (5m); 0: never (store compaction alone is driven by volume)", "24h",
+		func(c *Config, v string) (err error) { c.StoreRewriteInterval, err = time.ParseDuration(v); return }},
 	{"copy-cache-mib", "memory for the binary COPY cache: the encoded rows of B-tree leaves that DuckDB's whole-table catalog reads send again and again (every commit reads every table's statistics; 0: off)", "64",
 		intAtLeast(func(c *Config) *int { return &c.CopyCacheMiB }, 0)},
 	{"statement-mem-mib", "the most memory one statement's rows may hold: a statement past it (a cross join of large tables) fails with 53200 out of memory instead of growing the server without limit (0: no bound)", "2048",

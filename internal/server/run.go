@@ -156,7 +156,7 @@ func (s *Server) open(ctx context.Context, readOnly bool) (*Stack, error) {
 		Takeover: s.cfg.Takeover,
 		Log:      s.log,
 		Metrics:  s.metrics,
-		Slate:    slate.Options{WALInFlight: s.cfg.WALInFlight},
+		Slate:    slate.Options{WALInFlight: s.cfg.WALInFlight, RewriteInterval: s.cfg.StoreRewriteInterval},
 	}
 	opts.Commit.Observe = s.metrics.observeCommit
 	if s.cfg.RowIDHold && !readOnly {

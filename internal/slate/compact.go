@@ -67,6 +67,50 @@ func (d *DB) compactAll(ctx context.Context) error {
 
 // compactOnce runs one compaction if the policy proposes one.
 func (d *DB) compactOnce(ctx context.Context) (bool, error) {
+	return d.compactWith(ctx, func(m *manifest) (compactionPlan, bool) { return pickCompaction(m, d.opts) })
+}
+
+// Rewrite rewrites the whole store: it flushes the memtable, merges every
+// L0 table into a run, then every run into one, keeping of each key only
+// the versions a reader may still read (the retention horizon) and
+// dropping tombstones. Afterwards no live object holds a value that was
+// deleted or overwritten below the horizon; the objects that did become
+// garbage, which GC deletes once they are older than GCGrace. It is what
+// bounds how long a deleted value stays in the store (Options.RewriteInterval).
+func (d *DB) Rewrite(ctx context.Context) error {
+	if d.readOnly {
+		return ErrReadOnly
+	}
+	if err := d.Flush(ctx); err != nil {
+		return err
+	}
+	steps := []func(m *manifest) (compactionPlan, bool){
+		func(m *manifest) (compactionPlan, bool) {
+			return compactionPlan{l0Count: len(m.l0), dropTombs: len(m.runs) == 0}, len(m.l0) > 0
+		},
+		func(m *manifest) (compactionPlan, bool) {
+			return compactionPlan{runStart: 0, runEnd: len(m.runs), dropTombs: true}, len(m.runs) > 0
+		},
+	}
+	for _, pick := range steps {
+		for {
+			_, err := d.compactWith(ctx, pick)
+			if !errors.Is(err, errRetry) {
+				if err != nil {
+					return fmt.Errorf("rewrite: %w", err)
+				}
+				break
+			}
+		}
+	}
+	d.mu.Lock()
+	d.lastRewrite = d.opts.Now()
+	d.mu.Unlock()
+	return nil
+}
+
+// compactWith runs the compaction pick proposes, if any.
+func (d *DB) compactWith(ctx context.Context, pick func(*manifest) (compactionPlan, bool)) (bool, error) {
 	d.bgMu.Lock()
 	defer d.bgMu.Unlock()
 	d.mu.Lock()
@@ -75,7 +119,7 @@ func (d *DB) compactOnce(ctx context.Context) (bool, error) {
 	if failed != nil && errors.Is(failed, ErrFenced) {
 		return false, failed
 	}
-	plan, ok := pickCompaction(base, d.opts)
+	plan, ok := pick(base)
 	if !ok {
 		return false, nil
 	}

@@ -103,6 +103,8 @@ type DB struct {
 	wg         sync.WaitGroup
 	commitDone chan struct{}
 	lastGC     time.Time
+	// lastRewrite is when Rewrite last finished (open time before); mu.
+	lastRewrite time.Time
 }
 
 type pendingWrite struct {

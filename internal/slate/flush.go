@@ -33,8 +33,11 @@ func (d *DB) kickBG() {
 func (d *DB) bgLoop() {
 	defer d.wg.Done()
 	var tick <-chan time.Time
-	if d.opts.GCInterval > 0 {
-		t := time.NewTicker(min(d.opts.GCInterval, 10*time.Second))
+	if d.opts.GCInterval > 0 || d.opts.RewriteInterval > 0 {
+		t := time.NewTicker(10 * time.Second)
+		if d.opts.GCInterval > 0 {
+			t.Reset(min(d.opts.GCInterval, 10*time.Second))
+		}
 		defer t.Stop()
 		tick = t.C
 	}
@@ -71,6 +74,9 @@ func (d *DB) bgLoop() {
 		if err == nil && !d.opts.DisableAutoCompaction {
 			err = d.compactAll(d.ctx)
 		}
+		if err == nil && d.opts.RewriteInterval > 0 && d.opts.Now().Sub(d.rewrittenAt()) >= d.opts.RewriteInterval {
+			err = d.Rewrite(d.ctx)
+		}
 		if err == nil && d.opts.GCInterval > 0 && d.opts.Now().Sub(d.lastGC) >= d.opts.GCInterval {
 			_, err = d.GC(d.ctx)
 		}
@@ -91,6 +97,14 @@ func (d *DB) bgLoop() {
 		retry = time.After(backoff)
 		backoff = min(backoff*2, 2*time.Second)
 	}
+}
+
+// rewrittenAt is when the store was last rewritten (Rewrite); the open
+// time before the first.
+func (d *DB) rewrittenAt() time.Time {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lastRewrite
 }
 
 // checkFenced looks for a manifest newer than ours written by another

@@ -24,6 +24,7 @@ func newDB(store objstore.Store, opts Options, readOnly bool) *DB {
 	d.commitCond = sync.NewCond(&d.mu)
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.lastGC = opts.Now()
+	d.lastRewrite = d.lastGC
 	return d
 }
 

@@ -43,6 +43,12 @@ type Options struct {
 	// GCInterval is how often the writer garbage-collects; <0 disables the
 	// background GC (explicit GC calls still work). Default 1 minute.
 	GCInterval time.Duration
+	// RewriteInterval is how often the writer rewrites the whole store
+	// (DB.Rewrite), so that a deleted or overwritten value leaves every
+	// live object within RewriteInterval, and the store altogether GCGrace
+	// (plus a GC round) later. 0 disables the rewrite: compaction alone is
+	// driven by volume and bounds nothing in time.
+	RewriteInterval time.Duration
 	// GCGrace is the minimum age of an object before GC may delete it, and
 	// how long superseded manifests keep their objects alive (default 5 min).
 	GCGrace time.Duration
