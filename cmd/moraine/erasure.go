@@ -31,8 +31,20 @@ func erasureMain(ctx context.Context, args []string, now time.Time, stdout, stde
 	fs := newFlags("erasure --table T [flags]", stdout, stderr)
 	store := fs.storeFlag()
 	table := fs.String("table", "", "table as schema.table, a bare name unique across schemas, or a numeric table id")
-	objRet := fs.String("object-retention", "0", "how long the data bucket keeps old object versions (e.g. 30d, 720h, \"1 week\")")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	// The bound's configuration: durations (30d, 720h, "1 week"); empty is
+	// "not configured", which makes the bound unbounded.
+	retention := func(name, def, usage string) *string { return fs.String(name, def, usage) }
+	flags := map[string]*string{
+		"compaction-interval":    retention("compaction-interval", "", "how often rewrite_data_files / flush_inlined_data run on the table"),
+		"maintenance-interval":   retention("maintenance-interval", "", "how often expire_snapshots and cleanup_old_files run"),
+		"snapshot-retention":     retention("snapshot-retention", "", "how old a snapshot gets before expiry (the catalog's expire_older_than wins)"),
+		"cleanup-delay":          retention("cleanup-delay", "", "how long a scheduled file waits for cleanup (the catalog's delete_older_than wins)"),
+		"object-retention":       retention("object-retention", "0", "how long the data bucket keeps old object versions"),
+		"store-rewrite-interval": retention("store-rewrite-interval", "24h", "the server's store-rewrite-interval (0: off, unbounded)"),
+		"store-object-retention": retention("store-object-retention", "0", "how long the store's bucket keeps old object versions"),
+		"backup-retention":       retention("backup-retention", "", "how long backups of the store are kept (0: none are taken)"),
+	}
 	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
@@ -41,12 +53,29 @@ func erasureMain(ctx context.Context, args []string, now time.Time, stdout, stde
 		fs.Usage()
 		return 2
 	}
-	ret, err := verify.ParseRetention(*objRet)
-	if err != nil {
-		fmt.Fprintln(stderr, "moraine erasure: --object-retention:", err)
-		return 2
+	parsed := map[string]verify.Retention{}
+	for name, v := range flags {
+		if *v == "" {
+			continue
+		}
+		d, err := verify.ParseRetention(*v)
+		if err != nil {
+			fmt.Fprintf(stderr, "moraine erasure: --%s: %v\n", name, err)
+			return 2
+		}
+		parsed[name] = verify.Set(d)
 	}
-	reps, err := erasureReports(ctx, *store, *table, now, ret)
+	if r := parsed["store-rewrite-interval"]; r.Set && r.D == 0 {
+		parsed["store-rewrite-interval"] = verify.Retention{} // never rewritten: unbounded
+	}
+	cfg := verify.BoundConfig{
+		CompactionInterval: parsed["compaction-interval"], MaintenanceInterval: parsed["maintenance-interval"],
+		SnapshotRetention: parsed["snapshot-retention"], CleanupDelay: parsed["cleanup-delay"],
+		ObjectRetention: parsed["object-retention"], StoreRewriteInterval: parsed["store-rewrite-interval"],
+		StoreGC: slate.DefaultGCGrace + slate.DefaultGCInterval, StoreObjectRetention: parsed["store-object-retention"],
+		BackupRetention: parsed["backup-retention"],
+	}
+	reps, st, err := erasureReports(ctx, *store, *table, now, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "moraine erasure:", err)
 		return 2
@@ -54,7 +83,7 @@ func erasureMain(ctx context.Context, args []string, now time.Time, stdout, stde
 	if *asJSON {
 		out := make([]erasureJSON, len(reps))
 		for i, r := range reps {
-			out[i] = toErasureJSON(r)
+			out[i] = toErasureJSON(r, st)
 		}
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -68,19 +97,47 @@ func erasureMain(ctx context.Context, args []string, now time.Time, stdout, stde
 		if i > 0 {
 			fmt.Fprintln(stdout)
 		}
-		writeErasure(stdout, r)
+		writeErasure(stdout, r, st, now)
 	}
 	return 0
 }
 
-func erasureReports(ctx context.Context, url, table string, now time.Time, objRet time.Duration) ([]*verify.ErasureReport, error) {
+// storeFigures is what the store itself holds now: its oldest object
+// (which may hold any value deleted since) and its checkpoints.
+type storeFigures struct {
+	OldestObject time.Time
+	Checkpoints  []*slate.Checkpoint
+}
+
+func erasureReports(ctx context.Context, url, table string, now time.Time, cfg verify.BoundConfig) ([]*verify.ErasureReport, storeFigures, error) {
+	var st storeFigures
+	s, err := server.OpenStore(ctx, url)
+	if err != nil {
+		return nil, st, err
+	}
+	defer s.Close()
 	var cats map[uint32]*commit.StoredCatalog
-	err := server.ReadSnapshotURL(ctx, url, func(snap *slate.Snapshot, _ slate.Stats) (err error) {
+	err = server.ReadSnapshot(ctx, s, func(snap *slate.Snapshot, _ slate.Stats) (err error) {
 		cats, err = commit.ReadStore(ctx, snap)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, st, err
+	}
+	if st.Checkpoints, err = slate.ListCheckpoints(ctx, s); err != nil {
+		return nil, st, err
+	}
+	objs, err := s.List(ctx, "")
+	if err != nil {
+		return nil, st, err
+	}
+	for _, o := range objs {
+		if slate.IsCheckpointObject(o.Key) {
+			continue
+		}
+		if st.OldestObject.IsZero() || o.ModTime.Before(st.OldestObject) {
+			st.OldestObject = o.ModTime
+		}
 	}
 	var out []*verify.ErasureReport
 	var misses []string
@@ -91,25 +148,25 @@ func erasureReports(ctx context.Context, url, table string, now time.Time, objRe
 		}
 		es, err := verify.ErasureFromStored(c)
 		if err != nil {
-			return nil, err
+			return nil, st, err
 		}
-		rep, err := verify.Erasure(es, table, now, objRet)
+		rep, err := verify.Erasure(es, table, now, cfg)
 		if errors.Is(err, verify.ErrUnknownTable) {
 			misses = append(misses, es.Name+": "+err.Error())
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, st, err
 		}
 		out = append(out, rep)
 	}
 	if len(out) == 0 {
 		if len(misses) == 0 {
-			return nil, fmt.Errorf("%w: %s: the store holds no DuckLake catalog", verify.ErrUnknownTable, table)
+			return nil, st, fmt.Errorf("%w: %s: the store holds no DuckLake catalog", verify.ErrUnknownTable, table)
 		}
-		return nil, errors.New(strings.Join(misses, "; "))
+		return nil, st, errors.New(strings.Join(misses, "; "))
 	}
-	return out, nil
+	return out, st, nil
 }
 
 func fmtTime(t time.Time) string {
@@ -119,8 +176,33 @@ func fmtTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-func writeErasure(w io.Writer, r *verify.ErasureReport) {
+func fmtRetention(r verify.Retention) string {
+	if !r.Set {
+		return "not configured"
+	}
+	return r.D.Round(time.Second).String()
+}
+
+func writeErasure(w io.Writer, r *verify.ErasureReport, st storeFigures, now time.Time) {
 	fmt.Fprintf(w, "%s: table %s (id %d)\n", r.Catalog, r.Table, r.TableID)
+	b := r.Bound
+	fmt.Fprintln(w, "upper bound from configuration:")
+	if len(b.Unbounded) > 0 {
+		fmt.Fprintf(w, "  unbounded: not configured: %s\n", strings.Join(b.Unbounded, ", "))
+	} else {
+		fmt.Fprintf(w, "  %s\n", b.Total.Round(time.Second))
+	}
+	paths := []struct {
+		name  string
+		terms []verify.BoundTerm
+	}{{"data files (the row's Parquet bytes)", b.DataFiles}, {"moraine's store (inlined rows, statistics)", b.Store}, {"backups", []verify.BoundTerm{b.Backups}}}
+	for _, p := range paths {
+		fmt.Fprintf(w, "  %s:\n", p.name)
+		for _, t := range p.terms {
+			fmt.Fprintf(w, "    %-24s %-16s %s\n", t.Name, fmtRetention(t.Value), t.Source)
+		}
+	}
+	fmt.Fprintln(w, "current figures:")
 	fmt.Fprintf(w, "retained snapshots referencing deleted rows: %d\n", len(r.Snapshots))
 	for _, s := range r.Snapshots {
 		fmt.Fprintf(w, "  snapshot %d at %s: data files %v", s.ID, fmtTime(s.Time), s.Files)
@@ -138,11 +220,20 @@ func writeErasure(w io.Writer, r *verify.ErasureReport) {
 		fmt.Fprintf(w, "  file %d %s scheduled %s (%s)\n", f.FileID, f.Path, fmtTime(f.ScheduleStart), owner)
 	}
 	win := r.Window
-	fmt.Fprintln(w, "recoverability window:")
-	fmt.Fprintf(w, "  compaction lag      %s\n", win.CompactionLag.Round(time.Second))
+	fmt.Fprintln(w, "recoverability window so far:")
+	fmt.Fprintf(w, "  compaction lag      %s (observed so far, not a bound)\n", win.CompactionLag.Round(time.Second))
 	fmt.Fprintf(w, "  snapshot retention  %s (%s)\n", win.SnapshotRetention.Round(time.Second), win.RetentionSource)
 	fmt.Fprintf(w, "  object retention    %s\n", win.ObjectRetention.Round(time.Second))
 	fmt.Fprintf(w, "  total               %s\n", win.Total.Round(time.Second))
+	fmt.Fprintln(w, "moraine's store:")
+	if !st.OldestObject.IsZero() {
+		fmt.Fprintf(w, "  oldest object written %s (%s ago): it may hold any catalog value deleted since\n", fmtTime(st.OldestObject), now.Sub(st.OldestObject).Round(time.Second))
+	}
+	fmt.Fprintf(w, "  checkpoints: %d (each holds the catalog as of its time until deleted)\n", len(st.Checkpoints))
+	for _, c := range st.Checkpoints {
+		fmt.Fprintf(w, "    %s created %s (%s ago), %d bytes\n", c.ID, fmtTime(c.Created), now.Sub(c.Created).Round(time.Second), c.Bytes)
+	}
+	fmt.Fprintln(w, "  backups: outside the store; each holds the catalog as of its checkpoint until deleted")
 }
 
 type erasureSnapJSON struct {
@@ -160,7 +251,24 @@ type erasureSchedJSON struct {
 }
 
 // erasureJSON is the --json shape: durations in seconds, times RFC 3339.
+type erasureTermJSON struct {
+	Name    string   `json:"name"`
+	Seconds *float64 `json:"seconds"` // null: not configured
+	Source  string   `json:"source"`
+}
+
 type erasureJSON struct {
+	Bound struct {
+		Seconds   *float64          `json:"seconds"` // null: unbounded
+		Unbounded []string          `json:"unbounded"`
+		DataFiles []erasureTermJSON `json:"data_files"`
+		Store     []erasureTermJSON `json:"store"`
+		Backups   erasureTermJSON   `json:"backups"`
+	} `json:"bound"`
+	Store struct {
+		OldestObject string   `json:"oldest_object"`
+		Checkpoints  []string `json:"checkpoints"`
+	} `json:"store"`
 	Catalog   string             `json:"catalog"`
 	Table     string             `json:"table"`
 	TableID   int64              `json:"table_id"`
@@ -175,8 +283,36 @@ type erasureJSON struct {
 	} `json:"window"`
 }
 
-func toErasureJSON(r *verify.ErasureReport) erasureJSON {
+func termJSON(t verify.BoundTerm) erasureTermJSON {
+	j := erasureTermJSON{Name: t.Name, Source: t.Source}
+	if t.Value.Set {
+		s := t.Value.D.Seconds()
+		j.Seconds = &s
+	}
+	return j
+}
+
+func toErasureJSON(r *verify.ErasureReport, st storeFigures) erasureJSON {
 	var j erasureJSON
+	if len(r.Bound.Unbounded) == 0 {
+		s := r.Bound.Total.Seconds()
+		j.Bound.Seconds = &s
+	}
+	j.Bound.Unbounded = append([]string{}, r.Bound.Unbounded...)
+	for _, t := range r.Bound.DataFiles {
+		j.Bound.DataFiles = append(j.Bound.DataFiles, termJSON(t))
+	}
+	for _, t := range r.Bound.Store {
+		j.Bound.Store = append(j.Bound.Store, termJSON(t))
+	}
+	j.Bound.Backups = termJSON(r.Bound.Backups)
+	if !st.OldestObject.IsZero() {
+		j.Store.OldestObject = fmtTime(st.OldestObject)
+	}
+	j.Store.Checkpoints = []string{}
+	for _, c := range st.Checkpoints {
+		j.Store.Checkpoints = append(j.Store.Checkpoints, c.ID)
+	}
 	j.Catalog, j.Table, j.TableID = r.Catalog, r.Table, r.TableID
 	j.Snapshots = make([]erasureSnapJSON, len(r.Snapshots))
 	for i, s := range r.Snapshots {

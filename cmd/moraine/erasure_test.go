@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -80,8 +81,22 @@ func TestErasureCommand(t *testing.T) {
 	// within a second of the test start, an hour before now.
 	if w.ObjectRetention != 7*24*3600 || w.CompactionLag < 3500 || w.CompactionLag > 3700 ||
 		w.SnapshotRetention < w.CompactionLag || w.SnapshotRetention > 3700 ||
-		w.Total != w.CompactionLag+w.SnapshotRetention+w.ObjectRetention {
+		math.Abs(w.Total-(w.CompactionLag+w.SnapshotRetention+w.ObjectRetention)) > 1e-3 {
 		t.Fatalf("window: %+v", w)
+	}
+
+	// The bound from configuration: with every term given, the longer of
+	// the two paths (data files: 7d+10d+1d+2d+1d+30d = 51d; the store:
+	// 7d+10d+1d+24h+6m); with one missing, unbounded, naming it.
+	code, out = run("--store", url, "--table", "main.t", "--compaction-interval", "7d", "--maintenance-interval", "1d",
+		"--snapshot-retention", "10d", "--cleanup-delay", "2d", "--object-retention", "30d", "--backup-retention", "0")
+	if code != 0 || !strings.Contains(out, "upper bound from configuration:\n  1224h0m0s\n") ||
+		!strings.Contains(out, "store rewrite            24h0m0s") {
+		t.Fatalf("configured bound: exit %d:\n%s", code, out)
+	}
+	code, out = run("--store", url, "--table", "main.t", "--compaction-interval", "7d")
+	if code != 0 || !strings.Contains(out, "unbounded: not configured: snapshot retention (--snapshot-retention), maintenance interval (--maintenance-interval), cleanup delay (--cleanup-delay), backup retention (--backup-retention)") {
+		t.Fatalf("unconfigured bound: exit %d:\n%s", code, out)
 	}
 
 	if code, out := run("--store", url, "--table", "main.nope"); code != 2 || !strings.Contains(out, "unknown table") {

@@ -404,5 +404,13 @@ func GCPlan(ctx context.Context, store objstore.Store, grace time.Duration, now 
 	return append(out, oldMans...), nil
 }
 
+// IsCheckpointObject reports whether key belongs to a checkpoint (its
+// descriptor or its copied objects) rather than to the live store.
+func IsCheckpointObject(key string) bool { return strings.HasPrefix(key, checkpointPrefix) }
+
+// DefaultGCInterval is how often the writer collects garbage when
+// Options.GCInterval is unset.
+const DefaultGCInterval = time.Minute
+
 // DefaultGCGrace is the grace GC uses when Options.GCGrace is unset.
 const DefaultGCGrace = 5 * time.Minute

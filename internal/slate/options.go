@@ -99,13 +99,13 @@ func (o Options) withDefaults() Options {
 		o.RunSizeRatio = 4
 	}
 	if o.GCInterval == 0 {
-		o.GCInterval = time.Minute
+		o.GCInterval = DefaultGCInterval
 	}
 	if o.FencePollInterval == 0 {
 		o.FencePollInterval = time.Second
 	}
 	if o.GCGrace <= 0 {
-		o.GCGrace = 5 * time.Minute
+		o.GCGrace = DefaultGCGrace
 	}
 	if o.BlockCacheBytes == 0 {
 		o.BlockCacheBytes = 64 << 20

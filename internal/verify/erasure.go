@@ -103,11 +103,14 @@ type ErasureReport struct {
 	Snapshots []SnapshotRef
 	Scheduled []ScheduledRef
 	Window    ErasureWindow
+	// Bound is the upper bound from configuration (bound.go); Window is
+	// what the current state shows so far.
+	Bound ErasureBound
 }
 
 // Erasure builds the report for table (a "schema.table", a bare table name
 // unique across schemas, or a numeric table id) as of now. It is pure.
-func Erasure(st *ErasureState, table string, now time.Time, objectRetention time.Duration) (*ErasureReport, error) {
+func Erasure(st *ErasureState, table string, now time.Time, cfg BoundConfig) (*ErasureReport, error) {
 	tn, err := resolveTable(st, table)
 	if err != nil {
 		return nil, err
@@ -168,7 +171,8 @@ func Erasure(st *ErasureState, table string, now time.Time, objectRetention time
 	}
 	sort.Slice(rep.Scheduled, func(i, j int) bool { return rep.Scheduled[i].FileID < rep.Scheduled[j].FileID })
 
-	rep.Window = window(st, tid, snaps, now, objectRetention)
+	rep.Window = window(st, tid, snaps, now, cfg.ObjectRetention.D)
+	rep.Bound = Bound(st.Options, cfg)
 	return rep, nil
 }
 

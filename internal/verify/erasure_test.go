@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 )
@@ -136,7 +137,7 @@ func TestErasure(t *testing.T) {
 			if tc.mut != nil {
 				tc.mut(s)
 			}
-			rep, err := Erasure(s, tc.table, now, tc.objRet)
+			rep, err := Erasure(s, tc.table, now, BoundConfig{ObjectRetention: Set(tc.objRet)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -186,7 +187,7 @@ func TestErasureTableLookup(t *testing.T) {
 		{"nope", 0, true},
 	}
 	for _, tc := range tests {
-		rep, err := Erasure(s, tc.name, hour(10), 0)
+		rep, err := Erasure(s, tc.name, hour(10), BoundConfig{})
 		if tc.wantErr {
 			if !errors.Is(err, ErrUnknownTable) {
 				t.Errorf("%s: err %v, want ErrUnknownTable", tc.name, err)
@@ -249,4 +250,61 @@ func FuzzParseRetention(f *testing.F) {
 			t.Fatalf("ParseRetention(%q) = %v", s, d)
 		}
 	})
+}
+
+// TestBound: each path sums its terms; catalog options win over flags; a
+// term nobody configured makes the bound unbounded and is named.
+func TestBound(t *testing.T) {
+	day := 24 * time.Hour
+	full := BoundConfig{
+		CompactionInterval: Set(7 * day), MaintenanceInterval: Set(day), SnapshotRetention: Set(10 * day),
+		CleanupDelay: Set(2 * day), ObjectRetention: Set(30 * day), StoreRewriteInterval: Set(day),
+		StoreGC: 6 * time.Minute, StoreObjectRetention: Set(0), BackupRetention: Set(90 * day),
+	}
+	tests := []struct {
+		name      string
+		opts      map[string]string
+		cfg       func(c *BoundConfig)
+		total     time.Duration
+		unbounded []string
+	}{
+		{name: "backups are the longest", cfg: func(*BoundConfig) {}, total: 90 * day},
+		{
+			name: "data files: compaction + retention + maintenance + cleanup + maintenance + objects",
+			cfg:  func(c *BoundConfig) { c.BackupRetention = Set(0) },
+			// 7 + 10 + 1 + 2 + 1 + 30
+			total: 51 * day,
+		},
+		{
+			name: "the store path when the data bucket keeps nothing",
+			cfg:  func(c *BoundConfig) { c.BackupRetention, c.ObjectRetention = Set(0), Set(0) },
+			// data: 7+10+1+2+1 = 21d; store: 7+10+1+1d+6m = 19d 6m
+			total: 21 * day,
+		},
+		{
+			name: "catalog options win",
+			opts: map[string]string{"expire_older_than": "1 day", "delete_older_than": "00:05:00"},
+			cfg:  func(c *BoundConfig) { c.BackupRetention, c.ObjectRetention = Set(0), Set(0) },
+			// data: 7+1+1+5m+1 = 10d 5m; store: 7+1+1+1+6m = 10d 6m
+			total: 10*day + 6*time.Minute,
+		},
+		{
+			name:      "unconfigured terms are named",
+			cfg:       func(c *BoundConfig) { c.CompactionInterval, c.BackupRetention = Retention{}, Retention{} },
+			unbounded: []string{"compaction interval (--compaction-interval)", "backup retention (--backup-retention)"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := full
+			tc.cfg(&cfg)
+			b := Bound(tc.opts, cfg)
+			if !slices.Equal(b.Unbounded, tc.unbounded) {
+				t.Fatalf("unbounded %q, want %q", b.Unbounded, tc.unbounded)
+			}
+			if len(tc.unbounded) == 0 && b.Total != tc.total {
+				t.Fatalf("total %v, want %v", b.Total, tc.total)
+			}
+		})
+	}
 }
