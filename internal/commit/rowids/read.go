@@ -179,7 +179,9 @@ func openParquet(ctx context.Context, op Opener, path string, key []byte, keep f
 func keepRowID(el format.SchemaElement) bool { return el.FieldID == RowIDFieldID }
 
 // keepDeleteColumns selects a positional delete file's columns.
-func keepDeleteColumns(el format.SchemaElement) bool { return el.Name == "file_path" || el.Name == "pos" }
+func keepDeleteColumns(el format.SchemaElement) bool {
+	return el.Name == "file_path" || el.Name == "pos"
+}
 
 // readFileIDs returns f's row ids. withPositions asks for the ids in file
 // order as well (a rewrite maps delete-file positions through them).
