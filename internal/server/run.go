@@ -108,6 +108,17 @@ func backoff(attempt int) time.Duration {
 	return 100 * time.Millisecond << min(attempt, 6)
 }
 
+// attemptAfterServing is the reopen attempt count after a writer served
+// for served and then failed a write: a writer that was healthy for
+// healthyPeriod starts the back-off over, one that failed sooner goes on
+// where it was (a store that fails every few seconds must not be hammered).
+func attemptAfterServing(attempt int, served time.Duration) int {
+	if served >= healthyPeriod {
+		return 0
+	}
+	return attempt
+}
+
 // errStoreFailed wraps the cause of a failed store write.
 type errStoreFailed struct{ cause error }
 
@@ -140,9 +151,7 @@ func (s *Server) serve(ctx context.Context, wire *pgwire.Server, g *gate) error 
 		if !errors.As(res, &failed) {
 			return res
 		}
-		if time.Since(opened) >= healthyPeriod {
-			attempt = 0
-		}
+		attempt = attemptAfterServing(attempt, time.Since(opened))
 		err = failed.cause
 	}
 }
