@@ -563,15 +563,21 @@ func TestPrimeRestoresChildren(t *testing.T) {
 	h := newHarness(t, Options{})
 	h.initLake()
 	h.addFile(2, 0, 0, 10)
-	cats, err := ReadStore(h.ctx, h.kv)
+	// A fresh pipeline primed as a restart primes it — from the catalog
+	// loaded from the store — re-encodes the file with its partition value
+	// when the file is ended, and counts on from the stored head.
+	it := h.kv.ScanPrefix(h.ctx, nil)
+	loaded, err := catalog.Load(h.ctx, it, catalog.Options{})
+	it.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A fresh pipeline primed from the store re-encodes the file with its
-	// partition value when the file is ended.
 	p2 := New(h.kv, Options{})
-	if err := p2.Prime(cats); err != nil {
+	if err := p2.PrimeLoaded(h.ctx, loaded, h.kv); err != nil {
 		t.Fatal(err)
+	}
+	if len(p2.heads) != 1 {
+		t.Fatalf("primed %d heads, want the lake's 1", len(p2.heads))
 	}
 	h.pipe.children, h.pipe.heads = p2.children, p2.heads
 	h.mustCommit(func(tx *catalog.Txn) {
@@ -579,7 +585,7 @@ func TestPrimeRestoresChildren(t *testing.T) {
 		h.insert(tx, "ducklake_snapshot_changes", "3", "deleted_from_table:1", "NULL", "NULL", "NULL")
 		h.set(tx, "ducklake_data_file", "data_file_id", "0", "end_snapshot", "3")
 	})
-	cats, _ = ReadStore(h.ctx, h.kv)
+	cats, _ := ReadStore(h.ctx, h.kv)
 	for _, c := range cats {
 		if n := len(c.Rows["ducklake_file_partition_value"]); n != 1 {
 			t.Fatalf("%d partition values after re-encoding, want 1", n)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
 	"github.com/moraine-db/moraine/internal/slate"
@@ -164,19 +165,35 @@ func scanOne(ctx context.Context, s Scanner, key []byte) ([]byte, error) {
 	return out, nil
 }
 
-// Prime loads the pipeline's indexes (heads, embedded children) from the
-// catalogs read at open, so that the first commit after a restart encodes
-// entities with the children they already have.
-func (p *Pipeline) Prime(cats map[uint32]*StoredCatalog) error {
+// PrimeLoaded loads the pipeline's indexes from the catalog the server
+// loaded at open (catalog.Load) and the store s it was loaded from: each
+// catalog's head is one point read, the embedded children come from the
+// resident tables, so that opening reads the store once, not twice.
+func (p *Pipeline) PrimeLoaded(ctx context.Context, srv *catalog.Server, s Scanner) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for id, c := range cats {
-		if c.HasHead {
-			p.heads[id] = headState{head: c.Head}
+	for id, ref := range srv.Catalogs() {
+		v, err := scanOne(ctx, s, keyspace.HeadKey(id))
+		if err != nil {
+			return fmt.Errorf("prime: catalog %d head: %w", id, err)
 		}
-		for name, rows := range c.Rows {
-			def := c.Defs[name]
-			codec, err := p.codecs.get(id, def)
+		if v != nil {
+			h, err := keyspace.DecodeHead(v)
+			if err != nil {
+				return fmt.Errorf("prime: catalog %d head: %w", id, err)
+			}
+			p.heads[id] = headState{head: h}
+		}
+		db, ok := srv.Lookup(ref.Database)
+		if !ok {
+			continue
+		}
+		sc, ok := db.Current().Schema(ref.Schema)
+		if !ok {
+			continue
+		}
+		for _, t := range sc.Tables() {
+			codec, err := p.codecs.get(id, t.Def())
 			if err != nil {
 				return err
 			}
@@ -184,14 +201,21 @@ func (p *Pipeline) Prime(cats map[uint32]*StoredCatalog) error {
 			if !spec.Embedded() {
 				continue
 			}
-			for _, r := range rows {
+			var ferr error
+			t.Scan(func(_ catalog.CTID, r datum.Row) bool {
 				link, err := linkValues(r, codec.Types(), spec.ParentLink, 0)
 				if err != nil {
-					return fmt.Errorf("prime: %s: %w", name, err)
+					ferr = fmt.Errorf("prime: %s: %w", t.Name(), err)
+					return false
 				}
 				p.children.add(identity(id, spec.Parent, link), r)
+				return true
+			})
+			if ferr != nil {
+				return ferr
 			}
 		}
 	}
 	return nil
 }
+

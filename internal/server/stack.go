@@ -178,11 +178,7 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 		return fmt.Errorf("load catalog: %w", err)
 	}
 	if st.Pipe != nil {
-		stored, err := commit.ReadStore(ctx, snap)
-		if err != nil {
-			return fmt.Errorf("load catalog: %w", err)
-		}
-		if err := st.Pipe.Prime(stored); err != nil {
+		if err := st.Pipe.PrimeLoaded(ctx, cat, snap); err != nil {
 			return fmt.Errorf("load catalog: %w", err)
 		}
 	}
