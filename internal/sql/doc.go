@@ -1,9 +1,30 @@
-// Package sql is moraine's statement vocabulary: it parses what DuckLake and
-// DuckDB's postgres extension send with the real PostgreSQL grammar
-// (pg_query), classifies each statement as one of a fixed set of shapes, and
-// runs it over the resident catalog.
+// Package sql is moraine's statement vocabulary: what DuckLake and DuckDB's
+// postgres extension send, parsed with PostgreSQL's own grammar (pg_query)
+// and run over the resident catalog, answering as PostgreSQL 15 answers.
+//
+// A Session is one connection's state (session.go): its settings, its
+// transaction (a memcat.Txn) and whether it is in a block, failed or
+// read-only. Every statement goes parse (parse.go, with a cache of parse
+// trees keyed by text) → run (session.go) → one of:
+//
+//	transaction control   session.go: BEGIN, COMMIT, ROLLBACK, SAVEPOINT
+//	queries               select.go (targets, names), from.go (FROM, joins,
+//	                      pushed-down filters), aggregate.go, order.go
+//	                      (ORDER BY, LIMIT), setop.go (UNION, VALUES, WITH),
+//	                      eval.go and expr.go (expressions), like.go
+//	writes                statement.go (INSERT, UPDATE, DELETE), copyplan.go
+//	                      and copycache.go (COPY, the binary catalog reads)
+//	DDL                   ddl.go (tables, schemas, SET/SHOW), database.go
+//	                      (CREATE/DROP DATABASE)
+//	PostgreSQL's catalogs pgcatalog.go, sysdata.go (a dump of a fresh
+//	                      PostgreSQL 15 cluster's pg_catalog), sysattr.go,
+//	                      activity.go (pg_stat_activity, sizes)
+//
+// Limits on what one statement may hold (memory, nesting depth, time) are in
+// limits.go and work.go; read-only serving (replicas, a store that refuses
+// writes) in readonly.go. Errors reach the wire as *pgwire.Error with
+// PostgreSQL's SQLSTATE (internal/pgcode) and wording (errors.go).
+//
+// Anything outside the vocabulary is refused with 0A000 naming the
+// construct, never guessed at.
 package sql
-
-import pgquery "github.com/pganalyze/pg_query_go/v6"
-
-var _ = pgquery.Fingerprint

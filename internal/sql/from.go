@@ -1,0 +1,426 @@
+package sql
+
+import (
+	"slices"
+	"strconv"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/pgcode"
+	pg "github.com/pganalyze/pg_query_go/v6"
+)
+
+// fromItem evaluates one FROM clause item.
+func (x *exec) fromItem(n *pg.Node) (*rel, error) { return x.fromItemFiltered(n, nil) }
+
+// fromItemFiltered evaluates a FROM item, applying to each scanned table
+// the WHERE conjuncts (filters) that only name its columns: the WHERE
+// clause still runs afterwards, so this only makes joins smaller. Filters
+// never reach the nullable side of a LEFT JOIN.
+func (x *exec) fromItemFiltered(n *pg.Node, filters []*pg.Node) (*rel, error) {
+	switch {
+	case n.GetRangeVar() != nil:
+		if len(filters) > 0 {
+			if r, ok, err := x.scanLakeFiltered(n.GetRangeVar(), filters); ok || err != nil {
+				return r, err
+			}
+		}
+		r, err := x.scan(n.GetRangeVar())
+		if err != nil || len(filters) == 0 {
+			return r, err
+		}
+		return x.prefilter(r, filters)
+	case n.GetJoinExpr() != nil:
+		j := n.GetJoinExpr()
+		if j.IsNatural || len(j.UsingClause) > 0 {
+			return nil, unsupported("NATURAL and USING joins")
+		}
+		l, err := x.fromItemFiltered(j.Larg, filters)
+		if err != nil {
+			return nil, err
+		}
+		rf := filters
+		if j.Jointype != pg.JoinType_JOIN_INNER {
+			rf = nil
+		}
+		r, err := x.fromItemFiltered(j.Rarg, rf)
+		if err != nil {
+			return nil, err
+		}
+		return x.join(l, r, j.Quals, j.Jointype)
+	case n.GetRangeSubselect() != nil:
+		rs := n.GetRangeSubselect()
+		if rs.Lateral {
+			return nil, unsupported("LATERAL")
+		}
+		sel := rs.Subquery.GetSelectStmt()
+		r, err := x.runSelect(sel, nil)
+		if err != nil {
+			return nil, err
+		}
+		cols := slices.Clone(r.cols)
+		qual := ""
+		if rs.Alias != nil {
+			qual = rs.Alias.Aliasname
+			for i, cn := range names(rs.Alias.Colnames) {
+				if i < len(cols) {
+					cols[i].name = cn
+				}
+			}
+		}
+		for i := range cols {
+			cols[i].qual = qual
+		}
+		return &rel{cols: cols, rows: r.rows}, nil
+	}
+	if rf := n.GetRangeFunction(); rf != nil {
+		return x.rangeFunction(rf)
+	}
+	return nil, unsupported("FROM item %s", nodeKind(n))
+}
+
+// rangeFunction is unnest(array) in FROM (psql's \d+ reads reloptions so).
+func (x *exec) rangeFunction(rf *pg.RangeFunction) (*rel, error) {
+	if rf.Lateral || rf.Ordinality || rf.IsRowsfrom || len(rf.Functions) != 1 {
+		return nil, unsupported("FROM function with LATERAL, ORDINALITY or ROWS FROM")
+	}
+	items := rf.Functions[0].GetList().GetItems()
+	if len(items) == 0 || items[0].GetFuncCall() == nil {
+		return nil, unsupported("FROM function")
+	}
+	fc := items[0].GetFuncCall()
+	if name := opName(fc.Funcname); name != "unnest" || len(fc.Args) != 1 {
+		return nil, unsupported("FROM function %s", name)
+	}
+	arg, err := x.eval(fc.Args[0], &env{outer: x.outer})
+	if err != nil {
+		return nil, err
+	}
+	if arg.t.Kind() != datum.KindArray {
+		return nil, errf(pgcode.UndefinedFunction, "function unnest(%s) does not exist", outType(arg.t))
+	}
+	qual, col := "unnest", "unnest"
+	if rf.Alias != nil {
+		qual, col = rf.Alias.Aliasname, rf.Alias.Aliasname
+		if cn := names(rf.Alias.Colnames); len(cn) > 0 {
+			col = cn[0]
+		}
+	}
+	out := &rel{cols: []colInfo{{qual: qual, name: col, typ: arg.t.Elem()}}}
+	if arg.v.IsNull() {
+		return out, nil
+	}
+	elems, err := datum.ArrayElems(arg.t, arg.v)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range elems {
+		out.rows = append(out.rows, []datum.Value{v})
+	}
+	return out, nil
+}
+
+// join combines two relations. An equality between a column of each side
+// in the join condition is answered through a hash table; the full
+// condition is then checked on each candidate pair.
+func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
+	switch jt {
+	case pg.JoinType_JOIN_INNER, pg.JoinType_JOIN_LEFT:
+	default:
+		return nil, unsupported("join type %s", jt)
+	}
+	cols := append(slices.Clone(l.cols), r.cols...)
+	out := &rel{cols: cols}
+	li, ri := -1, -1
+	if quals != nil {
+		li, ri = equiJoinCols(quals, l.cols, r.cols)
+	}
+	var hash map[string][]int
+	if li >= 0 {
+		hash = make(map[string][]int, len(r.rows))
+		for i, row := range r.rows {
+			if row[ri].IsNull() {
+				continue
+			}
+			k := joinKey(row[ri])
+			hash[k] = append(hash[k], i)
+		}
+	}
+	e := &env{cols: cols, row: make([]datum.Value, len(cols))}
+	nulls := make([]datum.Value, len(r.cols))
+	for _, lrow := range l.rows {
+		matched := false
+		try := func(rrow []datum.Value) error {
+			if err := x.step(); err != nil {
+				return err
+			}
+			copy(e.row, lrow)
+			copy(e.row[len(lrow):], rrow)
+			if quals != nil {
+				if ok, err := x.condition("JOIN/ON", quals, e); err != nil || !ok {
+					return err
+				}
+			}
+			matched = true
+			if err := x.hold(e.row); err != nil {
+				return err
+			}
+			out.rows = append(out.rows, slices.Clone(e.row))
+			return nil
+		}
+		if hash != nil {
+			if !lrow[li].IsNull() {
+				for _, i := range hash[joinKey(lrow[li])] {
+					if err := try(r.rows[i]); err != nil {
+						return nil, err
+					}
+				}
+			}
+		} else {
+			for _, rrow := range r.rows {
+				if err := try(rrow); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if !matched && jt == pg.JoinType_JOIN_LEFT {
+			row := append(slices.Clone(lrow), nulls...)
+			if err := x.hold(row); err != nil {
+				return nil, err
+			}
+			out.rows = append(out.rows, row)
+		}
+	}
+	return out, nil
+}
+
+// joinKey is a hash key under which equal values of joinable kinds meet.
+func joinKey(v datum.Value) string {
+	switch v.K {
+	case datum.KindInt:
+		return "i" + strconv.FormatInt(v.I, 10)
+	case datum.KindText:
+		return "t" + v.S
+	}
+	return strconv.Itoa(int(v.K)) + ":" + strconv.FormatInt(v.I, 10) + ":" + v.S
+}
+
+// equiJoinCols finds a conjunct "a = b" with a a column of l and b of r
+// (or the reverse) whose kinds hash alike.
+func equiJoinCols(q *pg.Node, l, r []colInfo) (int, int) {
+	var conj []*pg.Node
+	if b := q.GetBoolExpr(); b != nil && b.Boolop == pg.BoolExprType_AND_EXPR {
+		conj = b.Args
+	} else {
+		conj = []*pg.Node{q}
+	}
+	for _, c := range conj {
+		a := c.GetAExpr()
+		if a == nil || a.Kind != pg.A_Expr_Kind_AEXPR_OP || opName(a.Name) != "=" {
+			continue
+		}
+		lc, rc := a.Lexpr.GetColumnRef(), a.Rexpr.GetColumnRef()
+		if lc == nil || rc == nil {
+			continue
+		}
+		le, re := &env{cols: l}, &env{cols: r}
+		if i, err := le.resolve(names(lc.Fields)); err == nil {
+			if j, err := re.resolve(names(rc.Fields)); err == nil && hashable(l[i].typ, r[j].typ) {
+				return i, j
+			}
+		}
+		if i, err := le.resolve(names(rc.Fields)); err == nil {
+			if j, err := re.resolve(names(lc.Fields)); err == nil && hashable(l[i].typ, r[j].typ) {
+				return i, j
+			}
+		}
+	}
+	return -1, -1
+}
+
+func hashable(a, b datum.Type) bool {
+	ka, kb := a.Kind(), b.Kind()
+	return ka == kb && (ka == datum.KindInt || ka == datum.KindText)
+}
+
+// pushable splits a WHERE clause into the conjuncts that are simple enough
+// to evaluate early (column references, constants, operators; no
+// subqueries or functions with side conditions).
+func pushable(where *pg.Node) []*pg.Node {
+	if where == nil {
+		return nil
+	}
+	conj := []*pg.Node{where}
+	if b := where.GetBoolExpr(); b != nil && b.Boolop == pg.BoolExprType_AND_EXPR {
+		conj = b.Args
+	}
+	var out []*pg.Node
+	for _, c := range conj {
+		if simpleExpr(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func simpleExpr(n *pg.Node) bool {
+	if n == nil {
+		return true
+	}
+	switch {
+	case n.GetColumnRef() != nil:
+		f := n.GetColumnRef().Fields
+		return len(f) > 0 && f[len(f)-1].GetAStar() == nil
+	case n.GetAConst() != nil:
+		return true
+	case n.GetAExpr() != nil:
+		return simpleExpr(n.GetAExpr().Lexpr) && simpleExpr(n.GetAExpr().Rexpr)
+	case n.GetList() != nil:
+		for _, it := range n.GetList().Items {
+			if !simpleExpr(it) {
+				return false
+			}
+		}
+		return true
+	case n.GetBoolExpr() != nil:
+		for _, a := range n.GetBoolExpr().Args {
+			if !simpleExpr(a) {
+				return false
+			}
+		}
+		return true
+	case n.GetNullTest() != nil:
+		return simpleExpr(n.GetNullTest().Arg)
+	case n.GetTypeCast() != nil:
+		return simpleExpr(n.GetTypeCast().Arg)
+	case n.GetCollateClause() != nil:
+		return simpleExpr(n.GetCollateClause().Arg)
+	}
+	return false
+}
+
+// refsResolve reports whether every column reference of n names a column
+// of cols.
+func refsResolve(n *pg.Node, e *env) bool {
+	if n == nil {
+		return true
+	}
+	switch {
+	case n.GetColumnRef() != nil:
+		_, err := e.resolve(names(n.GetColumnRef().Fields))
+		return err == nil
+	case n.GetAExpr() != nil:
+		return refsResolve(n.GetAExpr().Lexpr, e) && refsResolve(n.GetAExpr().Rexpr, e)
+	case n.GetList() != nil:
+		for _, it := range n.GetList().Items {
+			if !refsResolve(it, e) {
+				return false
+			}
+		}
+	case n.GetBoolExpr() != nil:
+		for _, a := range n.GetBoolExpr().Args {
+			if !refsResolve(a, e) {
+				return false
+			}
+		}
+	case n.GetNullTest() != nil:
+		return refsResolve(n.GetNullTest().Arg, e)
+	case n.GetTypeCast() != nil:
+		return refsResolve(n.GetTypeCast().Arg, e)
+	case n.GetCollateClause() != nil:
+		return refsResolve(n.GetCollateClause().Arg, e)
+	}
+	return true
+}
+
+// scanLakeFiltered scans a lake or temp table applying the filters that
+// name only its columns while rows stream out of the catalog. ok is false
+// when rv is not such a table (a CTE, a system relation).
+func (x *exec) scanLakeFiltered(rv *pg.RangeVar, filters []*pg.Node) (*rel, bool, error) {
+	t, qual, ok, err := x.storedTable(rv)
+	if !ok || err != nil {
+		return nil, ok, err
+	}
+	e := &env{cols: tableCols(t, qual)}
+	var mine []*pg.Node
+	for _, f := range filters {
+		if refsResolve(f, e) && hasColumnRef(f) {
+			mine = append(mine, f)
+		}
+	}
+	if len(mine) == 0 {
+		r, err := tableRelFiltered(t, qual, nil, nil)
+		return r, true, err
+	}
+	r, err := tableRelFiltered(t, qual, x.intFilters(e.cols, mine...), func(row []datum.Value) bool {
+		e.row = row
+		for _, f := range mine {
+			ok, err := x.condition("WHERE", f, e)
+			if err != nil {
+				return true // the WHERE clause decides, and reports
+			}
+			if !ok {
+				return false
+			}
+		}
+		return true
+	})
+	return r, true, err
+}
+
+func (x *exec) prefilter(r *rel, filters []*pg.Node) (*rel, error) {
+	e := &env{cols: r.cols}
+	var mine []*pg.Node
+	for _, f := range filters {
+		if refsResolve(f, e) && hasColumnRef(f) {
+			mine = append(mine, f)
+		}
+	}
+	if len(mine) == 0 {
+		return r, nil
+	}
+	out := &rel{cols: r.cols}
+	for _, row := range r.rows {
+		e.row = row
+		keep := true
+		for _, f := range mine {
+			ok, err := x.condition("WHERE", f, e)
+			if err != nil {
+				// Leave the decision (and the error) to the WHERE clause.
+				break
+			}
+			if !ok {
+				keep = false
+				break
+			}
+		}
+		if keep {
+			out.rows = append(out.rows, row)
+		}
+	}
+	return out, nil
+}
+
+func hasColumnRef(n *pg.Node) bool {
+	if n == nil {
+		return false
+	}
+	switch {
+	case n.GetColumnRef() != nil:
+		return true
+	case n.GetAExpr() != nil:
+		return hasColumnRef(n.GetAExpr().Lexpr) || hasColumnRef(n.GetAExpr().Rexpr)
+	case n.GetBoolExpr() != nil:
+		for _, a := range n.GetBoolExpr().Args {
+			if hasColumnRef(a) {
+				return true
+			}
+		}
+	case n.GetNullTest() != nil:
+		return hasColumnRef(n.GetNullTest().Arg)
+	case n.GetTypeCast() != nil:
+		return hasColumnRef(n.GetTypeCast().Arg)
+	case n.GetCollateClause() != nil:
+		return hasColumnRef(n.GetCollateClause().Arg)
+	}
+	return false
+}
