@@ -1,6 +1,6 @@
 // Package pgwire serves PostgreSQL's frontend/backend protocol (version 3)
 // over TCP and Unix sockets: startup and TLS negotiation, authentication
-// (trust for listed networks, SCRAM-SHA-256, cleartext over TLS), the simple
+// (trust, a cleartext password, md5, SCRAM-SHA-256), the simple
 // and extended query protocols, COPY in both directions, cancel requests,
 // ParameterStatus and notices. It knows nothing of SQL: every statement goes
 // to an Executor (executor.go), which opens one Session per connection.
