@@ -38,13 +38,16 @@ import (
 	"time"
 )
 
-// Committer makes a commit durable. The catalog calls Persist with the
-// database's commit lock held, so commits reach it one at a time in the
-// order they are published; only if it returns nil does Next become the
-// database's current version. A Committer must not call back into the
-// same Database's commit path.
+// Committer makes commits durable, pipelined: the catalog calls Submit with
+// the database's commit lock held, so commits reach it one at a time in the
+// order they are published. Submit fixes the commit's place in the durable
+// order and returns; wait reports when it is durable. Every commit
+// submitted after a failed one fails too. The database publishes the commit
+// to writers (Current) when Submit returns nil and to readers (Durable) when
+// wait returns nil. A Committer must not call back into the same Database's
+// commit path. commit.Pipeline is the one moraine serves with.
 type Committer interface {
-	Persist(ctx context.Context, c *Commit) error
+	Submit(ctx context.Context, c *Commit) (wait func(context.Context) error, err error)
 }
 
 // Commit is one commit offered to a Committer.
@@ -180,7 +183,7 @@ func (s *Server) Catalogs() map[uint32]CatalogRef {
 // Database is one PostgreSQL database: a sequence of versions.
 //
 // Two versions are published. cur is the newest commit, which later
-// commits build on; with a Pipeliner it may not be durable yet. durable is
+// commits build on; its commit may not be durable yet. durable is
 // the newest durable commit, an ancestor of cur (or cur). INVARIANT:
 // nothing is acknowledged that depends on a version newer than durable:
 // a commit built on cur is durable only after the commits before it (the
@@ -217,7 +220,7 @@ func newDatabase(name string, srv *Server, v *Version) *Database {
 // Name is the PostgreSQL database name.
 func (db *Database) Name() string { return db.name }
 
-// Current returns the newest version in O(1): with a Pipeliner, possibly
+// Current returns the newest version in O(1): possibly
 // one whose commit is not durable yet. Writers build on it.
 func (db *Database) Current() *Version { return db.cur.Load() }
 
@@ -323,16 +326,6 @@ func (db *Database) Publish(base, next *Version) error {
 	return nil
 }
 
-// Pipeliner is a Committer that can pipeline commits: Submit fixes the
-// commit's place in the durable order and returns; wait reports when it is
-// durable. Every commit submitted after a failed one fails too. The
-// database publishes the commit to writers (Current) when Submit returns
-// and to readers (Durable) when wait returns nil.
-type Pipeliner interface {
-	Committer
-	Submit(ctx context.Context, c *Commit) (wait func(context.Context) error, err error)
-}
-
 // commit persists and publishes t. published, if set, runs once t is
 // visible to later writers and before Commit returns (for the SQL layer's
 // bookkeeping of commits under way).
@@ -376,15 +369,9 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		}
 	}
 	c := &Commit{DB: db, Base: cur, Next: next, Ops: t.ops, Pinned: t.base, Followed: t.followed}
-	pl, pipelined := db.srv.opts.Committer.(Pipeliner)
-	if !pipelined {
-		if cm := db.srv.opts.Committer; cm != nil {
-			if err := cm.Persist(ctx, c); err != nil {
-				db.commitMu.Unlock()
-				settleSealed(false)
-				return fmt.Errorf("commit: %w", err)
-			}
-		}
+	cm := db.srv.opts.Committer
+	if cm == nil {
+		// In memory only: the commit is durable as it is published.
 		if dropsDatabase(t.ops) {
 			db.dropped.Store(true)
 		}
@@ -397,7 +384,7 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		}
 		return nil
 	}
-	wait, err := pl.Submit(ctx, c)
+	wait, err := cm.Submit(ctx, c)
 	if err != nil {
 		db.commitMu.Unlock()
 		settleSealed(false)

@@ -319,7 +319,7 @@ func (t *Txn) Commit(ctx context.Context) error { return t.CommitThen(ctx, nil) 
 
 // CommitThen is Commit, calling published (if set and the transaction
 // wrote) as soon as the commit is visible to later writers, which with a
-// Pipeliner is before it is durable and before CommitThen returns.
+// Committer is before it is durable and before CommitThen returns.
 func (t *Txn) CommitThen(ctx context.Context, published func()) error {
 	if t.done {
 		return ErrTxnDone

@@ -3,8 +3,10 @@
 // operations into keyspace operations by kind, validates them the way the
 // seeds require (shapes, the head advancing by exactly one, DuckLake's
 // conflict matrix, RFC 0008's compaction rules and row-id hold), writes the
-// batch and waits for it to be durable. It implements catalog.Committer: the
-// catalog publishes the next version only after Persist returns nil.
+// batch, submitted in order (pipelined: a commit is queued behind ones not
+// yet durable). It implements catalog.Committer: the catalog publishes the
+// next version to writers once Submit returns nil, and acknowledges it once
+// Submit's wait does.
 //
 // Failure discipline: if a store write fails, that commit and every commit
 // after it fail with ErrStoreFailed, because the store's state is unknown
@@ -26,9 +28,13 @@ import (
 	"github.com/moraine-db/moraine/internal/slate"
 )
 
-// Store is the part of slate the pipeline writes through.
+// Store is what the pipeline needs of the key-value store (slate.DB): to
+// queue a batch without waiting for it (its place in the durable order is
+// fixed when Submit returns), and to look a key up (an identity a commit
+// must not store twice).
 type Store interface {
-	Write(ctx context.Context, b *slate.Batch) (uint64, error)
+	Submit(ctx context.Context, b *slate.Batch) (*slate.Pending, error)
+	Get(ctx context.Context, key []byte) ([]byte, error)
 }
 
 // Options configure a Pipeline.
@@ -54,7 +60,7 @@ type Options struct {
 // the same throughput; 3 ms splits the latency.
 const DefaultCoalesce = 3 * time.Millisecond
 
-// Outcome describes one Persist call, for metrics.
+// Outcome describes one submitted commit, for metrics.
 type Outcome struct {
 	Result   string // "ok", "conflict", "shape", "head", "hold", "store", "invalid"
 	Duration time.Duration
@@ -63,14 +69,11 @@ type Outcome struct {
 
 // Pipeline is the catalog.Committer over a slate store.
 type Pipeline struct {
-	store Store
-	opts  Options
-	// lookup reports whether a key is stored (nil: the store cannot say,
-	// and duplicate identities are caught only within one commit).
-	lookup func(ctx context.Context, key []byte) (bool, error)
+	store  Store
+	opts   Options
 	failed atomic.Pointer[error]
 
-	mu       sync.Mutex // guards the fields below; Persist calls of different databases may overlap
+	mu       sync.Mutex // guards the fields below; Submit calls of different databases may overlap
 	children *childIndex
 	heads    map[uint32]headState
 	codecs   *codecCache
@@ -86,12 +89,6 @@ type unsettledKey struct {
 	put bool
 }
 
-// submitter is a store that can queue a batch without waiting for it
-// (slate.DB). A store without it is written synchronously in Submit.
-type submitter interface {
-	Submit(ctx context.Context, b *slate.Batch) (*slate.Pending, error)
-}
-
 // New returns a pipeline writing to store. Before the first commit the caller
 // must Prime it with the loaded catalog (Load does).
 func New(store Store, opts Options) *Pipeline {
@@ -102,20 +99,6 @@ func New(store Store, opts Options) *Pipeline {
 		heads:     map[uint32]headState{},
 		codecs:    newCodecCache(),
 		unsettled: map[string]unsettledKey{},
-	}
-	if g, ok := store.(interface {
-		Get(ctx context.Context, key []byte) ([]byte, error)
-	}); ok {
-		p.lookup = func(ctx context.Context, key []byte) (bool, error) {
-			_, err := g.Get(ctx, key)
-			switch {
-			case err == nil:
-				return true, nil
-			case errors.Is(err, slate.ErrNotFound):
-				return false, nil
-			}
-			return false, err
-		}
 	}
 	return p
 }
@@ -134,26 +117,21 @@ func (p *Pipeline) stored(ctx context.Context, key []byte) (bool, error) {
 	if u, ok := p.unsettled[string(key)]; ok {
 		return u.put, nil
 	}
-	if p.lookup == nil {
+	_, err := p.store.Get(ctx, key)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, slate.ErrNotFound):
 		return false, nil
 	}
-	return p.lookup(ctx, key)
-}
-
-// Persist validates c, writes it as one batch and returns once it is durable.
-func (p *Pipeline) Persist(ctx context.Context, c *catalog.Commit) error {
-	wait, err := p.Submit(ctx, c)
-	if err != nil {
-		return err
-	}
-	return wait(ctx)
+	return false, err
 }
 
 // Submit validates c, translates it and hands its batch to the store. It
 // returns once c's place in the durable order is fixed: every commit
 // submitted later is written after it and fails if it fails. wait returns
 // nil once c is durable. The catalog may build later commits on c before
-// then (pipelining; catalog.Pipeliner) but must acknowledge nothing that
+// then (pipelining; catalog.Committer) but must acknowledge nothing that
 // depends on c until wait says it is durable.
 func (p *Pipeline) Submit(ctx context.Context, c *catalog.Commit) (wait func(context.Context) error, err error) {
 	start := time.Now()
@@ -191,12 +169,7 @@ func (p *Pipeline) Submit(ctx context.Context, c *catalog.Commit) (wait func(con
 		}
 		t.batch.Coalesce(d)
 	}
-	var pending *slate.Pending
-	if s, ok := p.store.(submitter); ok {
-		pending, err = s.Submit(ctx, t.batch)
-	} else {
-		_, err = p.store.Write(ctx, t.batch)
-	}
+	pending, err := p.store.Submit(ctx, t.batch)
 	if err != nil {
 		return nil, p.storeFailed(err)
 	}
@@ -208,20 +181,18 @@ func (p *Pipeline) Submit(ctx context.Context, c *catalog.Commit) (wait func(con
 		p.unsettled[w.key] = unsettledKey{by: by, put: w.put}
 	}
 	return func(ctx context.Context) error {
-		var err error
-		if pending != nil {
-			if _, err = pending.Wait(ctx); err != nil && ctx.Err() != nil {
-				// The caller stopped waiting; the outcome still decides
-				// whether the pipeline may go on.
-				go func() {
-					if _, err := pending.Wait(context.Background()); err != nil {
-						p.storeFailed(err)
-					}
-					p.settle(by, t.keys)
-				}()
-				observe(err)
-				return &Error{Kind: ErrStoreFailed, Code: pgcode.IOError, Message: "the commit's outcome is unknown: " + err.Error()}
-			}
+		_, err := pending.Wait(ctx)
+		if err != nil && ctx.Err() != nil {
+			// The caller stopped waiting; the outcome still decides
+			// whether the pipeline may go on.
+			go func() {
+				if _, err := pending.Wait(context.Background()); err != nil {
+					p.storeFailed(err)
+				}
+				p.settle(by, t.keys)
+			}()
+			observe(err)
+			return &Error{Kind: ErrStoreFailed, Code: pgcode.IOError, Message: "the commit's outcome is unknown: " + err.Error()}
 		}
 		if err != nil {
 			err = p.storeFailed(err)
@@ -272,4 +243,4 @@ func resultOf(err error) string {
 	return "invalid"
 }
 
-var _ catalog.Pipeliner = (*Pipeline)(nil)
+var _ catalog.Committer = (*Pipeline)(nil)

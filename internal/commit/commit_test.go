@@ -528,12 +528,12 @@ type failingStore struct {
 	n int
 }
 
-func (f *failingStore) Write(ctx context.Context, b *slate.Batch) (uint64, error) {
+func (f *failingStore) Submit(ctx context.Context, b *slate.Batch) (*slate.Pending, error) {
 	if f.n <= 0 {
-		return 0, errors.New("injected write failure")
+		return nil, errors.New("injected write failure")
 	}
 	f.n--
-	return f.Store.Write(ctx, b)
+	return f.Store.Submit(ctx, b)
 }
 
 func TestStoreFailureStopsEveryLaterCommit(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
-// Sentinels a caller branches on. Every error Persist returns for a refused
+// Sentinels a caller branches on. Every error Submit (or its wait) returns for a refused
 // commit is an *Error wrapping one of them.
 var (
 	// ErrShape: a row operation that is in the SQL vocabulary but illegal for

@@ -218,4 +218,3 @@ func (p *Pipeline) PrimeLoaded(ctx context.Context, srv *catalog.Server, s Scann
 	}
 	return nil
 }
-

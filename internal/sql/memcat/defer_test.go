@@ -146,9 +146,9 @@ func TestVersionKeepsFirstLookup(t *testing.T) {
 // followCommitter records catalog.Commit.Followed of every commit.
 type followCommitter struct{ followed chan bool }
 
-func (f *followCommitter) Persist(_ context.Context, c *catalog.Commit) error {
+func (f *followCommitter) Submit(_ context.Context, c *catalog.Commit) (func(context.Context) error, error) {
 	f.followed <- c.Followed
-	return nil
+	return durable, nil
 }
 
 // TestCommitFollowed: a commit is marked followed exactly when a writing

@@ -17,15 +17,18 @@ type gateCommitter struct {
 	release chan struct{}
 }
 
-func (g *gateCommitter) Persist(ctx context.Context, _ *catalog.Commit) error {
+func (g *gateCommitter) Submit(ctx context.Context, _ *catalog.Commit) (func(context.Context) error, error) {
 	g.entered <- struct{}{}
 	select {
 	case <-g.release:
-		return nil
+		return durable, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
 }
+
+// durable is the wait of a commit that is durable once submitted.
+func durable(context.Context) error { return nil }
 
 func headIDs(t *testing.T, v *Version) []int64 {
 	t.Helper()
