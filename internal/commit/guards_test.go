@@ -38,6 +38,15 @@ func (h *harness) deleteFile(tx *catalog.Txn, id, file, begin, count int64) {
 	h.insert(tx, "ducklake_delete_file", s(id), "1", s(begin), "NULL", s(file), fmt.Sprintf("d%d.parquet", id), "true", "parquet", s(count), "100", "50", "NULL", "NULL", "NULL")
 }
 
+// lakeWithFile is a lake with table 1 and its data file 0 (rows 0..9),
+// registered at snapshot 2.
+func lakeWithFile(t *testing.T) *harness {
+	h := newHarness(t, Options{})
+	h.initLake()
+	h.addFile(2, 0, 0, 10)
+	return h
+}
+
 func (h *harness) refusedSaying(kind error, want string, fn func(tx *catalog.Txn)) {
 	h.t.Helper()
 	err := h.refused(kind, fn)
@@ -50,9 +59,7 @@ func (h *harness) refusedSaying(kind error, want string, fn func(tx *catalog.Txn
 // and the next_row_id check; now the mixture itself is refused, even with
 // the hold off.
 func TestCompactionComesAlone(t *testing.T) {
-	h := newHarness(t, Options{})
-	h.initLake()
-	h.addFile(2, 0, 0, 10)
+	h := lakeWithFile(t)
 	h.addFile(3, 1, 10, 10)
 	h.refusedSaying(ErrShape, "never mixes compaction", func(tx *catalog.Txn) {
 		h.snap(tx, 4, "inserted_into_table:1,merge_adjacent:1")
@@ -66,9 +73,7 @@ func TestCompactionComesAlone(t *testing.T) {
 // TestOnlyAMergeHardDeletesALiveFile: removing a live file's row outside a
 // merge loses its rows (and nothing schedules its bytes).
 func TestOnlyAMergeHardDeletesALiveFile(t *testing.T) {
-	h := newHarness(t, Options{})
-	h.initLake()
-	h.addFile(2, 0, 0, 10)
+	h := lakeWithFile(t)
 	h.refusedSaying(ErrShape, "no merge_adjacent", func(tx *catalog.Txn) {
 		h.snap(tx, 3, "deleted_from_table:1")
 		h.del(tx, "ducklake_data_file", "data_file_id", "0")
@@ -90,9 +95,7 @@ func TestMergeRefusesFilesWithDeletes(t *testing.T) {
 		}
 	}
 	t.Run("delete file", func(t *testing.T) {
-		h := newHarness(t, Options{})
-		h.initLake()
-		h.addFile(2, 0, 0, 10)
+		h := lakeWithFile(t)
 		h.mustCommit(func(tx *catalog.Txn) {
 			h.snap(tx, 3, "deleted_from_table:1")
 			h.deleteFile(tx, 1, 0, 3, 2)
@@ -100,9 +103,7 @@ func TestMergeRefusesFilesWithDeletes(t *testing.T) {
 		h.refusedSaying(ErrShape, "carries the live delete file 1", merge(h))
 	})
 	t.Run("inlined deletions", func(t *testing.T) {
-		h := newHarness(t, Options{})
-		h.initLake()
-		h.addFile(2, 0, 0, 10)
+		h := lakeWithFile(t)
 		h.mustCommit(func(tx *catalog.Txn) {
 			h.snap(tx, 3, "inlined_delete:1")
 			if err := tx.CreateTable(keyspace.InlinedDeleteDef(schema, 1)); err != nil {
@@ -118,9 +119,7 @@ func TestMergeRefusesFilesWithDeletes(t *testing.T) {
 // file the same rewrite inserted, and only to the rewrite's snapshot; an
 // older live file rebased to snapshot 0 changed what time travel sees.
 func TestRebaseOnlyTheRewriteOutput(t *testing.T) {
-	h := newHarness(t, Options{})
-	h.initLake()
-	h.addFile(2, 0, 0, 10)
+	h := lakeWithFile(t)
 	h.addFile(3, 1, 10, 10)
 	h.refusedSaying(ErrShape, "did not insert", func(tx *catalog.Txn) {
 		h.snap(tx, 4, "rewrite_delete:1")
@@ -142,9 +141,7 @@ func TestRebaseOnlyTheRewriteOutput(t *testing.T) {
 // TestNextRowIDNeverGoesDown: an ordinary commit lowering next_row_id
 // would hand out row ids in use again.
 func TestNextRowIDNeverGoesDown(t *testing.T) {
-	h := newHarness(t, Options{})
-	h.initLake()
-	h.addFile(2, 0, 0, 10)
+	h := lakeWithFile(t)
 	h.refusedSaying(ErrIntegrity, "down to 5", func(tx *catalog.Txn) {
 		h.snap(tx, 3, "inserted_into_table:1")
 		h.dataFile(tx, 1, 3, 5, 5)
@@ -158,9 +155,7 @@ func TestNextRowIDNeverGoesDown(t *testing.T) {
 func TestReplacementDeletesAtLeastAsMany(t *testing.T) {
 	for _, how := range []string{"ended", "hard-deleted"} {
 		t.Run(how, func(t *testing.T) {
-			h := newHarness(t, Options{})
-			h.initLake()
-			h.addFile(2, 0, 0, 10)
+			h := lakeWithFile(t)
 			h.mustCommit(func(tx *catalog.Txn) {
 				h.snap(tx, 3, "deleted_from_table:1")
 				h.deleteFile(tx, 1, 0, 3, 3)
@@ -183,9 +178,7 @@ func TestReplacementDeletesAtLeastAsMany(t *testing.T) {
 // its inlined deletions.
 func TestExpiryKeepsWhatRetainedSnapshotsSee(t *testing.T) {
 	setup := func(t *testing.T) *harness {
-		h := newHarness(t, Options{})
-		h.initLake()
-		h.addFile(2, 0, 0, 10)
+		h := lakeWithFile(t)
 		h.mustCommit(func(tx *catalog.Txn) {
 			h.snap(tx, 3, "inlined_delete:1")
 			if err := tx.CreateTable(keyspace.InlinedDeleteDef(schema, 1)); err != nil {
@@ -242,9 +235,7 @@ func TestExpiryKeepsWhatRetainedSnapshotsSee(t *testing.T) {
 // data file or with a replacement, and never outlives its data file.
 func TestTombstoneRules(t *testing.T) {
 	setup := func(t *testing.T) *harness {
-		h := newHarness(t, Options{})
-		h.initLake()
-		h.addFile(2, 0, 0, 10)
+		h := lakeWithFile(t)
 		h.mustCommit(func(tx *catalog.Txn) {
 			h.snap(tx, 3, "deleted_from_table:1")
 			h.deleteFile(tx, 1, 0, 3, 2)
@@ -271,9 +262,7 @@ func TestTombstoneRules(t *testing.T) {
 // embedded partition value before the source itself (DuckLake's batch has
 // no guaranteed order); the store ends up the same either way.
 func TestMergeHardDeletesChildrenFirst(t *testing.T) {
-	h := newHarness(t, Options{})
-	h.initLake()
-	h.addFile(2, 0, 0, 10)
+	h := lakeWithFile(t)
 	h.addFile(3, 1, 10, 10)
 	h.mustCommit(func(tx *catalog.Txn) {
 		h.snap(tx, 4, "merge_adjacent:1")
