@@ -44,6 +44,13 @@ type Options struct {
 	Hold HoldChecker
 	// Observe, when set, receives the outcome of every commit.
 	Observe func(Outcome)
+	// CheckNew checks the whole state of a catalog that a commit creates
+	// (DuckLake's initialisation, an import: the commit creates
+	// ducklake_snapshot). Such a commit is not one step of a lake's history
+	// — it may carry any number of snapshots — so it is checked as a state
+	// instead of step by step; nil checks only its row shapes. The server
+	// sets it to moraine verify's checker.
+	CheckNew func(ctx context.Context, c *StoredCatalog) error
 	// Coalesce is how long the store may hold a commit that another
 	// writer is waiting to follow (catalog.Commit.Followed), to write both
 	// in one WAL object (slate.Batch.Coalesce). 0 means DefaultCoalesce;

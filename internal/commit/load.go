@@ -32,6 +32,28 @@ type StoredCatalog struct {
 	Order []string
 }
 
+// StoredOf is the catalog of schema in v as the store would hold it (the
+// registry names, table definitions and rows; no head): for checks that
+// read stored catalogs, run on a version before it is stored.
+func StoredOf(v *catalog.Version, database, schema string) *StoredCatalog {
+	sc := &StoredCatalog{Database: database, Schema: schema, Defs: map[string]*keyspace.TableDef{}, Rows: map[string][]datum.Row{}}
+	s, ok := v.Schema(schema)
+	if !ok {
+		return sc
+	}
+	sc.ID = s.CatalogID
+	for _, t := range s.Tables() {
+		sc.Defs[t.Name()] = t.Def()
+		sc.Order = append(sc.Order, t.Name())
+		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+			sc.Rows[t.Name()] = append(sc.Rows[t.Name()], r)
+			return true
+		})
+	}
+	sort.Strings(sc.Order)
+	return sc
+}
+
 // ReadStore reads every catalog the store holds. Any record that does not
 // decode is an error naming it: a corrupt store is never half-loaded.
 func ReadStore(ctx context.Context, s Scanner) (map[uint32]*StoredCatalog, error) {

@@ -53,6 +53,9 @@ var immutable = map[string]bool{
 }
 
 func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schema string, ops []*catalog.Op) error {
+	if _, err := c.Base.Table(schema, "ducklake_snapshot"); err != nil {
+		return p.validateNewCatalog(ctx, c, schema, ops)
+	}
 	var minted []int64
 	var changesMade []string
 	var rowIDMoves []string
@@ -157,6 +160,32 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 		}
 	}
 	return nil
+}
+
+// validateNewCatalog checks a commit that creates the catalog (Options.
+// CheckNew): every row op must be a DuckLake shape, and the state it leaves
+// must pass CheckNew. Nothing it writes can touch an existing lake.
+func (p *Pipeline) validateNewCatalog(ctx context.Context, c *catalog.Commit, schema string, ops []*catalog.Op) error {
+	for _, o := range ops {
+		spec, ok := keyspace.Known(o.Table)
+		if !ok {
+			return shapeErr("%s.%s is not a DuckLake catalog table", schema, o.Table)
+		}
+		if o.Kind != catalog.OpUpdate {
+			continue
+		}
+		t, err := tableOf(c, o.Schema, o.Table)
+		if err != nil {
+			return err
+		}
+		if err := checkUpdate(spec, t.Def(), t.Types(), o); err != nil {
+			return err
+		}
+	}
+	if p.opts.CheckNew == nil {
+		return nil
+	}
+	return p.opts.CheckNew(ctx, StoredOf(c.Next, c.DB.Name(), schema))
 }
 
 func tableOf(c *catalog.Commit, schema, name string) (*catalog.Table, error) {

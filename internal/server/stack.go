@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 	"github.com/moraine-db/moraine/internal/objstore"
 	"github.com/moraine-db/moraine/internal/objstore/localdir"
 	"github.com/moraine-db/moraine/internal/objstore/objurl"
+	"github.com/moraine-db/moraine/internal/pgcode"
 	"github.com/moraine-db/moraine/internal/slate"
+	"github.com/moraine-db/moraine/internal/verify"
 )
 
 // Stack is the storage side of a running moraine: the object store, the KV
@@ -166,7 +169,9 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 	defer snap.Close()
 	var copts catalog.Options
 	if !opts.Replica {
-		st.Pipe = commit.New(st.KV, opts.Commit)
+		co := opts.Commit
+		co.CheckNew = checkNewCatalog
+		st.Pipe = commit.New(st.KV, co)
 		copts.Committer = st.Pipe
 	}
 	it := snap.ScanPrefix(ctx, nil)
@@ -186,6 +191,30 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 	st.Seq = snap.Seq()
 	st.followed.Store(st.Seq)
 	return nil
+}
+
+// checkNewCatalog refuses a commit that creates an inconsistent DuckLake
+// catalog (an import of a broken one): the state it leaves must pass
+// moraine verify, as every later commit keeps it passing step by step.
+func checkNewCatalog(_ context.Context, c *commit.StoredCatalog) error {
+	st, err := verify.FromStored(c)
+	if err != nil {
+		return &commit.Error{Kind: commit.ErrShape, Code: pgcode.InvalidTextRepresentation, Message: "the new catalog does not decode: " + err.Error()}
+	}
+	vs := verify.Check(st)
+	if len(vs) == 0 {
+		return nil
+	}
+	msgs := make([]string, 0, 3)
+	for _, v := range vs[:min(len(vs), 3)] {
+		msgs = append(msgs, string(v.Kind)+": "+v.Detail)
+	}
+	more := ""
+	if len(vs) > 3 {
+		more = fmt.Sprintf(" (and %d more)", len(vs)-3)
+	}
+	return &commit.Error{Kind: commit.ErrIntegrity, Code: pgcode.IntegrityConstraintViolation,
+		Message: fmt.Sprintf("the new DuckLake catalog is inconsistent (moraine verify): %s%s", strings.Join(msgs, "; "), more)}
 }
 
 // DefaultDatabases are the databases a writer creates in a store that
