@@ -44,6 +44,8 @@ var commands = []command{
 	{"user", "manage the users file (user add; the password on standard input)", func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return userMain(args, os.Stdin, stdout, stderr)
 	}},
+	{"import", "copy a DuckLake catalog from PostgreSQL into a new database of a running server", importMain},
+	{"export", "copy a database's DuckLake catalog into an empty PostgreSQL database", exportMain},
 	{"createdb", "create a database on a running server (as PostgreSQL's createdb)", createdbMain},
 	{"dropdb", "drop a database on a running server (as PostgreSQL's dropdb)", dropdbMain},
 	{"replay", "replay captured client conversations against a server and compare the answers", replayMain},

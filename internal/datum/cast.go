@@ -32,6 +32,14 @@ func Cast(v Value, from, to Type) (Value, error) {
 	}
 	switch tk {
 	case KindText:
+		if v.K == KindBool {
+			// PostgreSQL's bool-to-text cast spells the value out
+			// (booltext), unlike boolean output ('t'/'f').
+			if v.I != 0 {
+				return ParseText(to, "true")
+			}
+			return ParseText(to, "false")
+		}
 		if from.OID == 0 {
 			from = defaultType(v.K)
 		}

@@ -33,6 +33,7 @@ func backendCount(tr *Transcript) int {
 // and its normalizer before moraine is measured with it.
 func TestReplayPostgres(t *testing.T) {
 	conninfo := testenv.Postgres(t)
+	testenv.LockFixtureDatabases(t, conninfo)
 	trs := loadFixtures(t)
 	byName := map[string]*Transcript{}
 	for _, tr := range trs {

@@ -149,3 +149,26 @@ func CreateDatabase(ctx context.Context, conninfo string) error {
 	}
 	return nil
 }
+
+// fixtureDatabasesLock is the advisory lock key of the PostgreSQL
+// databases named after the fixtures' (s01_basic, …).
+const fixtureDatabasesLock = 0x6d6f7261 // "mora"
+
+// LockFixtureDatabases holds, until the test ends, a PostgreSQL advisory
+// lock on the server at conninfo that every test which drops and creates
+// the databases the fixtures are named after takes first: the packages'
+// tests run in parallel, and one must not drop another's database under
+// it.
+func LockFixtureDatabases(t testing.TB, conninfo string) {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Exec(ctx, fmt.Sprintf("SELECT pg_advisory_lock(%d)", fixtureDatabasesLock)).ReadAll(); err != nil {
+		c.Close(ctx)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) }) // ending the session releases the lock
+}
