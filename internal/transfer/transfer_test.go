@@ -173,9 +173,9 @@ func TestImportExportRoundTrip(t *testing.T) {
 		// gone): moraine's commit refuses it, and the database it made for
 		// it is dropped.
 		broken := "broken_" + fmt.Sprint(time.Now().UnixNano())
-		exec(t, ctx, pg, "CREATE DATABASE "+broken+" TEMPLATE s04_compaction")
-		defer exec(t, context.Background(), pg, "DROP DATABASE IF EXISTS "+broken+" WITH (FORCE)")
-		exec(t, ctx, withDatabase(t, pg, broken), `DELETE FROM ducklake_data_file WHERE data_file_id IN (SELECT data_file_id FROM ducklake_delete_file)`)
+		sqlExec(t, ctx, pg, "CREATE DATABASE "+broken+" TEMPLATE s04_compaction")
+		defer sqlExec(t, context.Background(), pg, "DROP DATABASE IF EXISTS "+broken+" WITH (FORCE)")
+		sqlExec(t, ctx, withDatabase(t, pg, broken), `DELETE FROM ducklake_data_file WHERE data_file_id IN (SELECT data_file_id FROM ducklake_delete_file)`)
 		_, err = transfer.Import(ctx, withDatabase(t, pg, broken), admin, "public", "broken", nil)
 		if err == nil || !strings.Contains(err.Error(), "inconsistent") {
 			t.Fatalf("import of an inconsistent catalog: %v", err)
@@ -195,7 +195,7 @@ func dbName(t *testing.T, ctx context.Context, c *pgconn.PgConn) string {
 	return string(rs[0].Rows[0][0])
 }
 
-func exec(t *testing.T, ctx context.Context, conninfo, sql string) {
+func sqlExec(t testing.TB, ctx context.Context, conninfo, sql string) {
 	t.Helper()
 	c, err := pgconn.Connect(ctx, conninfo)
 	if err != nil {
@@ -209,7 +209,7 @@ func exec(t *testing.T, ctx context.Context, conninfo, sql string) {
 
 func dropDB(t *testing.T, ctx context.Context, admin, name string) {
 	t.Helper()
-	exec(t, ctx, admin, "DROP DATABASE "+name+" WITH (FORCE)")
+	sqlExec(t, ctx, admin, "DROP DATABASE "+name+" WITH (FORCE)")
 }
 
 func databases(t *testing.T, ctx context.Context, admin string) []string {
@@ -228,4 +228,20 @@ func databases(t *testing.T, ctx context.Context, admin string) []string {
 		out = append(out, string(r[0]))
 	}
 	return out
+}
+
+// newestDatabase is the name of the PostgreSQL database with prefix made
+// last (workload.FreshDatabase names them prefix_<random>).
+func newestDatabase(t *testing.T, ctx context.Context, pg, prefix string) string {
+	t.Helper()
+	c, err := pgconn.Connect(ctx, pg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	rs, err := c.Exec(ctx, "SELECT datname FROM pg_database WHERE datname LIKE '"+prefix+"\\_%' ORDER BY oid DESC LIMIT 1").ReadAll()
+	if err != nil || len(rs[0].Rows) == 0 {
+		t.Fatalf("no database %s_…: %v", prefix, err)
+	}
+	return string(rs[0].Rows[0][0])
 }
