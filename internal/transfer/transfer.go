@@ -14,6 +14,7 @@
 package transfer
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -208,10 +209,16 @@ func copyTable(ctx context.Context, src, dst *pgconn.PgConn, srcSchema, dstSchem
 	}
 	list := strings.Join(cols, ", ")
 	pr, pw := io.Pipe()
-	counted := &countingWriter{w: pw, tick: tick}
+	// The source hands over one row per write; batched, the destination
+	// gets CopyData messages of a megabyte instead of a row each.
+	buf := bufio.NewWriterSize(pw, 1<<20)
+	counted := &countingWriter{w: buf, tick: tick}
 	done := make(chan error, 1)
 	go func() {
 		_, err := src.CopyTo(ctx, counted, fmt.Sprintf("COPY (SELECT %s FROM %s.%s) TO STDOUT (FORMAT binary)", list, ident(srcSchema), ident(t.name)))
+		if err == nil {
+			err = buf.Flush()
+		}
 		pw.CloseWithError(err)
 		done <- err
 	}()
