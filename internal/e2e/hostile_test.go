@@ -72,6 +72,10 @@ func TestDeepExpressionRefused(t *testing.T) {
 	if _, err := c.Prepare(ctx, "", sum(30000), nil); err == nil || !strings.Contains(err.Error(), "54001") {
 		t.Fatalf("prepare of 30 000 terms: %v", err)
 	}
+	// A flat text past the size bound (a VALUES list of 17 MiB) is refused
+	// before the scanner holds its tokens.
+	flat := "SELECT * FROM (VALUES (1)" + strings.Repeat(",(1)", (17<<20)/4) + ") v"
+	wantCode(t, ctx, c, flat, "54000", "statement is too long")
 	alive(t, ctx, c)
 }
 

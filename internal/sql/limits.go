@@ -10,6 +10,27 @@ import (
 	"github.com/moraine-db/moraine/internal/pgwire"
 )
 
+// MaxStatementBytes bounds the text of one query (all its statements).
+//
+// Why: the scanner and parser hold the whole text and a token or node per
+// few bytes of it, several times its size; a flat statement of many
+// megabytes (a VALUES list, a UNION ALL chain) would cost that much memory
+// before any limit that counts rows applies. DuckLake's largest statements
+// are its catalog reads, tens of kilobytes; bulk data travels as COPY, whose
+// rows are not statement text.
+const MaxStatementBytes = 16 << 20
+
+// CheckSize refuses a query text longer than MaxStatementBytes with
+// PostgreSQL's 54000 program_limit_exceeded, before anything parses it.
+func CheckSize(sql string) error {
+	if len(sql) <= MaxStatementBytes {
+		return nil
+	}
+	return &pgwire.Error{Code: pgcode.ProgramLimitExceeded,
+		Message: fmt.Sprintf("statement is too long (%d bytes)", len(sql)),
+		Hint:    fmt.Sprintf("moraine refuses query texts longer than %d bytes; send bulk data with COPY.", MaxStatementBytes)}
+}
+
 // MaxExprDepth bounds how deeply one statement's expressions may nest.
 //
 // Why: pg_query's parser and its protobuf encoding recurse once per level

@@ -113,6 +113,9 @@ func (b *bindBuf) release() {
 // parseInto is parse, binding a template hit's literals into buf when buf
 // is not nil.
 func (c *parseCache) parseInto(sql string, buf *bindBuf) ([]stmt, error) {
+	if err := CheckSize(sql); err != nil {
+		return nil, err
+	}
 	c.mu.Lock()
 	if s, ok := c.exact[sql]; ok {
 		c.stats.exactHits++
