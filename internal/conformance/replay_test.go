@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,4 +58,45 @@ func startServer(t *testing.T, store string) (addr string, stop func()) {
 	t.Helper()
 	r := testserver.Start(t, store, "--row-id-hold=false")
 	return r.Addr, func() { r.Stop(t) }
+}
+
+// TestReplayRenamedSideBySide: one transcript replays on several databases
+// of one server at once (Options.Databases), each its own lake: what
+// `moraine bench replay` relies on for concurrent clients.
+func TestReplayRenamedSideBySide(t *testing.T) {
+	path, err := replay.Fixture("s11_commit_mix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := replay.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, stop := startServer(t, "file://"+t.TempDir())
+	defer stop()
+	ctx := context.Background()
+	admin, err := replay.AdminConninfo(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"lake_a", "lake_b", "lake_c"}
+	if err := replay.RecreateDatabases(ctx, admin, names); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, len(names))
+	for _, name := range names {
+		go func() {
+			res := replay.Replay(ctx, tr, replay.Options{Addr: addr, Timeout: 60 * time.Second, Databases: map[string]string{"s11_commit_mix": name}})
+			if !res.Passed() {
+				errs <- fmt.Errorf("%s: %v\n%s", name, res.Err, replay.Explain(res.Err))
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range names {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
 }

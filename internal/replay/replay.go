@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"reflect"
@@ -32,6 +33,10 @@ type Options struct {
 	// Context is how many preceding recorded messages of the connection a
 	// Mismatch carries.
 	Context int
+	// Databases renames the databases the transcript connects to (recorded
+	// name → name to use), so that several replays of one transcript can
+	// run side by side on one server, each on its own lake.
+	Databases map[string]string
 }
 
 // DefaultAddr is where `moraine replay` looks for a server by default.
@@ -421,6 +426,11 @@ func (r *replayer) sendMsg(ctx context.Context, i int) error {
 			return err
 		}
 		r.conns[m.Conn] = c
+		if sm := fm.(*pgproto3.StartupMessage); r.opts.Databases[sm.Parameters["database"]] != "" {
+			params := maps.Clone(sm.Parameters)
+			params["database"] = r.opts.Databases[params["database"]]
+			fm = &pgproto3.StartupMessage{ProtocolVersion: sm.ProtocolVersion, Parameters: params}
+		}
 	}
 	switch q := fm.(type) {
 	case *pgproto3.Query:
@@ -660,7 +670,17 @@ func (r *replayer) rows(ctx context.Context, it *item) error {
 	si := r.stmts[first]
 	if si != nil && si.Cluster {
 		db := r.t.StartupParams(m.Conn)["database"]
-		want, got = onlyDatabase(want, db), onlyDatabase(got, db)
+		served := db
+		if d := r.opts.Databases[db]; d != "" {
+			served = d
+		}
+		want, got = onlyDatabase(want, db), onlyDatabase(got, served)
+		if served != db {
+			// The renamed database answers for the recorded one.
+			for i := range got {
+				got[i] = append(row{[]byte(db)}, got[i][1:]...)
+			}
+		}
 	}
 	cols := columnsOf(r.lastRD[m.Conn])
 	ordered := si == nil || si.Ordered
