@@ -11,6 +11,7 @@ import (
 
 // benchmarks are the `moraine bench <name>` subcommands.
 var benchmarks = []command{
+	{"replay", "the real client's captured conversations, replayed: server CPU per commit beside PostgreSQL", benchReplayMain},
 	{"commits", "DuckLake's data-file commits at 1, 4, 16 writers, beside PostgreSQL", benchCommitsMain},
 	{"catalog", "DuckLake's attach and first-query reads of a large catalog, beside PostgreSQL", benchCatalogMain},
 	{"store", "durable commit latency on an object store, beside PostgreSQL on local disk", benchStoreMain},

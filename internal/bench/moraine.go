@@ -61,6 +61,8 @@ type StoreSpec struct {
 	// server (the default) spares them. An S3 store stays in this process;
 	// the child reaches it over loopback HTTP.
 	Process string
+	// Args are extra `moraine serve` flags.
+	Args []string
 }
 
 // ErrStoreKind is returned for a StoreSpec.Kind that is not local or s3.
@@ -91,7 +93,7 @@ func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
 	default:
 		return nil, fmt.Errorf("start moraine: %q: %w", spec.Kind, ErrStoreKind)
 	}
-	args := []string{"--store", storeURL, "--listen", "127.0.0.1:0", "--max-connections", "1000"}
+	args := append([]string{"--store", storeURL, "--listen", "127.0.0.1:0", "--max-connections", "1000"}, spec.Args...)
 	m.args = args
 	if spec.Process != "" {
 		// The child's /metrics tells how long its goroutines waited to run

@@ -20,6 +20,7 @@ type exec struct {
 	params []tv
 	ctes   map[string]*rel
 	lits   *boundLits // literals bound onto a template tree (parse.go)
+	text   string     // the statement's text (stmt.text)
 	// subqueries memoizes uncorrelated subqueries for the statement: the
 	// latest-snapshot template compares every row with (SELECT MAX(…)),
 	// which must not be re-run per row.

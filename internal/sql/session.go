@@ -25,6 +25,9 @@ const ServerVersionString = "PostgreSQL 15.18 (moraine) on x86_64-pc-linux-gnu, 
 type Executor struct {
 	cat   *memcat.Server
 	cache *parseCache
+	// catalogReads answers repeated reads of PostgreSQL's catalogs
+	// (catcache.go).
+	catalogReads *catalogCache
 	// copies is the binary COPY cache (copycache.go).
 	copies *copyCache
 	// Now is the clock for NOW(); tests replace it.
@@ -51,7 +54,7 @@ type Executor struct {
 
 // New returns an executor over cat.
 func New(cat *memcat.Server) *Executor {
-	return &Executor{cat: cat, cache: newParseCache(4096), copies: newCopyCache(copyCacheBytes), Now: time.Now, StatementMem: DefaultStatementMem}
+	return &Executor{cat: cat, cache: newParseCache(4096), catalogReads: newCatalogCache(), copies: newCopyCache(copyCacheBytes), Now: time.Now, StatementMem: DefaultStatementMem}
 }
 
 var _ pgwire.Executor = (*Executor)(nil)
@@ -429,7 +432,7 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	if n.GetInsertStmt() != nil || n.GetUpdateStmt() != nil || n.GetDeleteStmt() != nil {
 		s.wrote = true // even if it fails: DuckLake's retry is a writer
 	}
-	x := &exec{ctx: ctx, s: s, params: params, lits: st.lits}
+	x := &exec{ctx: ctx, s: s, params: params, lits: st.lits, text: st.text}
 	err := asPg(x.statement(n, out))
 	s.flushReports(out)
 	if x.work.bytes >= largeStatement {

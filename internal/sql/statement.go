@@ -22,9 +22,19 @@ import (
 func (x *exec) statement(n *pg.Node, out sink) error {
 	switch {
 	case n.GetSelectStmt() != nil:
-		r, err := x.runSelect(n.GetSelectStmt(), nil)
+		sel := n.GetSelectStmt()
+		key, cacheable := x.catalogReadKey(sel)
+		if cacheable {
+			if r, ok := x.s.ex.catalogReads.get(key); ok {
+				return out.rows(r.cols, r.rows, "SELECT "+strconv.Itoa(len(r.rows)))
+			}
+		}
+		r, err := x.runSelect(sel, nil)
 		if err != nil {
 			return err
+		}
+		if cacheable && !hasRegclass(r) { // a regclass prints by the session's search_path
+			defer x.s.ex.catalogReads.put(key, r)
 		}
 		x.regclassNames(r)
 		return out.rows(r.cols, r.rows, "SELECT "+strconv.Itoa(len(r.rows)))
@@ -695,6 +705,15 @@ func copyFieldCount(format int16, cells [][]byte, idx []int, cols []memcat.Colum
 		return errf(pgcode.BadCopyFileFormat, "missing data for column %q", cols[idx[len(cells)]].Name)
 	}
 	return errf(pgcode.BadCopyFileFormat, "extra data after last expected column")
+}
+
+func hasRegclass(r *rel) bool {
+	for _, c := range r.cols {
+		if c.typ.OID == datum.OIDRegclass {
+			return true
+		}
+	}
+	return false
 }
 
 // regclassNames replaces regclass oids by relation names, which is how a

@@ -33,6 +33,12 @@ type Version struct {
 	list   []*Schema
 }
 
+// DDLSeq identifies the version's schemas, tables and columns: equal for
+// two versions of one database exactly when no DDL landed between them
+// (catalog.Version.DDLSeq). What PostgreSQL's catalogs show depends on
+// nothing else.
+func (v *Version) DDLSeq() uint64 { return v.src.DDLSeq() }
+
 func newVersion(v *catalog.Version, defs *sync.Map) *Version {
 	return &Version{Seq: v.Seq(), src: v, defs: defs}
 }

@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Server CPU, read from /proc as the kernel accounts it: what a server
+// process and the processes it started spent, whichever client drove them.
+
+// clockTick is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on
+// every architecture Linux supports.
+const clockTick = 10 * time.Millisecond
+
+// procStat is the part of /proc/<pid>/stat a CPU reading needs.
+type procStat struct {
+	ppid                         int
+	utime, stime, cutime, cstime int64 // clock ticks
+}
+
+func readProcStat(pid int) (procStat, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procStat{}, err
+	}
+	return parseProcStat(string(b))
+}
+
+// parseProcStat parses a /proc/<pid>/stat line: "pid (comm) state ppid …",
+// where comm may hold spaces and parentheses, so fields count from the
+// last ')'. utime, stime, cutime and cstime are fields 14–17.
+func parseProcStat(line string) (procStat, error) {
+	i := strings.LastIndexByte(line, ')')
+	if i < 0 {
+		return procStat{}, fmt.Errorf("bench: /proc stat line without a command: %.60q", line)
+	}
+	f := strings.Fields(line[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 15 {
+		return procStat{}, fmt.Errorf("bench: /proc stat line with %d fields", len(f)+2)
+	}
+	num := func(k int) (int64, error) { return strconv.ParseInt(f[k-3], 10, 64) }
+	var st procStat
+	var err error
+	var ppid int64
+	if ppid, err = num(4); err != nil {
+		return st, err
+	}
+	st.ppid = int(ppid)
+	for k, dst := range map[int]*int64{14: &st.utime, 15: &st.stime, 16: &st.cutime, 17: &st.cstime} {
+		if *dst, err = num(k); err != nil {
+			return st, err
+		}
+	}
+	return st, nil
+}
+
+// ProcessCPU is the CPU time process pid and its children have used: its
+// own, its reaped children's (cutime, cstime), and that of its live
+// children. For moraine serve that is the server; for PostgreSQL's
+// postmaster, the postmaster and every backend, ended or running.
+func ProcessCPU(pid int) (time.Duration, error) {
+	st, err := readProcStat(pid)
+	if err != nil {
+		return 0, err
+	}
+	ticks := st.utime + st.stime + st.cutime + st.cstime
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		kids = nil // kernels without the children file: live children are missed
+	}
+	for _, k := range strings.Fields(string(kids)) {
+		kp, err := strconv.Atoi(k)
+		if err != nil {
+			continue
+		}
+		if ks, err := readProcStat(kp); err == nil && ks.ppid == pid {
+			ticks += ks.utime + ks.stime // a child ends between the reads: counted by neither or once
+		}
+	}
+	return time.Duration(ticks) * clockTick, nil
+}
+
+// ParentPID is the parent of pid (a PostgreSQL backend's is the postmaster).
+func ParentPID(pid int) (int, error) {
+	st, err := readProcStat(pid)
+	return st.ppid, err
+}

@@ -1,0 +1,221 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/replay"
+)
+
+// The replay benchmark: the captured DuckDB+DuckLake conversations, message
+// for message, as fast as the answers allow, against moraine and PostgreSQL
+// in turn; the server's CPU per commit is what is compared, read from /proc
+// for the server's processes (moraine serve; PostgreSQL's postmaster with
+// every backend, ended or running), so the replaying client's own CPU —
+// a real DuckDB's, which costs far more — is never counted.
+
+// ReplayTarget is one server the benchmark replays against.
+type ReplayTarget struct {
+	Name string
+	// Addr is where the replayer connects (host:port or conninfo);
+	// Admin a conninfo for CREATE and DROP DATABASE.
+	Addr, Admin string
+	// CPU reads the server's CPU time so far.
+	CPU func() (time.Duration, error)
+}
+
+// PostgresTarget is the PostgreSQL server at conninfo (an admin
+// database): its CPU is its postmaster's and its backends', found through
+// the parent of this connection's backend. PostgreSQL must run on this
+// machine.
+func PostgresTarget(ctx context.Context, conninfo string) (ReplayTarget, error) {
+	c, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		return ReplayTarget{}, fmt.Errorf("bench: postgres: %w", err)
+	}
+	defer c.Close(ctx)
+	pm, err := ParentPID(int(c.PID()))
+	if err != nil {
+		return ReplayTarget{}, fmt.Errorf("bench: postgres: its processes must be on this machine: %w", err)
+	}
+	return ReplayTarget{Name: "postgres", Addr: conninfo, Admin: conninfo, CPU: func() (time.Duration, error) { return ProcessCPU(pm) }}, nil
+}
+
+// MoraineTarget is a moraine server running as a child process.
+func MoraineTarget(m *Moraine) ReplayTarget {
+	ci := m.ConnInfo("postgres")
+	return ReplayTarget{Name: "moraine", Addr: ci, Admin: ci, CPU: func() (time.Duration, error) { return ProcessCPU(m.PID) }}
+}
+
+// ReplayRow is one transcript at one concurrency: totals per target over
+// every round.
+type ReplayRow struct {
+	Transcript  string
+	Concurrency int
+	Commits     map[string]int64 // snapshots the replays committed
+	Wall        map[string]time.Duration
+	CPU         map[string]time.Duration
+}
+
+// PerCommit is d spread over the row's commits on target.
+func (r ReplayRow) PerCommit(d map[string]time.Duration, target string) time.Duration {
+	if n := r.Commits[target]; n > 0 {
+		return d[target] / time.Duration(n)
+	}
+	return 0
+}
+
+// RunReplay replays each transcript at each concurrency rounds times on
+// every target, the targets taking turns round by round. A replay whose
+// answers differ from the recorded ones is an error: the figures are only
+// for conversations the server served faithfully.
+func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int, rounds int, targets []ReplayTarget, progress io.Writer) ([]ReplayRow, error) {
+	var out []ReplayRow
+	for _, tr := range trs {
+		for _, c := range concurrency {
+			row := ReplayRow{Transcript: tr.Name, Concurrency: c, Commits: map[string]int64{},
+				Wall: map[string]time.Duration{}, CPU: map[string]time.Duration{}}
+			for r := 0; r < rounds; r++ {
+				for k := range targets {
+					t := targets[(k+r)%len(targets)]
+					commits, wall, cpu, err := replayRound(ctx, tr, c, r, t)
+					if err != nil {
+						return out, fmt.Errorf("bench replay: %s ×%d on %s: %w", tr.Name, c, t.Name, err)
+					}
+					row.Commits[t.Name] += commits
+					row.Wall[t.Name] += wall
+					row.CPU[t.Name] += cpu
+				}
+				if progress != nil {
+					fmt.Fprintf(progress, "bench replay: %s ×%d round %d of %d done\n", tr.Name, c, r+1, rounds)
+				}
+			}
+			out = append(out, row)
+		}
+	}
+	return out, nil
+}
+
+// replayRound runs c replays of tr at once, each on a fresh database of
+// its own, and returns the snapshots they committed, the wall time and the
+// server's CPU between start and end.
+func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t ReplayTarget) (commits int64, wall, cpu time.Duration, err error) {
+	dbs := tr.Databases()
+	if len(dbs) != 1 {
+		return 0, 0, 0, fmt.Errorf("transcript uses %d databases; the benchmark replays single-lake conversations", len(dbs))
+	}
+	names := make([]string, c)
+	for i := range names {
+		names[i] = "bench_" + strconv.Itoa(round) + "_" + strconv.Itoa(i) + "_" + tr.Name
+	}
+	if err := replay.RecreateDatabases(ctx, t.Admin, names); err != nil {
+		return 0, 0, 0, err
+	}
+	defer dropDatabases(context.Background(), t.Admin, names)
+	cpu0, err := t.CPU()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	start := time.Now()
+	errs := make([]error, c)
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			res := replay.Replay(ctx, tr, replay.Options{Addr: t.Addr, Timeout: time.Minute, Databases: map[string]string{dbs[0]: name}})
+			if !res.Passed() {
+				errs[i] = res.Err
+			}
+		})
+	}
+	wg.Wait()
+	wall = time.Since(start)
+	cpu1, err := t.CPU()
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	for _, e := range errs {
+		if e != nil {
+			return 0, 0, 0, e
+		}
+	}
+	for _, name := range names {
+		n, err := countSnapshots(ctx, t.Admin, name)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		commits += n
+	}
+	return commits, wall, cpu1 - cpu0, nil
+}
+
+// countSnapshots counts the snapshots of the lake in database db.
+func countSnapshots(ctx context.Context, admin, db string) (int64, error) {
+	cfg, err := pgconn.ParseConfig(admin)
+	if err != nil {
+		return 0, err
+	}
+	cfg.Database = db
+	c, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(ctx)
+	rs, err := c.Exec(ctx, `SELECT count(*) FROM "public".ducklake_snapshot`).ReadAll()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(string(rs[0].Rows[0][0]), 10, 64)
+}
+
+func dropDatabases(ctx context.Context, admin string, names []string) {
+	c, err := pgconn.Connect(ctx, admin)
+	if err != nil {
+		return
+	}
+	defer c.Close(ctx)
+	for _, n := range names {
+		c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{n}.Sanitize()+" WITH (FORCE)").ReadAll()
+	}
+}
+
+// WriteReplayTable prints the rows: per commit, wall time and server CPU
+// on each target and their ratios (PostgreSQL ÷ moraine), then the overall
+// CPU ratio as `ratio_vs_postgres=<x>`.
+func WriteReplayTable(w io.Writer, rows []ReplayRow) error {
+	tw := newTab(w)
+	fmt.Fprintln(tw, "transcript\tclients\tcommits\twall/commit PG\twall/commit moraine\twall ratio\tCPU/commit PG\tCPU/commit moraine\tCPU ratio\t")
+	var pgCPU, moCPU time.Duration
+	var pgN, moN int64
+	for _, r := range rows {
+		pw, mw := r.PerCommit(r.Wall, "postgres"), r.PerCommit(r.Wall, "moraine")
+		pc, mc := r.PerCommit(r.CPU, "postgres"), r.PerCommit(r.CPU, "moraine")
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%v\t%.2f×\t%v\t%v\t%.2f×\t\n", r.Transcript, r.Concurrency, r.Commits["moraine"],
+			pw.Round(time.Microsecond), mw.Round(time.Microsecond), ratio(pw, mw), pc.Round(time.Microsecond), mc.Round(time.Microsecond), ratio(pc, mc))
+		pgCPU += r.CPU["postgres"]
+		moCPU += r.CPU["moraine"]
+		pgN += r.Commits["postgres"]
+		moN += r.Commits["moraine"]
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if pgN == 0 || moN == 0 {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "ratio_vs_postgres=%.2f\n", ratio(pgCPU/time.Duration(pgN), moCPU/time.Duration(moN)))
+	return err
+}
+
+func ratio(pg, mo time.Duration) float64 {
+	if mo <= 0 {
+		return 0
+	}
+	return float64(pg) / float64(mo)
+}

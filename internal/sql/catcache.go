@@ -1,0 +1,144 @@
+package sql
+
+import (
+	"strings"
+	"sync"
+
+	pg "github.com/pganalyze/pg_query_go/v6"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
+)
+
+// The catalog read cache. DuckDB's postgres extension reloads its view of
+// the database with a batch of SELECTs over PostgreSQL's catalogs (every
+// relation, column, constraint, type and index) whenever it starts a
+// transaction on a connection whose cache it dropped: in a busy lake's
+// commit mix, once per commit or two. Their answers depend only on the
+// database's DDL, so a SELECT that reads nothing but the DDL-derived
+// catalogs is answered from the previous answer while no DDL landed. The
+// general interpreter stays the reference: a miss runs it, and a test
+// compares every cached answer with a fresh evaluation.
+
+// ddlCatalogs are the relations whose rows follow from the DDL alone (and
+// from PostgreSQL's own fixed catalogs).
+var ddlCatalogs = map[string]bool{
+	"pg_namespace": true, "pg_class": true, "pg_attribute": true, "pg_type": true,
+	"pg_constraint": true, "pg_description": true, "pg_enum": true, "pg_indexes": true,
+	"pg_index": true, "pg_attrdef": true,
+}
+
+const catalogCacheEntries = 64
+
+type catalogKey struct {
+	db   *memcat.DB
+	ddl  uint64
+	text string // the statement's text and the literals bound into it
+}
+
+// catalogCache holds the answers, at most catalogCacheEntries, the oldest
+// dropped first.
+type catalogCache struct {
+	mu        sync.Mutex
+	entries   map[catalogKey]*rel
+	order     []catalogKey
+	cacheable sync.Map // *pg.SelectStmt → bool
+	disabled  bool     // tests: always evaluate
+}
+
+func newCatalogCache() *catalogCache { return &catalogCache{entries: map[catalogKey]*rel{}} }
+
+func (c *catalogCache) get(k catalogKey) (*rel, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.entries[k]
+	return r, ok
+}
+
+func (c *catalogCache) put(k catalogKey, r *rel) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[k]; ok {
+		return
+	}
+	if len(c.order) >= catalogCacheEntries {
+		delete(c.entries, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.entries[k] = r
+	c.order = append(c.order, k)
+}
+
+// catalogReadKey returns the cache key of sel when its answer may come from
+// the cache: it reads only DDL-derived catalogs, calls no function and
+// takes no parameter, and the session sees exactly a published version (no
+// temp table of its own, no staged write).
+func (x *exec) catalogReadKey(sel *pg.SelectStmt) (catalogKey, bool) {
+	c := x.s.ex.catalogReads
+	if c.disabled || len(x.params) > 0 || len(x.s.temps) > 0 || (x.s.txn != nil && x.s.txn.HasWrites()) || x.text == "" {
+		return catalogKey{}, false
+	}
+	ok, seen := c.cacheable.Load(sel)
+	if !seen {
+		ok = readsOnlyDDLCatalogs(sel)
+		c.cacheable.Store(sel, ok)
+	}
+	if !ok.(bool) {
+		return catalogKey{}, false
+	}
+	text := x.text
+	if x.lits != nil && len(x.lits.vals) > 0 {
+		var b strings.Builder
+		b.WriteString(text)
+		for _, v := range x.lits.vals {
+			b.WriteByte(0)
+			if v.v.IsNull() {
+				b.WriteString("\x01NULL")
+				continue
+			}
+			b.WriteString(datum.FormatText(outType(v.t), v.v))
+		}
+		text = b.String()
+	}
+	return catalogKey{db: x.s.db, ddl: x.s.view().DDLSeq(), text: text}, true
+}
+
+// readsOnlyDDLCatalogs reports whether every relation sel names is a
+// DDL-derived catalog (unqualified or in pg_catalog) and it holds no
+// function call, parameter or SQL value function (current_user and the
+// like) anywhere.
+func readsOnlyDDLCatalogs(sel *pg.SelectStmt) bool {
+	ok, names := true, 0
+	var walk func(m protoreflect.Message)
+	walk = func(m protoreflect.Message) {
+		if !ok {
+			return
+		}
+		switch v := m.Interface().(type) {
+		case *pg.RangeVar:
+			names++
+			if (v.Schemaname != "" && v.Schemaname != "pg_catalog") || !ddlCatalogs[v.Relname] {
+				ok = false
+			}
+			return
+		case *pg.FuncCall, *pg.ParamRef, *pg.SQLValueFunction, *pg.RangeFunction, *pg.CommonTableExpr:
+			ok = false
+			return
+		}
+		m.Range(func(fd protoreflect.FieldDescriptor, val protoreflect.Value) bool {
+			switch {
+			case fd.IsList() && fd.Message() != nil:
+				l := val.List()
+				for i := 0; i < l.Len() && ok; i++ {
+					walk(l.Get(i).Message())
+				}
+			case fd.Message() != nil && !fd.IsMap():
+				walk(val.Message())
+			}
+			return ok
+		})
+	}
+	walk(sel.ProtoReflect())
+	return ok && names > 0
+}

@@ -1,0 +1,53 @@
+package sql
+
+import (
+	"context"
+	"strings"
+	"testing"
+)
+
+// TestCatalogReadCache: a read of PostgreSQL's catalogs is answered from
+// the cache while no DDL lands, always as the general interpreter answers
+// it (compared with the cache off), and afresh once DDL changes the
+// catalog; a read that calls a function or takes a parameter is never
+// cached.
+func TestCatalogReadCache(t *testing.T) {
+	ex, s := lakeSession(t, `CREATE TABLE ducklake_metadata(key varchar NOT NULL, value varchar NOT NULL, scope varchar, scope_id bigint)`)
+	ctx := context.Background()
+	const q = `SELECT c.relname, a.attname, a.attnum FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND a.attnum > 0 ORDER BY 1, 3`
+	general := func() string {
+		ex.catalogReads.disabled = true
+		defer func() { ex.catalogReads.disabled = false }()
+		return runSQL(ctx, s, q, "")
+	}
+	entries := func() int {
+		ex.catalogReads.mu.Lock()
+		defer ex.catalogReads.mu.Unlock()
+		return len(ex.catalogReads.entries)
+	}
+	first := runSQL(ctx, s, q, "")
+	if entries() != 1 || first != general() || !strings.Contains(first, "ducklake_metadata | scope_id") {
+		t.Fatalf("first read (%d entries):\n%s", entries(), first)
+	}
+	if again := runSQL(ctx, s, q, ""); again != first || entries() != 1 {
+		t.Fatalf("repeated read (%d entries):\n%s", entries(), again)
+	}
+	// DDL from another session changes the answer.
+	other := ex.Open("lake", "postgres", "", 9)
+	defer other.Close()
+	if out := runSQL(ctx, other, `CREATE TABLE ducklake_snapshot(snapshot_id bigint primary key, snapshot_time timestamptz, schema_version bigint, next_catalog_id bigint, next_file_id bigint)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	after := runSQL(ctx, s, q, "")
+	if after == first || after != general() || !strings.Contains(after, "ducklake_snapshot | snapshot_id") {
+		t.Fatalf("after DDL:\n%s", after)
+	}
+	// Functions and parameters are never cached.
+	before := entries()
+	runSQL(ctx, s, `SELECT relname, pg_table_size(oid) FROM pg_class WHERE relname = 'ducklake_snapshot'`, "")
+	runSQL(ctx, s, `SELECT current_user, relname FROM pg_class WHERE relname = 'ducklake_snapshot'`, "")
+	if entries() != before {
+		t.Fatalf("a read calling a function was cached (%d → %d entries)", before, entries())
+	}
+}
