@@ -72,11 +72,12 @@ func (c *catalogCache) put(k catalogKey, r *rel) {
 
 // catalogReadKey returns the cache key of sel when its answer may come from
 // the cache: it reads only DDL-derived catalogs, calls no function and
-// takes no parameter, and the session sees exactly a published version (no
-// temp table of its own, no staged write).
+// takes no parameter, and the session's catalogs are those of a published
+// version (no temp table of its own, no staged DDL; staged rows do not
+// show in the catalogs).
 func (x *exec) catalogReadKey(sel *pg.SelectStmt) (catalogKey, bool) {
 	c := x.s.ex.catalogReads
-	if c.disabled || len(x.params) > 0 || len(x.s.temps) > 0 || (x.s.txn != nil && x.s.txn.HasWrites()) || x.text == "" {
+	if c.disabled || len(x.params) > 0 || len(x.s.temps) > 0 || (x.s.txn != nil && x.s.txn.HasDDL()) || x.text == "" {
 		return catalogKey{}, false
 	}
 	ok, seen := c.cacheable.Load(sel)

@@ -43,6 +43,26 @@ func TestCatalogReadCache(t *testing.T) {
 	if after == first || after != general() || !strings.Contains(after, "ducklake_snapshot | snapshot_id") {
 		t.Fatalf("after DDL:\n%s", after)
 	}
+	// A transaction that staged rows sees the published catalogs (cached);
+	// one that staged DDL sees its own.
+	if out := runSQL(ctx, s, `BEGIN; INSERT INTO ducklake_metadata VALUES ('k', 'v', NULL, NULL)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	rows := func(out string) string { return out[:strings.LastIndex(out, "status")] }
+	if got := runSQL(ctx, s, q, ""); rows(got) != rows(after) {
+		t.Fatalf("with staged rows:\n%s", got)
+	}
+	if out := runSQL(ctx, s, `CREATE TABLE ducklake_tag(object_id bigint, begin_snapshot bigint, end_snapshot bigint, key varchar, value varchar)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	staged := runSQL(ctx, s, q, "")
+	if !strings.Contains(staged, "ducklake_tag | object_id") || rows(staged) != rows(general()) {
+		t.Fatalf("with staged DDL:\n%s", staged)
+	}
+	runSQL(ctx, s, `ROLLBACK`, "")
+	if got := runSQL(ctx, s, q, ""); got != after {
+		t.Fatalf("after the rollback:\n%s", got)
+	}
 	// Functions and parameters are never cached.
 	before := entries()
 	runSQL(ctx, s, `SELECT relname, pg_table_size(oid) FROM pg_class WHERE relname = 'ducklake_snapshot'`, "")

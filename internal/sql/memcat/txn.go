@@ -80,6 +80,19 @@ func (t *Txn) DB() *DB { return t.db }
 // HasWrites reports whether anything was staged.
 func (t *Txn) HasWrites() bool { return t.tx.Dirty() }
 
+// HasDDL reports whether the transaction staged a change of schemas,
+// tables or columns: then what it sees of PostgreSQL's catalogs is its own.
+func (t *Txn) HasDDL() bool {
+	for _, o := range t.tx.Ops() {
+		switch o.Kind {
+		case catalog.OpInsert, catalog.OpUpdate, catalog.OpDelete:
+		default:
+			return true
+		}
+	}
+	return false
+}
+
 // Rebase moves a transaction without writes to the newest version (READ
 // COMMITTED statements, and the snapshot a REPEATABLE READ transaction takes
 // at its first statement).
