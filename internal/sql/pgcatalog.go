@@ -147,7 +147,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 			{"relhassubclass", tBool}, {"relrowsecurity", tBool}, {"relforcerowsecurity", tBool},
 			{"relispopulated", tBool}, {"relreplident", tChar}, {"relispartition", tBool},
 			{"relrewrite", tOID}, {"reloptions", datum.TextArray}, {"relpartbound", tText}})
-		r.rows = append(r.rows, sysRows("pg_class", vcols(r))...)
+		r.rows = withSysRows("pg_class", vcols(r), 2*len(tablesOf(v)))
 		for _, ti := range tablesOf(v) {
 			t := ti.t
 			r.add(oidV(t.OID), nameV(t.Name), oidV(ti.schema.OID), oidV(t.TypOID), oidV(0), oidV(ownerOID),
@@ -169,8 +169,15 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 			{"attnum", tInt2}, {"attndims", tInt4}, {"atttypmod", tInt4}, {"attnotnull", tBool},
 			{"atthasdef", tBool}, {"atthasmissing", tBool}, {"attidentity", tChar}, {"attgenerated", tChar},
 			{"attisdropped", tBool}, {"attislocal", tBool}, {"attcollation", tOID}, {"attstattarget", tInt4}})
-		r.rows = append(r.rows, sysRows("pg_attribute", vcols(r))...)
-		for _, ti := range tablesOf(v) {
+		tables := tablesOf(v)
+		extra := 0
+		for _, ti := range tables {
+			extra += len(ti.t.Def.Columns)
+		}
+		sys := sysAttributes(vcols(r))
+		r.rows = make([][]datum.Value, len(sys), len(sys)+extra)
+		copy(r.rows, sys)
+		for _, ti := range tables {
 			for i, c := range ti.t.Def.Columns {
 				ndims, coll := 0, uint32(0)
 				if c.Type.Kind() == datum.KindArray {
@@ -181,25 +188,18 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 				}
 				r.add(oidV(ti.t.OID), nameV(c.Name), oidV(c.Type.OID), intV(int(c.Type.Len())), intV(i+1),
 					intV(ndims), intV(int(c.Type.Mod)), boolV(c.NotNull), boolV(false), boolV(false),
-					nameV(""), nameV(""), boolV(false), boolV(true), oidV(coll), intV(-1))
+					nameV(""), nameV(""), boolV(false), boolV(true), oidV(coll), intV(-1),
+					nameV(attStorage(int(c.Type.Len()))), nameV(""))
 			}
 		}
-		// attstorage and attcompression come last so the dump's layout holds.
 		r.cols = append(r.cols, colInfo{name: "attstorage", typ: tChar}, colInfo{name: "attcompression", typ: tChar})
-		for i, row := range r.rows {
-			storage := "p"
-			if row[3].I == -1 {
-				storage = "x"
-			}
-			r.rows[i] = append(row[:16:16], nameV(storage), nameV(""))
-		}
 		return r, true, nil
 	case "pg_type":
 		r := mkRel([]vcol{{"oid", tOID}, {"typname", tName}, {"typnamespace", tOID}, {"typowner", tOID},
 			{"typlen", tInt2}, {"typbyval", tBool}, {"typtype", tChar}, {"typcategory", tChar},
 			{"typrelid", tOID}, {"typelem", tOID}, {"typarray", tOID}, {"typnotnull", tBool},
 			{"typbasetype", tOID}, {"typtypmod", tInt4}, {"typndims", tInt4}, {"typcollation", tOID}})
-		r.rows = append(r.rows, sysRows("pg_type", vcols(r))...)
+		r.rows = withSysRows("pg_type", vcols(r), len(tablesOf(v)))
 		for _, ti := range tablesOf(v) {
 			r.add(oidV(ti.t.TypOID), nameV(ti.t.Name), oidV(ti.schema.OID), oidV(ownerOID), intV(-1),
 				boolV(false), nameV("c"), nameV("C"), oidV(ti.t.OID), oidV(0), oidV(0),
@@ -267,7 +267,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 			{"condeferrable", tBool}, {"condeferred", tBool}, {"convalidated", tBool}, {"conrelid", tOID},
 			{"contypid", tOID}, {"conindid", tOID}, {"conparentid", tOID}, {"confrelid", tOID},
 			{"conislocal", tBool}, {"coninhcount", tInt4}, {"connoinherit", tBool}, {"conkey", datum.Int2Array}})
-		r.rows = append(r.rows, sysRows("pg_constraint", vcols(r))...)
+		r.rows = withSysRows("pg_constraint", vcols(r), len(tablesOf(v)))
 		for _, ti := range tablesOf(v) {
 			t := ti.t
 			if t.PKOID == 0 {
@@ -284,7 +284,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool, error) {
 		return r, true, nil
 	case "pg_indexes":
 		r := mkRel([]vcol{{"schemaname", tName}, {"tablename", tName}, {"indexname", tName}, {"tablespace", tName}, {"indexdef", tText}})
-		r.rows = append(r.rows, sysRows("pg_indexes", vcols(r))...)
+		r.rows = withSysRows("pg_indexes", vcols(r), len(tablesOf(v)))
 		for _, ti := range tablesOf(v) {
 			if ti.t.PKOID != 0 {
 				r.add(nameV(ti.schema.Name), nameV(ti.t.Name), nameV(ti.t.Name+"_pkey"), datum.Null, datum.TextValue(pkIndexDef(ti)))

@@ -48,6 +48,41 @@ func sysRows(name string, cols []vcol) [][]datum.Value {
 	return rows
 }
 
+// withSysRows is a new row slice holding PostgreSQL's own rows of catalog
+// name, with room for extra rows of the lake's: the shared rows are copied
+// once, as headers, never appended to.
+func withSysRows(name string, cols []vcol, extra int) [][]datum.Value {
+	sys := sysRows(name, cols)
+	rows := make([][]datum.Value, len(sys), len(sys)+extra)
+	copy(rows, sys)
+	return rows
+}
+
+// sysAttributes is PostgreSQL's pg_attribute rows with attstorage and
+// attcompression appended (the dump's layout ends before them), made once.
+func sysAttributes(cols []vcol) [][]datum.Value {
+	sysAttrOnce.Do(func() {
+		for _, row := range sysRows("pg_attribute", cols) {
+			sysAttr = append(sysAttr, append(row[:16:16], nameV(attStorage(int(row[3].I))), nameV("")))
+		}
+	})
+	return sysAttr
+}
+
+var (
+	sysAttrOnce sync.Once
+	sysAttr     [][]datum.Value
+)
+
+// attStorage is attstorage for a column of length attlen: varlena types
+// (-1) are extended, fixed-length ones plain.
+func attStorage(attlen int) string {
+	if attlen == -1 {
+		return "x"
+	}
+	return "p"
+}
+
 func loadSys(name string, cols []vcol) ([][]datum.Value, error) {
 	data, err := sysdataFS.ReadFile("sysdata/" + name + ".tsv")
 	if err != nil {
