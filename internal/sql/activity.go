@@ -42,9 +42,9 @@ func (s *Session) beginActivity(sql string) {
 func (s *Session) endActivity() {
 	state := "idle"
 	switch {
-	case s.failed:
+	case s.tx.failed():
 		state = "idle in transaction (aborted)"
-	case s.inBlock:
+	case s.tx.inBlock():
 		state = "idle in transaction"
 	}
 	a := &s.act
@@ -93,7 +93,7 @@ func (x *exec) statActivity() *rel {
 		}
 		var xact time.Time
 		if s == x.s {
-			xact = x.s.txStart
+			xact = x.s.tx.start
 		}
 		r.add(oidV(dbOID[s.dbName]), nameV(s.dbName), intV(int(s.pid)), datum.Null, oidV(ownerOID),
 			nameV(s.user), datum.TextValue(a.app), addr, datum.Null, port,

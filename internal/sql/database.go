@@ -24,10 +24,10 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 	if n.GetDropdbStmt() != nil {
 		verb = "DROP DATABASE"
 	}
-	if s.inBlock || s.multi {
+	if s.tx.inBlock() || s.multi {
 		return errf(pgcode.ActiveSQLTransaction, "%s cannot run inside a transaction block", verb)
 	}
-	if s.readOnly || s.ex.Standby {
+	if s.tx.readOnly || s.ex.Standby {
 		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	if c := n.GetCreatedbStmt(); c != nil {
@@ -35,7 +35,7 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 			return err
 		}
 		if err := s.ex.cat.CreateDatabase(ctx, c.Dbname); err != nil {
-			return asPg(err)
+			return err
 		}
 		return out.complete(verb)
 	}
@@ -82,7 +82,7 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 		return e
 	}
 	if err := s.ex.cat.DropDatabase(ctx, d.Dbname); err != nil {
-		return asPg(err)
+		return err
 	}
 	// The drop is durable: nothing the sessions on it stage can commit any
 	// more (catalog.Database.Dropped). Ending them is PostgreSQL's courtesy.

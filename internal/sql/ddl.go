@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/pgcode"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -145,19 +146,19 @@ func (x *exec) createTable(s *pg.CreateStmt, out sink) error {
 	}
 	if !x.s.view().HasSchema(schema) {
 		// A new lake's metadata schema is created on first use.
-		if err := x.s.txn.CreateSchema(schema); err != nil {
-			return asPg(err)
+		if err := x.s.tx.txn.CreateSchema(schema); err != nil {
+			return err
 		}
 	}
-	if _, err := x.s.txn.CreateTable(schema, rv.Relname, def); err != nil {
-		if errors.Is(err, memcat.ErrTableExists) {
+	if _, err := x.s.tx.txn.CreateTable(schema, rv.Relname, def); err != nil {
+		if errors.Is(err, catalog.ErrTableExists) {
 			if s.IfNotExists {
 				out.notice(&pgwire.Error{Code: pgcode.DuplicateTable, Message: "relation \"" + rv.Relname + "\" already exists, skipping"})
 				return out.complete("CREATE TABLE")
 			}
 			return errf(pgcode.DuplicateTable, "relation %q already exists", rv.Relname)
 		}
-		return asPg(err)
+		return err
 	}
 	return out.complete("CREATE TABLE")
 }
@@ -179,8 +180,8 @@ func (x *exec) createSchema(s *pg.CreateSchemaStmt, out sink) error {
 		}
 		return errf(pgcode.DuplicateSchema, "schema %q already exists", s.Schemaname)
 	}
-	if err := x.s.txn.CreateSchema(s.Schemaname); err != nil {
-		return asPg(err)
+	if err := x.s.tx.txn.CreateSchema(s.Schemaname); err != nil {
+		return err
 	}
 	return out.complete("CREATE SCHEMA")
 }
@@ -210,8 +211,8 @@ func (x *exec) drop(s *pg.DropStmt, out sink) error {
 		if err := x.checkWritable("DROP TABLE"); err != nil {
 			return err
 		}
-		if err := x.s.txn.DropTable(schema, t.Name); err != nil {
-			return asPg(err)
+		if err := x.s.tx.txn.DropTable(schema, t.Name); err != nil {
+			return err
 		}
 	}
 	return out.complete("DROP TABLE")
@@ -247,15 +248,15 @@ func (x *exec) alterTable(s *pg.AlterTableStmt, out sink) error {
 		if pk || c.NotNull {
 			return unsupported("ALTER TABLE ADD COLUMN with NOT NULL or PRIMARY KEY")
 		}
-		if err := x.s.txn.AddColumn(schema, t.Name, c); err != nil {
-			if errors.Is(err, memcat.ErrColumnExists) {
+		if err := x.s.tx.txn.AddColumn(schema, t.Name, c); err != nil {
+			if errors.Is(err, catalog.ErrColumnExists) {
 				if cmd.MissingOk {
 					out.notice(&pgwire.Error{Code: pgcode.DuplicateColumn, Message: "column \"" + c.Name + "\" of relation \"" + t.Name + "\" already exists, skipping"})
 					continue
 				}
 				return errf(pgcode.DuplicateColumn, "column %q of relation %q already exists", c.Name, t.Name)
 			}
-			return asPg(err)
+			return err
 		}
 	}
 	return out.complete("ALTER TABLE")
@@ -275,14 +276,14 @@ func (x *exec) rename(s *pg.RenameStmt, out sink) error {
 	if err := x.checkWritable("ALTER TABLE"); err != nil {
 		return err
 	}
-	if err := x.s.txn.RenameColumn(schema, t.Name, s.Subname, s.Newname); err != nil {
+	if err := x.s.tx.txn.RenameColumn(schema, t.Name, s.Subname, s.Newname); err != nil {
 		switch {
-		case errors.Is(err, memcat.ErrNoSuchColumn):
+		case errors.Is(err, catalog.ErrNoColumn):
 			return errf(pgcode.UndefinedColumn, "column %q does not exist", s.Subname)
-		case errors.Is(err, memcat.ErrColumnExists):
+		case errors.Is(err, catalog.ErrColumnExists):
 			return errf(pgcode.DuplicateColumn, "column %q of relation %q already exists", s.Newname, t.Name)
 		}
-		return asPg(err)
+		return err
 	}
 	return out.complete("ALTER TABLE")
 }
@@ -371,10 +372,10 @@ func (x *exec) set(s *pg.VariableSetStmt, out sink) error {
 				}
 				if d.Defname == "transaction_isolation" && name == "transaction" {
 					lvl := d.Arg.GetAConst().GetSval().GetSval()
-					x.s.repeatable = lvl == "repeatable read" || lvl == "serializable"
+					x.s.tx.repeatable = lvl == "repeatable read" || lvl == "serializable"
 				}
 				if d.Defname == "transaction_read_only" && name == "transaction" {
-					x.s.readOnly = d.Arg.GetAConst().GetIval().GetIval() != 0
+					x.s.tx.readOnly = d.Arg.GetAConst().GetIval().GetIval() != 0
 				}
 			}
 			return out.complete("SET")

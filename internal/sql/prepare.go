@@ -20,7 +20,7 @@ func (s *Session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 		s.fail()
 		return nil, err
 	}
-	if s.failed {
+	if s.tx.failed() {
 		return nil, errf(pgcode.InFailedSQLTransaction, "current transaction is aborted, commands ignored until end of transaction block")
 	}
 	ps := &prepared{s: s, sql: sql, stmts: stmts}
@@ -41,9 +41,9 @@ func (s *Session) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (
 		// Describing takes no snapshot: outside a transaction block, or
 		// in one whose snapshot is still deferred, it reads the newest
 		// durable version and waits for nobody (memcat.BeginDeferred).
-		implicit := s.txn == nil
+		implicit := s.tx.phase == txNone
 		if implicit {
-			s.startTxn(s.db.BeginDeferred(s.wrote))
+			s.startTxn(s.db.BeginDeferred(s.role.writer()))
 		}
 		x := &exec{ctx: ctx, s: s, params: params, lits: stmts[0].lits}
 		r, err := x.runSelect(stmts[0].node.GetSelectStmt(), nil)
@@ -115,7 +115,7 @@ func (p *prepared) Bind(_ context.Context, params []pgwire.Param) (pgwire.Portal
 			v, err = datum.ParseText(t, string(pr.Value))
 		}
 		if err != nil {
-			return nil, asPg(err)
+			return nil, err
 		}
 		vals[i] = tv{v, t}
 	}
@@ -154,7 +154,7 @@ func (po *portal) Execute(ctx context.Context, w *pgwire.ResultWriter, maxRows i
 		}
 	}
 	// Outside a block every Execute is its own transaction.
-	if s.txn != nil && !s.inBlock {
+	if s.tx.phase == txImplicit {
 		if err := s.commitTxn(ctx); err != nil {
 			return err
 		}

@@ -103,22 +103,11 @@ type Session struct {
 	user   string
 	pid    uint32
 
-	txn     *memcat.Txn // nil outside any transaction
-	inBlock bool        // an explicit BEGIN is open
+	tx   txState     // the transaction (txstate.go)
+	role sessionRole // what the session's history says about its pins
 	// multi: the simple query running holds several statements, which
 	// PostgreSQL runs as an implicit transaction block.
-	multi      bool
-	failed     bool // the block saw an error: only ROLLBACK/COMMIT work
-	readOnly   bool
-	repeatable bool // REPEATABLE READ or SERIALIZABLE: one snapshot for the block
-	txStart    time.Time
-	// wrote: a transaction of this session staged writes before. Its next
-	// transactions pin snapshots under the writers' lease (memcat).
-	// reader: it never wrote, and a transaction block of it ended without
-	// writing. Until then its blocks pin under the lease too: a burst of
-	// new DuckLake connections committing at once would otherwise all pin
-	// the same head, and all but one fail and back off.
-	wrote, reader bool
+	multi bool
 
 	temps      map[string]*memcat.Table
 	tempOnDrop map[string]bool
@@ -209,11 +198,11 @@ func (s *Session) setting(name string) (string, bool) {
 	name = strings.ToLower(name)
 	switch name {
 	case "transaction_isolation":
-		if s.txn != nil && s.repeatable {
+		if s.tx.txn != nil && s.tx.repeatable {
 			return "repeatable read", true
 		}
 	case "transaction_read_only":
-		if s.readOnly {
+		if s.tx.readOnly {
 			return "on", true
 		}
 	}
@@ -239,14 +228,14 @@ func (s *Session) searchSchema() string {
 
 // view is what a statement reads.
 func (s *Session) view() *memcat.Version {
-	if s.txn != nil {
-		return s.txn.View()
+	if s.tx.txn != nil {
+		return s.tx.txn.View()
 	}
 	return s.db.Head()
 }
 
 func (s *Session) txStartMicros() int64 {
-	t := s.txStart
+	t := s.tx.start
 	if t.IsZero() {
 		t = s.ex.Now()
 	}
@@ -254,15 +243,7 @@ func (s *Session) txStartMicros() int64 {
 }
 
 // TxStatus implements pgwire.Session.
-func (s *Session) TxStatus() pgwire.TxStatus {
-	switch {
-	case s.failed:
-		return pgwire.TxFailed
-	case s.inBlock:
-		return pgwire.TxActive
-	}
-	return pgwire.TxIdle
-}
+func (s *Session) TxStatus() pgwire.TxStatus { return s.tx.status() }
 
 // Close implements pgwire.Session: an open transaction rolls back.
 func (s *Session) Close() error {
@@ -272,7 +253,7 @@ func (s *Session) Close() error {
 }
 
 func (s *Session) beginTxn(ctx context.Context) error {
-	txn, err := s.db.Begin(ctx, s.wrote)
+	txn, err := s.db.Begin(ctx, s.role.writer())
 	if err != nil {
 		return err
 	}
@@ -280,39 +261,38 @@ func (s *Session) beginTxn(ctx context.Context) error {
 	return nil
 }
 
-// startTxn makes txn the session's transaction.
+// startTxn makes txn the session's implicit transaction.
 func (s *Session) startTxn(txn *memcat.Txn) {
-	s.txn = txn
-	s.txStart = s.ex.Now()
-	s.readOnly = s.settings["default_transaction_read_only"] == "on"
-	s.repeatable = false
+	s.tx.begin(txn, s.ex.Now(), s.settings["default_transaction_read_only"] == "on")
 }
 
-// endTxn forgets the transaction and drops ON COMMIT DROP temp tables.
+// endTxn rolls back the session's transaction, if any.
 func (s *Session) endTxn() {
-	if s.txn != nil {
-		s.txn.Rollback()
+	if txn := s.leaveTxn(); txn != nil {
+		txn.Rollback()
 	}
-	if s.inBlock && !s.wrote {
-		s.reader = true
+}
+
+// commitTxn commits the session's transaction, if any.
+func (s *Session) commitTxn(ctx context.Context) error {
+	txn := s.leaveTxn()
+	if txn == nil {
+		return nil
 	}
-	s.txn = nil
-	s.inBlock, s.failed, s.readOnly, s.repeatable = false, false, false, false
-	s.txStart = time.Time{}
+	return txn.Commit(ctx)
+}
+
+// leaveTxn ends the session's transaction, drops its ON COMMIT DROP temp
+// tables, and returns the catalog transaction to commit or roll back.
+func (s *Session) leaveTxn() *memcat.Txn {
+	if s.tx.inBlock() {
+		s.role.blockEnded()
+	}
 	for name := range s.tempOnDrop {
 		delete(s.temps, name)
 	}
 	s.tempOnDrop = nil
-}
-
-func (s *Session) commitTxn(ctx context.Context) error {
-	txn := s.txn
-	s.txn = nil
-	s.endTxn()
-	if txn == nil {
-		return nil
-	}
-	return asPg(txn.Commit(ctx))
+	return s.tx.end()
 }
 
 // Query implements pgwire.Session.
@@ -339,15 +319,15 @@ func (s *Session) query(ctx context.Context, sql string, out sink) error {
 		}
 	}
 	// A simple Query is one implicit transaction unless it opened a block.
-	if s.txn != nil && !s.inBlock {
+	if s.tx.phase == txImplicit {
 		if err := s.commitTxn(ctx); err != nil {
 			return err
 		}
 	}
-	if s.txn != nil && s.inBlock && !s.failed {
+	if s.tx.phase == txBlock {
 		// The session goes idle in its transaction (DuckLake: between its
 		// write batch and its COMMIT): a writer waiting may read its writes.
-		s.txn.Seal()
+		s.tx.txn.Seal()
 	}
 	return nil
 }
@@ -355,8 +335,8 @@ func (s *Session) query(ctx context.Context, sql string, out sink) error {
 // fail records an error: a block becomes failed, an implicit transaction
 // rolls back.
 func (s *Session) fail() {
-	if s.inBlock {
-		s.failed = true
+	if s.tx.inBlock() {
+		s.tx.to(txFailed)
 		return
 	}
 	s.endTxn()
@@ -386,15 +366,15 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	// The writers' pin lease lapses, and new snapshots stop waiting for
 	// a claimer, only once the transaction sits idle between statements
 	// (memcat.LeaseHold, memcat.SettleWait).
-	if s.txn != nil {
-		s.txn.Busy()
+	if s.tx.txn != nil {
+		s.tx.txn.Busy()
 	}
 	defer func() {
-		if s.txn != nil {
-			s.txn.Idle()
+		if s.tx.txn != nil {
+			s.tx.txn.Idle()
 		}
 	}()
-	if s.failed && !isTxnControl(n) {
+	if s.tx.failed() && !isTxnControl(n) {
 		return errf(pgcode.InFailedSQLTransaction, "current transaction is aborted, commands ignored until end of transaction block")
 	}
 	if err := s.admitWrite(st); err != nil {
@@ -406,7 +386,7 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	if n.GetCreatedbStmt() != nil || n.GetDropdbStmt() != nil {
 		return s.databaseStmt(ctx, n, out)
 	}
-	if s.txn == nil {
+	if s.tx.phase == txNone {
 		if readsNothing(n) {
 			// No snapshot to take: a statement that reads no table must
 			// not queue for the writers' lease or wait for a commit under
@@ -417,23 +397,23 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 		} else if err := s.beginTxn(ctx); err != nil {
 			return err
 		}
-	} else if s.txn.Deferred() {
+	} else if s.tx.txn.Deferred() {
 		// The block's first statement takes its snapshot.
-		if err := s.txn.Pin(ctx); err != nil {
+		if err := s.tx.txn.Pin(ctx); err != nil {
 			return err
 		}
-	} else if !s.repeatable {
+	} else if !s.tx.repeatable {
 		// READ COMMITTED: each statement sees the newest commit (while the
 		// transaction has not written; see the package notes).
-		if err := s.txn.Rebase(ctx); err != nil {
+		if err := s.tx.txn.Rebase(ctx); err != nil {
 			return err
 		}
 	}
 	if n.GetInsertStmt() != nil || n.GetUpdateStmt() != nil || n.GetDeleteStmt() != nil {
-		s.wrote = true // even if it fails: DuckLake's retry is a writer
+		s.role.wrote() // even if it fails: DuckLake's retry is a writer
 	}
 	x := &exec{ctx: ctx, s: s, params: params, lits: st.lits, text: st.text}
-	err := asPg(x.statement(n, out))
+	err := x.statement(n, out)
 	s.flushReports(out)
 	if x.work.bytes >= largeStatement {
 		pgwire.ReleaseMemory()
@@ -476,14 +456,14 @@ func readsNothing(n *pg.Node) bool {
 func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) error {
 	switch ts.Kind {
 	case pg.TransactionStmtKind_TRANS_STMT_BEGIN, pg.TransactionStmtKind_TRANS_STMT_START:
-		if s.inBlock {
+		if s.tx.inBlock() {
 			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: pgcode.ActiveSQLTransaction, Message: "there is already a transaction in progress"})
 			return out.complete("BEGIN")
 		}
-		if s.txn == nil {
-			s.startTxn(s.db.BeginDeferred(s.wrote || !s.reader))
+		if s.tx.phase == txNone {
+			s.startTxn(s.db.BeginDeferred(s.role.leasedBlocks()))
 		}
-		s.inBlock = true
+		s.tx.to(txBlock)
 		for _, o := range ts.Options {
 			d := o.GetDefElem()
 			if d == nil {
@@ -495,13 +475,13 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 				if c := d.Arg.GetAConst(); c != nil && c.GetSval() != nil {
 					lvl = c.GetSval().Sval
 				}
-				s.repeatable = lvl == "repeatable read" || lvl == "serializable"
+				s.tx.repeatable = lvl == "repeatable read" || lvl == "serializable"
 			case "transaction_read_only":
 				if c := d.Arg.GetAConst(); c != nil {
 					if c.GetIval() != nil {
-						s.readOnly = c.GetIval().Ival != 0
+						s.tx.readOnly = c.GetIval().Ival != 0
 					} else if c.GetBoolval() != nil {
-						s.readOnly = c.GetBoolval().Boolval
+						s.tx.readOnly = c.GetBoolval().Boolval
 					}
 				}
 			case "transaction_deferrable":
@@ -511,14 +491,14 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 		}
 		return out.complete("BEGIN")
 	case pg.TransactionStmtKind_TRANS_STMT_COMMIT:
-		if !s.inBlock {
+		if !s.tx.inBlock() {
 			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: pgcode.NoActiveSQLTransaction, Message: "there is no transaction in progress"})
 			if err := s.commitTxn(ctx); err != nil {
 				return err
 			}
 			return out.complete("COMMIT")
 		}
-		if s.failed {
+		if s.tx.failed() {
 			s.endTxn()
 			return out.complete("ROLLBACK")
 		}
@@ -527,7 +507,7 @@ func (s *Session) runTxn(ctx context.Context, ts *pg.TransactionStmt, out sink) 
 		}
 		return out.complete("COMMIT")
 	case pg.TransactionStmtKind_TRANS_STMT_ROLLBACK:
-		if !s.inBlock {
+		if !s.tx.inBlock() {
 			out.notice(&pgwire.Error{Severity: pgwire.SeverityWarning, Code: pgcode.NoActiveSQLTransaction, Message: "there is no transaction in progress"})
 		}
 		s.endTxn()

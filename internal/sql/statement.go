@@ -64,7 +64,7 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 		if n.GetDiscardStmt().Target != pg.DiscardMode_DISCARD_ALL {
 			return unsupported("DISCARD %s", strings.TrimPrefix(n.GetDiscardStmt().Target.String(), "DISCARD_"))
 		}
-		if x.s.inBlock || x.s.multi {
+		if x.s.tx.inBlock() || x.s.multi {
 			// Also in the implicit block of a multi-statement query, as
 			// PostgreSQL's PreventInTransactionBlock.
 			return errf(pgcode.ActiveSQLTransaction, "DISCARD ALL cannot run inside a transaction block")
@@ -79,7 +79,7 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 }
 
 func (x *exec) checkWritable(verb string) error {
-	if x.s.readOnly || x.s.ex.Standby {
+	if x.s.tx.readOnly || x.s.ex.Standby {
 		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	if r := x.s.ex.WriteRefusal; r != nil {
@@ -126,13 +126,13 @@ func (x *exec) insertRow(wt writeTarget, vals []datum.Value) error {
 	}
 	if wt.schema == "" {
 		if err := t.CheckPK(vals, -1); err != nil {
-			return asPg(err)
+			return err
 		}
 		t.Rows = append(t.Rows, memcat.Row{CTID: t.NextCTID(), Vals: vals})
 		return nil
 	}
-	_, err := x.s.txn.Insert(wt.schema, t.Name, vals)
-	return asPg(err)
+	_, err := x.s.tx.txn.Insert(wt.schema, t.Name, vals)
+	return err
 }
 
 func (x *exec) updateRow(wt writeTarget, ctid int64, vals []datum.Value) error {
@@ -144,7 +144,7 @@ func (x *exec) updateRow(wt writeTarget, ctid int64, vals []datum.Value) error {
 	}
 	if wt.schema == "" {
 		if err := t.CheckPK(vals, ctid); err != nil {
-			return asPg(err)
+			return err
 		}
 		for i := range t.Rows {
 			if t.Rows[i].CTID == ctid {
@@ -155,8 +155,8 @@ func (x *exec) updateRow(wt writeTarget, ctid int64, vals []datum.Value) error {
 		t.Rows = append(t.Rows, memcat.Row{CTID: t.NextCTID(), Vals: vals})
 		return nil
 	}
-	_, err := x.s.txn.Update(wt.schema, t.Name, ctid, vals)
-	return asPg(err)
+	_, err := x.s.tx.txn.Update(wt.schema, t.Name, ctid, vals)
+	return err
 }
 
 func (x *exec) deleteRow(wt writeTarget, ctid int64) error {
@@ -170,7 +170,7 @@ func (x *exec) deleteRow(wt writeTarget, ctid int64) error {
 		}
 		return nil
 	}
-	return asPg(x.s.txn.Delete(wt.schema, t.Name, ctid))
+	return x.s.tx.txn.Delete(wt.schema, t.Name, ctid)
 }
 
 func notNullError(t *memcat.Table, col int, vals []datum.Value) error {
@@ -339,7 +339,7 @@ func assign(v tv, c memcat.Column) (datum.Value, error) {
 	if err != nil {
 		var se *datum.SyntaxError
 		if errors.As(err, &se) {
-			return datum.Null, asPg(err)
+			return datum.Null, err
 		}
 		return datum.Null, errf(pgcode.DatatypeMismatch, "column %q is of type %s but expression is of type %s", c.Name, c.Type, outType(v.t))
 	}
@@ -660,7 +660,7 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 			break
 		}
 		if err != nil {
-			return asPg(err)
+			return err
 		}
 		if len(cells) != len(idx) {
 			return copyFieldCount(format, cells, idx, cols)
@@ -680,7 +680,7 @@ func (x *exec) copy(s *pg.CopyStmt, out sink) error {
 			} else {
 				v, err = datum.ParseText(col.Type, string(c))
 				if err != nil {
-					return asPg(err)
+					return err
 				}
 			}
 			vals[idx[i]] = v
