@@ -44,6 +44,18 @@ func (e *Error) Error() string    { return e.Message }
 func (e *Error) Unwrap() error    { return e.Kind }
 func (e *Error) SQLState() string { return e.Code }
 
+// PgFields are the ErrorResponse fields sent with the error: the DETAIL, and
+// for a unique violation the schema, table and constraint, as PostgreSQL
+// sends them. The object an error of another kind names is for callers and
+// logs; it is in the message text.
+func (e *Error) PgFields() pgcode.Fields {
+	f := pgcode.Fields{Detail: e.Detail}
+	if e.Kind == ErrDuplicateKey {
+		f.Schema, f.Table, f.Constraint = e.Schema, e.Table, e.Constraint
+	}
+	return f
+}
+
 func errNoSchema(name string) error {
 	return &Error{Kind: ErrNoSchema, Code: pgcode.InvalidSchemaName, Schema: name,
 		Message: fmt.Sprintf("schema %q does not exist", name)}
@@ -95,13 +107,22 @@ func errSerialization(table string, c CTID) error {
 		Detail:  fmt.Sprintf("row %s of %q changed after the transaction's snapshot", c, table)}
 }
 
-// errDuplicate is PostgreSQL's unique violation, whose text DuckLake's retry
-// loop scans for ("unique", "primary key", "conflict", "concurrent").
-func errDuplicate(schema, table string, cols, vals string) error {
+// DuplicateKey is PostgreSQL's unique violation of table's primary key,
+// whose text DuckLake's retry loop scans for ("unique", "primary key",
+// "conflict", "concurrent"). cols and vals are the key's column names and
+// text forms, comma-separated.
+func DuplicateKey(schema, table string, cols, vals string) error {
 	c := table + "_pkey"
 	return &Error{Kind: ErrDuplicateKey, Code: pgcode.UniqueViolation, Schema: schema, Table: table, Constraint: c,
 		Message: fmt.Sprintf("duplicate key value violates unique constraint %q", c),
 		Detail:  fmt.Sprintf("Key (%s)=(%s) already exists.", cols, vals)}
+}
+
+// SerializationFailure is PostgreSQL's 40001 for a transaction that must
+// retry; detail may be empty.
+func SerializationFailure(detail string) error {
+	return &Error{Kind: ErrSerialization, Code: pgcode.SerializationFailure,
+		Message: "could not serialize access due to concurrent update", Detail: detail}
 }
 
 // errSpeculationFailed is returned by the commit of a transaction that

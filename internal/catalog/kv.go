@@ -489,7 +489,7 @@ func (l *loader) applyBatch(b *loadBatch) error {
 			if _, dup := t.pk.Set(pkItem{r.key, ct}); dup {
 				vals, _ := r.row.Decode(t.info.types, nil)
 				cols, vs := t.info.keyText(vals)
-				return fmt.Errorf("%w: %v", ErrCorrupt, errDuplicate(r.cat.schema, t.info.Def.Name, cols, vs))
+				return fmt.Errorf("%w: %v", ErrCorrupt, DuplicateKey(r.cat.schema, t.info.Def.Name, cols, vs))
 			}
 		}
 		if t.look != nil {

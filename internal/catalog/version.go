@@ -244,24 +244,24 @@ func (b *builder) createSchema(name string, catalogID uint32) (*Schema, error) {
 
 func validateDef(def *keyspace.TableDef) error {
 	if def.Name == "" {
-		return fmt.Errorf("%w: empty table name", ErrBadDef)
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: empty table name", ErrBadDef)
 	}
 	if len(def.Columns) == 0 {
-		return fmt.Errorf("%w: table %q has no columns", ErrBadDef, def.Name)
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q has no columns", ErrBadDef, def.Name)
 	}
 	seen := map[string]bool{}
 	for _, c := range def.Columns {
 		if c.Name == "" || seen[c.Name] {
-			return fmt.Errorf("%w: table %q: empty or duplicate column name %q", ErrBadDef, def.Name, c.Name)
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: empty or duplicate column name %q", ErrBadDef, def.Name, c.Name)
 		}
 		seen[c.Name] = true
 		if !c.Type.Known() {
-			return fmt.Errorf("%w: table %q column %q: unknown type %d", ErrBadDef, def.Name, c.Name, c.Type.OID)
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q column %q: unknown type %d", ErrBadDef, def.Name, c.Name, c.Type.OID)
 		}
 	}
 	for _, p := range def.PrimaryKey {
 		if p < 0 || p >= len(def.Columns) {
-			return fmt.Errorf("%w: table %q: primary key column %d out of range", ErrBadDef, def.Name, p)
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: primary key column %d out of range", ErrBadDef, def.Name, p)
 		}
 	}
 	return nil
@@ -315,7 +315,7 @@ func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt d
 		return errColumnExists(table, col.Name)
 	}
 	if !col.Type.Known() {
-		return fmt.Errorf("%w: column %q: unknown type %d", ErrBadDef, col.Name, col.Type.OID)
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: column %q: unknown type %d", ErrBadDef, col.Name, col.Type.OID)
 	}
 	if !dflt.IsNull() && dflt.K != col.Type.Kind() {
 		return errBadValue(table, "default for column %q is not a %s", col.Name, col.Type)
@@ -395,7 +395,7 @@ func (b *builder) insert(schema, table string, vals []datum.Value) (CTID, datum.
 		key = ti.pkKeyOf(vals)
 		if _, dup := t.pk.Get(pkItem{key: key}); dup {
 			cols, vs := ti.keyText(vals)
-			return 0, nil, errDuplicate(schema, table, cols, vs)
+			return 0, nil, DuplicateKey(schema, table, cols, vs)
 		}
 	}
 	row := b.encodeRow(ti.types, vals)
@@ -439,7 +439,7 @@ func (b *builder) update(schema, table string, old CTID, vals []datum.Value) (CT
 		if key != prevKey {
 			if _, dup := t.pk.Get(pkItem{key: key}); dup {
 				cols, vs := ti.keyText(vals)
-				return 0, nil, nil, errDuplicate(schema, table, cols, vs)
+				return 0, nil, nil, DuplicateKey(schema, table, cols, vs)
 			}
 		}
 	}

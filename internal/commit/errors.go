@@ -47,6 +47,9 @@ func (e *Error) Error() string    { return e.Message }
 func (e *Error) Unwrap() error    { return e.Kind }
 func (e *Error) SQLState() string { return e.Code }
 
+// PgFields are the ErrorResponse fields sent with the error.
+func (e *Error) PgFields() pgcode.Fields { return pgcode.Fields{Detail: e.Detail} }
+
 func shapeErr(format string, args ...any) error {
 	return &Error{Kind: ErrShape, Code: pgcode.FeatureNotSupported, Message: "illegal row operation: " + fmt.Sprintf(format, args...)}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sort"
-	"strings"
 
 	"github.com/moraine-db/moraine/internal/pgcode"
 
@@ -506,7 +505,7 @@ func (tr *translator) emit() (*translation, error) {
 			// would leave a store no server can load.
 			if err := keyspace.ValidateDef(t.Def()); err != nil {
 				return nil, &Error{Kind: ErrShape, Code: pgcode.FeatureNotSupported, Message: fmt.Sprintf(
-					"moraine does not support this table definition: %s", strings.TrimPrefix(err.Error(), "keyspace: "))}
+					"moraine does not support this table definition: %s", err)}
 			}
 			tr.put(k, keyspace.EncodeTableDef(t.Def()), d.catalogID, "")
 		} else {

@@ -277,7 +277,8 @@ type SyntaxError struct {
 	Msg  string
 }
 
-func (e *SyntaxError) Error() string { return e.Msg }
+func (e *SyntaxError) Error() string    { return e.Msg }
+func (e *SyntaxError) SQLState() string { return e.Code }
 
 func invalid(t Type, s string) error {
 	return &SyntaxError{Code: pgcode.InvalidTextRepresentation, Msg: fmt.Sprintf("invalid input syntax for type %s: %q", t.String(), s)}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // Catalog versions whose table shapes moraine knows. DuckLake creates new
@@ -21,10 +22,10 @@ const (
 )
 
 // ErrUnknownTable reports a table that is not one of DuckLake's.
-var ErrUnknownTable = errors.New("keyspace: not a DuckLake catalog table")
+var ErrUnknownTable = errors.New("not a DuckLake catalog table")
 
 // ErrBadDef reports a table definition that DuckLake does not create.
-var ErrBadDef = errors.New("keyspace: table definition is not a DuckLake shape")
+var ErrBadDef = errors.New("table definition is not a DuckLake shape")
 
 // TableSpec is moraine's static knowledge of one DuckLake table: where it is
 // stored and which columns identify a row.
@@ -394,19 +395,19 @@ func InlinedDeleteDef(schema string, tableID int64) TableDef {
 func ValidateDef(def *TableDef) error {
 	spec, ok := Known(def.Name)
 	if !ok {
-		return fmt.Errorf("%w: %q (moraine stores only DuckLake's own tables)", ErrUnknownTable, def.Name)
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: %q (moraine stores only DuckLake's own tables)", ErrUnknownTable, def.Name)
 	}
 	if def.Schema == "" {
-		return fmt.Errorf("%w: table %q has no schema", ErrBadDef, def.Name)
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q has no schema", ErrBadDef, def.Name)
 	}
 	seen := map[string]bool{}
 	for _, c := range def.Columns {
 		if seen[c.Name] {
-			return fmt.Errorf("%w: table %q: column %q appears twice", ErrBadDef, def.Name, c.Name)
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: column %q appears twice", ErrBadDef, def.Name, c.Name)
 		}
 		seen[c.Name] = true
 		if !c.Type.Known() {
-			return fmt.Errorf("%w: table %q: column %q has unsupported type %s", ErrBadDef, def.Name, c.Name, c.Type)
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: column %q has unsupported type %s", ErrBadDef, def.Name, c.Name, c.Type)
 		}
 	}
 	if spec.Kind == KindInlinedRow {
@@ -414,24 +415,24 @@ func ValidateDef(def *TableDef) error {
 	}
 	want := spec.Columns
 	if len(def.Columns) < spec.MinColumns || len(def.Columns) > len(want) {
-		return fmt.Errorf("%w: table %q has %d columns, DuckLake creates it with %d to %d",
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q has %d columns, DuckLake creates it with %d to %d",
 			ErrBadDef, def.Name, len(def.Columns), spec.MinColumns, len(want))
 	}
 	for i, c := range def.Columns {
 		w := want[i]
 		if c.Name != w.Name {
-			return fmt.Errorf("%w: table %q: column %d is %q, DuckLake's is %q", ErrBadDef, def.Name, i+1, c.Name, w.Name)
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: column %d is %q, DuckLake's is %q", ErrBadDef, def.Name, i+1, c.Name, w.Name)
 		}
 		if c.Type != w.Type {
-			return fmt.Errorf("%w: table %q: column %q has type %s, DuckLake's is %s", ErrBadDef, def.Name, c.Name, c.Type, w.Type)
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: column %q has type %s, DuckLake's is %s", ErrBadDef, def.Name, c.Name, c.Type, w.Type)
 		}
 		isPK := len(spec.PrimaryKey) == 1 && spec.PrimaryKey[0] == i
 		if c.NotNull != w.NotNull && !isPK {
-			return fmt.Errorf("%w: table %q: column %q NOT NULL is %v, DuckLake's is %v", ErrBadDef, def.Name, c.Name, c.NotNull, w.NotNull)
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: column %q NOT NULL is %v, DuckLake's is %v", ErrBadDef, def.Name, c.Name, c.NotNull, w.NotNull)
 		}
 	}
 	if !sameInts(def.PrimaryKey, spec.PrimaryKey) {
-		return fmt.Errorf("%w: table %q: primary key %s, DuckLake's is %s", ErrBadDef, def.Name,
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: primary key %s, DuckLake's is %s", ErrBadDef, def.Name,
 			colNames(def, def.PrimaryKey), colNames(def, spec.PrimaryKey))
 	}
 	return nil
@@ -439,29 +440,29 @@ func ValidateDef(def *TableDef) error {
 
 func validateInlinedData(def *TableDef) error {
 	if len(def.Columns) < 3 {
-		return fmt.Errorf("%w: table %q has %d columns, an inlined data table starts with 3 metadata columns",
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q has %d columns, an inlined data table starts with 3 metadata columns",
 			ErrBadDef, def.Name, len(def.Columns))
 	}
 	for i := 0; i < 3; i++ {
 		c := def.Columns[i]
 		if c.Name != inlinedMeta10[i] && c.Name != inlinedMeta11[i] {
-			return fmt.Errorf("%w: table %q: column %d is %q, DuckLake's is %q (or %q before 1.1)",
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: column %d is %q, DuckLake's is %q (or %q before 1.1)",
 				ErrBadDef, def.Name, i+1, c.Name, inlinedMeta11[i], inlinedMeta10[i])
 		}
 		if c.Type != datum.Int8 || c.NotNull {
-			return fmt.Errorf("%w: table %q: column %q must be a nullable bigint", ErrBadDef, def.Name, c.Name)
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: column %q must be a nullable bigint", ErrBadDef, def.Name, c.Name)
 		}
 	}
 	for _, c := range def.Columns[3:] {
 		if c.NotNull {
 			// DuckLake's inlined DDL carries types only: constraints stay in
 			// ducklake_column.nulls_allowed.
-			return fmt.Errorf("%w: table %q: column %q is NOT NULL; DuckLake's inlined tables have no constraints",
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: column %q is NOT NULL; DuckLake's inlined tables have no constraints",
 				ErrBadDef, def.Name, c.Name)
 		}
 	}
 	if len(def.PrimaryKey) != 0 {
-		return fmt.Errorf("%w: table %q: inlined data tables have no primary key", ErrBadDef, def.Name)
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q: inlined data tables have no primary key", ErrBadDef, def.Name)
 	}
 	return nil
 }

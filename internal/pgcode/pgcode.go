@@ -4,6 +4,8 @@
 // a SQLSTATE out.
 package pgcode
 
+import "fmt"
+
 // Class 00 — Successful Completion, and Class 01 — Warning.
 const (
 	SuccessfulCompletion = "00000"
@@ -122,3 +124,41 @@ const (
 	InternalError = "XX000"
 	DataCorrupted = "XX001"
 )
+
+// Error is the one way an error tells the wire which PostgreSQL error it is:
+// the first error in a chain that implements it is sent with its SQLSTATE and
+// its own text as the message (context wrapped around it is for logs). An error that names an object or carries
+// a DETAIL also implements Described. Errors with no SQLSTATE in their chain
+// reach the client as XX000.
+type Error interface {
+	error
+	SQLState() string
+}
+
+// Described is an Error with the ErrorResponse fields beyond the message.
+type Described interface {
+	Error
+	PgFields() Fields
+}
+
+// Fields are an ErrorResponse's optional fields (DETAIL, HINT, and the
+// schema, table, column, data type and constraint an error is about).
+type Fields struct {
+	Detail, Hint                                string
+	Schema, Table, Column, DataType, Constraint string
+}
+
+// Errorf formats an error sent to clients with code. Its text is the
+// formatted message; a %w operand stays reachable by errors.Is and errors.As.
+func Errorf(code, format string, args ...any) error {
+	return &codedError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+type codedError struct {
+	code string
+	err  error
+}
+
+func (e *codedError) Error() string    { return e.err.Error() }
+func (e *codedError) Unwrap() error    { return e.err }
+func (e *codedError) SQLState() string { return e.code }

@@ -10,9 +10,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
-// SQLSTATE codes pgwire itself raises. Executors may use any code.
-const ()
-
 // Severities of ErrorResponse and NoticeResponse.
 const (
 	SeverityError   = "ERROR"
@@ -56,6 +53,9 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Cause }
 
+// SQLState is the error's SQLSTATE (pgcode.Error).
+func (e *Error) SQLState() string { return e.code() }
+
 // Errorf returns an ERROR with the given SQLSTATE and formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Severity: SeverityError, Code: code, Message: fmt.Sprintf(format, args...)}
@@ -69,13 +69,25 @@ var (
 )
 
 // asPgError converts any error the executor (or pgwire) produced into the
-// *Error that is sent. The statement context decides how a bare context
-// error reads: a timeout names the statement timeout, a cancel names the user
-// request. Any other error becomes XX000 with its text, since the client
-// must still get a message.
+// *Error that is sent. The first error in the chain that knows its SQLSTATE
+// (pgcode.Error) decides: an *Error is sent as it is, any other with its
+// code, its own text and the fields it describes (pgcode.Described). A bare
+// context error reads as the statement context ended: a timeout names the
+// statement timeout, a cancel the user request, a shutdown the
+// administrator. Any other error becomes XX000 with its text, since the
+// client must still get a message.
 func asPgError(err error, cause error) *Error {
-	var pe *Error
-	if errors.As(err, &pe) {
+	var coded pgcode.Error
+	if errors.As(err, &coded) {
+		if pe, ok := coded.(*Error); ok {
+			return pe
+		}
+		pe := &Error{Code: coded.SQLState(), Message: coded.Error(), Cause: err}
+		if d, ok := coded.(pgcode.Described); ok {
+			f := d.PgFields()
+			pe.Detail, pe.Hint = f.Detail, f.Hint
+			pe.Schema, pe.Table, pe.Column, pe.DataType, pe.Constraint = f.Schema, f.Table, f.Column, f.DataType, f.Constraint
+		}
 		return pe
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
@@ -89,6 +101,10 @@ func asPgError(err error, cause error) *Error {
 	}
 	return &Error{Code: pgcode.InternalError, Message: err.Error(), Cause: err}
 }
+
+// AsError is the *Error a client is sent for err, as the wire renders it
+// (for tests and tools that look at an executor's errors as a client would).
+func AsError(err error) *Error { return asPgError(err, nil) }
 
 // errStatementTimeoutCause marks a statement context that ended by timeout.
 var errStatementTimeoutCause = errors.New("pgwire: statement timeout")

@@ -161,13 +161,9 @@ func abbreviate(sql string) string {
 
 // sqlState is the SQLSTATE a client is answered with for err.
 func sqlState(err error) string {
-	var pe *pgwire.Error
-	if errors.As(err, &pe) && pe.Code != "" {
-		return pe.Code
-	}
-	var sc interface{ SQLState() string }
-	if errors.As(err, &sc) && sc.SQLState() != "" {
-		return sc.SQLState()
+	var coded pgcode.Error
+	if errors.As(err, &coded) {
+		return coded.SQLState()
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return pgcode.QueryCanceled

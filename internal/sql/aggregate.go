@@ -148,7 +148,7 @@ func (x *exec) aggregate(fc *pg.FuncCall, in *rel) (tv, error) {
 		case resT == datum.Numeric:
 			acc.v = datum.NumericValue(strconv.FormatInt(sum, 10))
 		case wide != nil:
-			return tv{}, asPg(datum.IntRangeError(resT))
+			return tv{}, datum.IntRangeError(resT)
 		default:
 			acc.v = datum.IntValue(sum)
 		}

@@ -77,7 +77,7 @@ func (c *catalogCache) put(k catalogKey, r *rel) {
 // show in the catalogs).
 func (x *exec) catalogReadKey(sel *pg.SelectStmt) (catalogKey, bool) {
 	c := x.s.ex.catalogReads
-	if c.disabled || len(x.params) > 0 || len(x.s.temps) > 0 || (x.s.txn != nil && x.s.txn.HasDDL()) || x.text == "" {
+	if c.disabled || len(x.params) > 0 || len(x.s.temps) > 0 || (x.s.tx.txn != nil && x.s.tx.txn.HasDDL()) || x.text == "" {
 		return catalogKey{}, false
 	}
 	ok, seen := c.cacheable.Load(sel)

@@ -2,7 +2,6 @@ package sql
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/moraine-db/moraine/internal/datum"
-	"github.com/moraine-db/moraine/internal/pgwire"
 )
 
 // TestConcurrentCommits runs DuckLake's optimistic commit loop from several
@@ -59,8 +57,8 @@ INSERT INTO "public".ducklake_snapshot VALUES (0, NOW())`, ""); strings.Contains
 						continue
 					}
 				}
-				var pe *pgwire.Error
-				if !errors.As(err, &pe) || !(strings.Contains(pe.Message, "unique") || strings.Contains(pe.Message, "concurrent")) {
+				pe, ok := wireError(err)
+				if !ok || !(strings.Contains(pe.Message, "unique") || strings.Contains(pe.Message, "concurrent")) {
 					errs <- fmt.Errorf("writer %d: unexpected error %v", w, err)
 					return
 				}

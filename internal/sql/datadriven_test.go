@@ -259,8 +259,7 @@ func runSQL(ctx context.Context, s *Session, sql, stdin string) string {
 	ts := &textSink{stdin: stdin}
 	err := s.query(ctx, sql, ts)
 	if err != nil {
-		var pe *pgwire.Error
-		if errors.As(err, &pe) {
+		if pe, ok := wireError(err); ok {
 			fmt.Fprintf(&ts.b, "ERROR %s: %s\n", pe.Code, pe.Message)
 			if pe.Detail != "" {
 				fmt.Fprintf(&ts.b, "DETAIL: %s\n", pe.Detail)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
 	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/testenv/wiretest"
@@ -533,8 +532,7 @@ func moraineEvents(ctx context.Context, s *Session, st diffStep) []string {
 		}
 	}
 	if err != nil {
-		var pe *pgwire.Error
-		if errors.As(err, &pe) {
+		if pe, ok := wireError(err); ok {
 			s := "E " + pe.Code + " " + pe.Message
 			if pe.Detail != "" {
 				s += " DETAIL " + pe.Detail

@@ -256,11 +256,11 @@ func intArith(op string, l, r tv) (tv, error) {
 	}
 	if !ok {
 		// Only int8 operands reach past int64.
-		return tv{}, asPg(datum.IntRangeError(t))
+		return tv{}, datum.IntRangeError(t)
 	}
 	x, err := datum.CheckIntRange(t, v)
 	if err != nil {
-		return tv{}, asPg(err)
+		return tv{}, err
 	}
 	return tv{x, t}, nil
 }
@@ -310,7 +310,7 @@ func conditionValue(clause string, v tv) (bool, error) {
 	case v.t == unknownType && v.v.K == datum.KindText:
 		b, err := datum.ParseText(datum.Bool, v.v.S)
 		if err != nil {
-			return false, asPg(err)
+			return false, err
 		}
 		return b.I != 0, nil
 	}

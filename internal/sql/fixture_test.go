@@ -422,8 +422,7 @@ func replayFixture(t *testing.T, ex *Executor, path string) {
 var knownMismatches = map[string]int{"s10_psql.jsonl": 7}
 
 func errEvent(err error) fxEvent {
-	var pe *pgwire.Error
-	if errors.As(err, &pe) {
+	if pe, ok := wireError(err); ok {
 		return fxEvent{"E", pe.Code + " " + pe.Message}
 	}
 	return fxEvent{"E", "untyped " + err.Error()}

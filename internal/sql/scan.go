@@ -43,8 +43,8 @@ func (x *exec) findTable(rv *pg.RangeVar, forWrite bool) (*memcat.Table, string,
 		}
 		schema = x.s.searchSchema()
 	}
-	if forWrite && x.s.txn != nil {
-		if t, ok := x.s.txn.Target(schema, rv.Relname); ok {
+	if forWrite && x.s.tx.txn != nil {
+		if t, ok := x.s.tx.txn.Target(schema, rv.Relname); ok {
 			return t, schema, nil
 		}
 	} else if t, ok := x.s.view().Lookup(schema, rv.Relname); ok {

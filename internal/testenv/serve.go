@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // Server is what Start runs: server.Server satisfies it. It is an interface
@@ -141,7 +142,7 @@ func CreateDatabase(ctx context.Context, conninfo string) error {
 	defer c.Close(context.Background())
 	_, err = c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()).ReadAll()
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "42P04" {
+	if errors.As(err, &pe) && pe.Code == pgcode.DuplicateDatabase {
 		return nil
 	}
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // ErrNotDuckLake is returned for a source schema that holds no DuckLake
@@ -69,7 +70,7 @@ func catalogVersion(ctx context.Context, c *pgconn.PgConn, schema string) (strin
 	rs, err := c.Exec(ctx, q).ReadAll()
 	if err != nil {
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") {
+		if errors.As(err, &pe) && (pe.Code == pgcode.UndefinedTable || pe.Code == pgcode.InvalidSchemaName) {
 			return "", fmt.Errorf("%w: schema %s has no ducklake_metadata table", ErrNotDuckLake, schema)
 		}
 		return "", fmt.Errorf("transfer: read the catalog version: %w", err)

@@ -84,8 +84,8 @@ func TestDeferredPinAfterDDL(t *testing.T) {
 		if err := ddl.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := described.Pin(ctx); !errors.Is(err, ErrSerialization) {
-			t.Fatalf("pin after a definition changed under a Describe: %v, want ErrSerialization", err)
+		if err := described.Pin(ctx); !errors.Is(err, catalog.ErrSerialization) {
+			t.Fatalf("pin after a definition changed under a Describe: %v, want catalog.ErrSerialization", err)
 		}
 		described.Rollback()
 		if err := blind.Pin(ctx); err != nil {

@@ -19,7 +19,6 @@ package memcat
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -142,7 +141,7 @@ func (t *Txn) Pin(ctx context.Context) error {
 	}
 	t.deferred = false
 	if t.readEarly && t.tx.Base().DDLSeq() != early.DDLSeq() {
-		return fmt.Errorf("%w: a table definition changed between the transaction's Describe and its first statement", ErrSerialization)
+		return catalog.SerializationFailure("a table definition changed between the transaction's Describe and its first statement")
 	}
 	return nil
 }

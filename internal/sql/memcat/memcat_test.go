@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/datum"
 )
 
@@ -33,8 +34,8 @@ func TestClaims(t *testing.T) {
 	if _, err := a.Insert("public", "ducklake_snapshot", row(1, 1)); err != nil {
 		t.Fatal(err)
 	}
-	var ue *UniqueError
-	if _, err := b.Insert("public", "ducklake_snapshot", row(1, 2)); !errors.As(err, &ue) || ue.Constraint != "ducklake_snapshot_pkey" {
+	var ue *catalog.Error
+	if _, err := b.Insert("public", "ducklake_snapshot", row(1, 2)); !errors.As(err, &ue) || !errors.Is(err, catalog.ErrDuplicateKey) || ue.Constraint != "ducklake_snapshot_pkey" {
 		t.Fatalf("second inserter: %v", err)
 	}
 	a.Rollback()

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/moraine-db/moraine/internal/catalog"
 )
 
 // waitAdmitting waits until n writing sessions' transactions wait to pin.
@@ -92,7 +94,7 @@ func TestSealHandsHeadToWaitingWriter(t *testing.T) {
 		insert(dt, 4)
 		c.Rollback()
 		err := dt.Commit(ctx)
-		if !errors.Is(err, ErrSerialization) {
+		if !errors.Is(err, catalog.ErrSerialization) {
 			t.Fatalf("follower of a rolled-back seal committed: %v", err)
 		}
 		if got := current(); !slices.Equal(got, []int64{1, 2}) {

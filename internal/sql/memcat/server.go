@@ -61,13 +61,13 @@ func (s *Server) view(cdb *catalog.Database) *DB {
 // CreateDatabase creates a database (catalog.Server.CreateDatabase).
 func (s *Server) CreateDatabase(ctx context.Context, name string) error {
 	_, err := s.cat.CreateDatabase(ctx, name)
-	return convert(err)
+	return err
 }
 
 // DropDatabase drops a database (catalog.Server.DropDatabase).
 func (s *Server) DropDatabase(ctx context.Context, name string) error {
 	if err := s.cat.DropDatabase(ctx, name); err != nil {
-		return convert(err)
+		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

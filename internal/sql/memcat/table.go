@@ -237,7 +237,7 @@ func (t *Table) NextCTID() int64 {
 	return block<<16 | off
 }
 
-// CheckPK reports a UniqueError if vals duplicates the primary key of a
+// CheckPK reports a unique violation (catalog.ErrDuplicateKey) if vals duplicates the primary key of a
 // temp-table row other than the one at skip (a ctid, or -1).
 func (t *Table) CheckPK(vals []datum.Value, skip int64) error {
 	if len(t.Def.PK) == 0 || t.src != nil {
@@ -255,17 +255,8 @@ func (t *Table) CheckPK(vals []datum.Value, skip int64) error {
 			}
 		}
 		if same {
-			return uniqueError(t, vals)
+			return uniqueError("", t, vals)
 		}
 	}
 	return nil
-}
-
-func uniqueError(t *Table, vals []datum.Value) *UniqueError {
-	e := &UniqueError{Table: t.Name, Constraint: t.Name + "_pkey"}
-	for _, i := range t.Def.PK {
-		e.Columns = append(e.Columns, t.Def.Columns[i].Name)
-		e.Values = append(e.Values, datum.FormatText(t.Def.Columns[i].Type, vals[i]))
-	}
-	return e
 }

@@ -116,7 +116,7 @@ func (t *Txn) Insert(schema, table string, vals []datum.Value) (int64, error) {
 	}
 	c, err := t.tx.InsertRow(schema, table, vals)
 	if err != nil {
-		return 0, convert(err)
+		return 0, err
 	}
 	t.wrote = true
 	return int64(c), nil
@@ -125,7 +125,7 @@ func (t *Txn) Insert(schema, table string, vals []datum.Value) (int64, error) {
 // Delete stages the removal of the row version at ctid.
 func (t *Txn) Delete(schema, table string, ctid int64) error {
 	if err := t.tx.DeleteRow(schema, table, catalog.CTID(ctid)); err != nil {
-		return convert(err)
+		return err
 	}
 	t.wrote = true
 	return nil
@@ -136,7 +136,7 @@ func (t *Txn) Delete(schema, table string, ctid int64) error {
 func (t *Txn) Update(schema, table string, ctid int64, vals []datum.Value) (int64, error) {
 	tb, err := t.tx.Peek(schema, table) // read before the write; see claim
 	if err != nil {
-		return 0, convert(err)
+		return 0, err
 	}
 	if old, ok := tb.Lookup(catalog.CTID(ctid)); ok {
 		if err := t.claim(schema, table, vals, old); err != nil {
@@ -145,7 +145,7 @@ func (t *Txn) Update(schema, table string, ctid int64, vals []datum.Value) (int6
 	}
 	nc, err := t.tx.UpdateRow(schema, table, catalog.CTID(ctid), vals)
 	if err != nil {
-		return 0, convert(err)
+		return 0, err
 	}
 	t.wrote = true
 	return int64(nc), nil
@@ -154,7 +154,7 @@ func (t *Txn) Update(schema, table string, ctid int64, vals []datum.Value) (int6
 // CreateSchema stages a new schema.
 func (t *Txn) CreateSchema(name string) error {
 	if err := t.tx.CreateSchema(name); err != nil {
-		return convert(err)
+		return err
 	}
 	t.wrote = true
 	return nil
@@ -167,12 +167,12 @@ func (t *Txn) CreateTable(schema, name string, def TableDef) (*Table, error) {
 		kd.Columns = append(kd.Columns, keyspace.ColumnDef{Name: c.Name, Type: c.Type, NotNull: c.NotNull})
 	}
 	if err := t.tx.CreateTable(kd); err != nil {
-		return nil, convert(err)
+		return nil, err
 	}
 	t.wrote = true
 	tb, err := t.tx.Table(schema, name)
 	if err != nil {
-		return nil, convert(err)
+		return nil, err
 	}
 	return lakeTable(tb, nil), nil
 }
@@ -180,7 +180,7 @@ func (t *Txn) CreateTable(schema, name string, def TableDef) (*Table, error) {
 // DropTable stages the removal of a table.
 func (t *Txn) DropTable(schema, name string) error {
 	if err := t.tx.DropTable(schema, name); err != nil {
-		return convert(err)
+		return err
 	}
 	t.wrote = true
 	return nil
@@ -189,7 +189,7 @@ func (t *Txn) DropTable(schema, name string) error {
 // AddColumn appends a column (NULL in every existing row).
 func (t *Txn) AddColumn(schema, table string, c Column) error {
 	if err := t.tx.AddColumn(schema, table, keyspace.ColumnDef{Name: c.Name, Type: c.Type, NotNull: c.NotNull}, datum.Null); err != nil {
-		return convert(err)
+		return err
 	}
 	t.wrote = true
 	return nil
@@ -198,7 +198,7 @@ func (t *Txn) AddColumn(schema, table string, c Column) error {
 // RenameColumn renames a column.
 func (t *Txn) RenameColumn(schema, table, from, to string) error {
 	if err := t.tx.RenameColumn(schema, table, from, to); err != nil {
-		return convert(err)
+		return err
 	}
 	t.wrote = true
 	return nil
@@ -213,7 +213,7 @@ func (t *Txn) claim(schema, table string, vals []datum.Value, old datum.Row) err
 	// table would make the write that follows copy its pages and nodes.
 	tb, err := t.tx.Peek(schema, table)
 	if err != nil {
-		return convert(err)
+		return err
 	}
 	def := tb.Def()
 	if len(def.PrimaryKey) == 0 {
@@ -251,18 +251,14 @@ func (t *Txn) claim(schema, table string, vals []datum.Value, old datum.Row) err
 			pk[j] = vals[i]
 		}
 		if _, _, found := head.LookupKey(pk); found && !t.tx.Base().Extends(t.db.cat.Current()) {
-			e := uniqueError(lakeTable(tb, nil), vals)
-			e.Schema = schema
-			return e
+			return uniqueError(schema, lakeTable(tb, nil), vals)
 		}
 	}
 	db := t.db
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if other, ok := db.claims[key]; ok && other != t {
-		e := uniqueError(lakeTable(tb, nil), vals)
-		e.Schema = schema
-		return e
+		return uniqueError(schema, lakeTable(tb, nil), vals)
 	}
 	if db.claims == nil {
 		db.claims = map[string]*Txn{}
@@ -316,7 +312,7 @@ func (t *Txn) Commit(ctx context.Context) error {
 		t.tx.SetFollowed(t.db.admitting.Load() > 0)
 	}
 	if err := t.tx.CommitThen(ctx, t.release); err != nil {
-		return convert(err)
+		return err
 	}
 	return nil
 }
