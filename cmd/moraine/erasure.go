@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -17,10 +16,6 @@ import (
 	"github.com/moraine-db/moraine/internal/slate"
 	"github.com/moraine-db/moraine/internal/verify"
 )
-
-func runErasure(ctx context.Context, args []string) int {
-	return erasureMain(ctx, args, time.Now(), os.Stdout, os.Stderr)
-}
 
 // erasureMain is `moraine erasure --table T [--store URL]
 // [--object-retention D] [--json]`. It opens the store as a reader, builds

@@ -109,16 +109,6 @@ func NewServer(opts Options) *Server {
 
 func (s *Server) allocCatalogID() uint32 { return s.nextCatalogID.Add(1) - 1 }
 
-// noteCatalogID makes sure later allocations stay above id (after a load).
-func (s *Server) noteCatalogID(id uint32) {
-	for {
-		cur := s.nextCatalogID.Load()
-		if cur > id || s.nextCatalogID.CompareAndSwap(cur, id+1) {
-			return
-		}
-	}
-}
-
 // Database returns the database called name, creating it in memory (with
 // an empty "public" schema) if it does not exist; CreateDatabase makes one
 // durable.

@@ -37,9 +37,6 @@ func (c CTID) String() string {
 // Value is the ctid as a datum of type tid.
 func (c CTID) Value() datum.Value { return datum.TIDValue(c.Block(), c.Offset()) }
 
-// CTIDFromValue converts a tid datum.
-func CTIDFromValue(v datum.Value) CTID { b, o := v.TID(); return MakeCTID(b, o) }
-
 // ParseCTID parses "(block,offset)" as PostgreSQL's tidin does (surrounding
 // blanks allowed).
 func ParseCTID(s string) (CTID, error) {
@@ -191,19 +188,6 @@ func arrayPayload(t datum.Type, v datum.Value) int {
 		n = alignUp(n, ea) + 4 + varlenaPayload(et, e)
 	}
 	return n - 4
-}
-
-// TupleLen is t_len of the heap tuple PostgreSQL 15 builds for vals: the
-// header (23 bytes, plus a NULL bitmap over all of the tuple's attributes
-// when any is NULL, MAXALIGNed) followed by the attributes with their
-// alignment. Varlena values whose data is under 127 bytes are stored with a
-// 1-byte header and no alignment (PostgreSQL converts them to short
-// varlenas); longer ones keep a 4-byte header and int alignment. A tuple
-// over ~2 kB has its largest varlenas moved out of line (18-byte TOAST
-// pointers), as PostgreSQL does; its in-line pglz compression, tried first,
-// is not emulated.
-func TupleLen(types []datum.Type, vals []datum.Value) int {
-	return tupleLen(makeLayout(types), types, vals)
 }
 
 // colLayout is how PostgreSQL stores one column: typlen (-1 varlena) and

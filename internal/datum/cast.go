@@ -194,7 +194,3 @@ func defaultType(k Kind) Type {
 	}
 	return Text
 }
-
-// DefaultType is the natural type of a value of kind k (int → bigint,
-// float → double precision, text → text, …).
-func DefaultType(k Kind) Type { return defaultType(k) }

@@ -513,9 +513,6 @@ func parseUUID(s string) ([16]byte, bool) {
 	return u, true
 }
 
-// ParseUUID parses the text form of a UUID.
-func ParseUUID(s string) ([16]byte, bool) { return parseUUID(s) }
-
 func daysFromCivil(y, m, d int) (int64, bool) {
 	if m < 1 || m > 12 || d < 1 || d > 31 {
 		return 0, false

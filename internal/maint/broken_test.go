@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/moraine-db/moraine/internal/verify"
 )
 
 // TestBrokenMaintenanceIsRefused: the commit pipeline refuses what would
@@ -50,12 +48,4 @@ func TestBrokenMaintenanceIsRefused(t *testing.T) {
 		}
 		l.verify("after the refused rewrite")
 	})
-}
-
-func kinds(vs []verify.Violation) []verify.Kind {
-	var out []verify.Kind
-	for _, v := range vs {
-		out = append(out, v.Kind)
-	}
-	return out
 }

@@ -922,22 +922,6 @@ func (l *lake) expire(victims ...int64) (purged []int64) {
 	return purged
 }
 
-// violations runs the checker over the persisted store and returns what
-// it reports (for tests that break the catalog on purpose).
-func (l *lake) violations() []verify.Violation {
-	l.t.Helper()
-	sn, err := l.st.KV.Snapshot()
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	defer sn.Close()
-	vs, err := verify.CheckStore(l.ctx, sn)
-	if err != nil {
-		l.t.Fatalf("verify: %v", err)
-	}
-	return vs
-}
-
 // startStack opens moraine on a fresh directory store with the given
 // commit options and serves it on a loopback port (trusted, as `moraine
 // serve` trusts loopback without a users file).

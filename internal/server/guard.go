@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	pg "github.com/pganalyze/pg_query_go/v6"
-
 	"github.com/moraine-db/moraine/internal/commit"
 	"github.com/moraine-db/moraine/internal/pgcode"
 	"github.com/moraine-db/moraine/internal/pgwire"
@@ -224,19 +222,6 @@ func firstWord(sql string) string {
 		return "this statement"
 	}
 	return sql[:end]
-}
-
-// stmtText is the source text of one parsed statement (byte offsets).
-func stmtText(sql string, raw *pg.RawStmt) string {
-	start := int(raw.StmtLocation)
-	if start < 0 || start > len(sql) {
-		return ""
-	}
-	end := len(sql)
-	if raw.StmtLen > 0 && start+int(raw.StmtLen) <= len(sql) {
-		end = start + int(raw.StmtLen)
-	}
-	return sql[start:end]
 }
 
 func isWordByte(c byte) bool {

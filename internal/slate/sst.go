@@ -3,7 +3,6 @@ package slate
 import (
 	"bytes"
 	"encoding/binary"
-	"fmt"
 	"sort"
 )
 
@@ -307,5 +306,3 @@ func decodeBlockInto(name string, raw []byte, reuse *block) (*block, error) {
 func (b *block) seek(key []byte) int {
 	return sort.Search(len(b.entries), func(i int) bool { return bytes.Compare(b.entries[i].key, key) >= 0 })
 }
-
-func sstObjErr(id string, err error) error { return fmt.Errorf("%s: %w", sstName(id), err) }

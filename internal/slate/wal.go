@@ -2,7 +2,6 @@ package slate
 
 import (
 	"encoding/binary"
-	"fmt"
 )
 
 // WAL object format (docs/storage-format.md, "WAL object"). Version 1
@@ -153,6 +152,3 @@ func decodeWAL(name string, id uint64, data []byte) (h walHeader, batches []walB
 	}
 	return h, batches, nil
 }
-
-// walObjectErr names WAL id in an error.
-func walObjectErr(id uint64, err error) error { return fmt.Errorf("%s: %w", walName(id), err) }

@@ -105,12 +105,6 @@ func (r *recSink) copyOut(format int16, cols []colInfo, src rowSource) error {
 	return nil
 }
 
-type bytesSource struct {
-	r interface{ Next() ([][]byte, error) }
-}
-
-func (b bytesSource) Next() ([][]byte, error) { return b.r.Next() }
-
 func (r *recSink) copyIn(format int16, ncols int, null string) (copySource, error) {
 	r.ev = append(r.ev, fxEvent{"G", strconv.Itoa(ncols)})
 	data := bytes.Join(r.stdin, nil)

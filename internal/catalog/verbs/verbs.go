@@ -107,9 +107,6 @@ func (l *Lake) SchemaVersion() int64 { return l.schemaVersion }
 // Database returns the catalog database.
 func (l *Lake) Database() *catalog.Database { return l.db }
 
-// Schema returns the metadata schema.
-func (l *Lake) Schema() string { return l.schema }
-
 type row struct {
 	table string
 	vals  []datum.Value
@@ -143,21 +140,8 @@ func (l *Lake) Begin() *Commit {
 		schemaChanged: map[int64]bool{}, statsDelta: map[int64][3]int64{}}
 }
 
-// SnapshotID is the snapshot the commit will mint.
-func (c *Commit) SnapshotID() int64 { return c.snap }
-
 func (c *Commit) insert(table string, vals ...datum.Value) {
 	c.inserts = append(c.inserts, row{table, vals})
-}
-
-// CreateSchema registers a DuckLake schema and returns its schema_id.
-func (c *Commit) CreateSchema(name string) int64 {
-	id := c.nextCatalogID
-	c.nextCatalogID++
-	c.insert("ducklake_schema", I(id), uuid(), I(c.snap), N, S(name), S(name+"/"), B(true))
-	c.changes = append(c.changes, "created_schema:"+quoteIdent(name))
-	c.schemaChanged[-1] = true
-	return id
 }
 
 // Column is a user column of a DuckLake table.
@@ -251,11 +235,6 @@ func (c *Commit) EndDeleteFile(tableID, deleteFileID int64) {
 	c.updates = append(c.updates, update{table: "ducklake_delete_file", match: current(0, 3, deleteFileID),
 		set: func(v []datum.Value) { v[3] = I(snap) }, pk: &deleteFileID})
 	c.changes = append(c.changes, fmt.Sprintf("deleted_from_table:%d", tableID))
-}
-
-// DeleteDeleteFile hard-deletes a delete file row.
-func (c *Commit) DeleteDeleteFile(deleteFileID int64) {
-	c.deletes = append(c.deletes, update{table: "ducklake_delete_file", match: colIs(0, deleteFileID), pk: &deleteFileID})
 }
 
 func colIs(i int, v int64) func([]datum.Value) bool {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"time"
 )
@@ -42,37 +41,10 @@ func AppendTupleStart(dst []byte, fields int) []byte {
 // AppendNullField appends a NULL cell (length -1).
 func AppendNullField(dst []byte) []byte { return append(dst, 0xff, 0xff, 0xff, 0xff) }
 
-// AppendInt2Field appends a binary int2 cell.
-func AppendInt2Field(dst []byte, v int16) []byte {
-	dst = append(dst, 0, 0, 0, 2)
-	return binary.BigEndian.AppendUint16(dst, uint16(v))
-}
-
-// AppendInt4Field appends a binary int4 cell.
-func AppendInt4Field(dst []byte, v int32) []byte {
-	dst = append(dst, 0, 0, 0, 4)
-	return binary.BigEndian.AppendUint32(dst, uint32(v))
-}
-
 // AppendInt8Field appends a binary int8 cell.
 func AppendInt8Field(dst []byte, v int64) []byte {
 	dst = append(dst, 0, 0, 0, 8)
 	return binary.BigEndian.AppendUint64(dst, uint64(v))
-}
-
-// AppendFloat8Field appends a binary float8 cell.
-func AppendFloat8Field(dst []byte, v float64) []byte {
-	dst = append(dst, 0, 0, 0, 8)
-	return binary.BigEndian.AppendUint64(dst, math.Float64bits(v))
-}
-
-// AppendBoolField appends a binary bool cell.
-func AppendBoolField(dst []byte, v bool) []byte {
-	b := byte(0)
-	if v {
-		b = 1
-	}
-	return append(dst, 0, 0, 0, 1, b)
 }
 
 // AppendBytesField appends a cell holding b verbatim (text, varchar, bytea,
@@ -86,12 +58,6 @@ func AppendBytesField(dst, b []byte) []byte {
 func AppendStringField(dst []byte, s string) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
 	return append(dst, s...)
-}
-
-// AppendUUIDField appends a binary uuid cell.
-func AppendUUIDField(dst []byte, u [16]byte) []byte {
-	dst = append(dst, 0, 0, 0, 16)
-	return append(dst, u[:]...)
 }
 
 // pgEpoch is 2000-01-01 00:00:00 UTC, the zero of PostgreSQL's binary
