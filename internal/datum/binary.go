@@ -115,8 +115,13 @@ func DecodeBinary(t Type, b []byte) (Value, error) {
 	case OIDText, OIDVarchar, OIDName, OIDBPChar, OIDJSON:
 		return ParseText(t, string(b))
 	case OIDChar:
-		if err := CheckUTF8(string(b)); err != nil {
+		// PostgreSQL's charrecv reads exactly one byte; 0 is the empty
+		// "char".
+		if err := need(1); err != nil {
 			return Null, err
+		}
+		if b[0] == 0 {
+			return TextValue(""), nil
 		}
 		return TextValue(string(b)), nil
 	case OIDBytea:
@@ -130,17 +135,41 @@ func DecodeBinary(t Type, b []byte) (Value, error) {
 		if err := need(4); err != nil {
 			return Null, err
 		}
-		return DateValue(int32(binary.BigEndian.Uint32(b))), nil
-	case OIDTime, OIDTimestamp, OIDTimestampTZ:
+		d := int32(binary.BigEndian.Uint32(b))
+		if d != DateNegInfinity && d != DatePosInfinity && (d < minDate || d >= endDate) {
+			return Null, &SyntaxError{Code: pgcode.DatetimeFieldOverflow, Msg: "date out of range"}
+		}
+		return DateValue(d), nil
+	case OIDTime:
 		if err := need(8); err != nil {
 			return Null, err
 		}
-		return Value{K: t.Kind(), I: int64(binary.BigEndian.Uint64(b))}, nil
+		us := int64(binary.BigEndian.Uint64(b))
+		if us < 0 || us > usecsPerDay {
+			return Null, &SyntaxError{Code: pgcode.DatetimeFieldOverflow, Msg: "time out of range"}
+		}
+		return TimeValue(us), nil
+	case OIDTimestamp, OIDTimestampTZ:
+		if err := need(8); err != nil {
+			return Null, err
+		}
+		us := int64(binary.BigEndian.Uint64(b))
+		if us != TimeNegInfinity && us != TimePosInfinity && (us < minTimestamp || us >= endTimestamp) {
+			return Null, &SyntaxError{Code: pgcode.DatetimeFieldOverflow, Msg: "timestamp out of range"}
+		}
+		return Value{K: t.Kind(), I: us}, nil
 	case OIDTimeTZ:
 		if err := need(12); err != nil {
 			return Null, err
 		}
-		return TimeTZValue(int64(binary.BigEndian.Uint64(b)), int32(binary.BigEndian.Uint32(b[8:]))), nil
+		us, zone := int64(binary.BigEndian.Uint64(b)), int32(binary.BigEndian.Uint32(b[8:]))
+		if us < 0 || us > usecsPerDay {
+			return Null, &SyntaxError{Code: pgcode.DatetimeFieldOverflow, Msg: "time out of range"}
+		}
+		if zone <= -tzDispLimit || zone >= tzDispLimit {
+			return Null, &SyntaxError{Code: pgcode.InvalidTimeZoneDisplacementValue, Msg: "time zone displacement out of range"}
+		}
+		return TimeTZValue(us, zone), nil
 	case OIDInterval:
 		if err := need(16); err != nil {
 			return Null, err
@@ -172,6 +201,18 @@ func DecodeBinary(t Type, b []byte) (Value, error) {
 	}
 	return Null, fmt.Errorf("no binary input for type %s", t)
 }
+
+// PostgreSQL's ranges for the date and time types (datatype/timestamp.h),
+// which its binary receive functions enforce: days and microseconds since
+// 2000-01-01, end bounds exclusive; a time zone displacement in seconds.
+const (
+	minDate      = -2451545             // 4714-11-24 BC
+	endDate      = 2147483494 - 2451545 // 5874898-01-01
+	minTimestamp = -211813488000000000  // 4714-11-24 00:00 BC
+	endTimestamp = 9223371331200000000  // 294277-01-01 00:00
+	usecsPerDay  = 86400000000
+	tzDispLimit  = (15*60 + 59) * 60
+)
 
 const (
 	numericPos  = 0x0000

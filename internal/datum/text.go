@@ -41,6 +41,11 @@ func AppendText(dst []byte, t Type, v Value) []byte {
 	case KindFloat:
 		return appendFloat(dst, v.Float(), t.OID == OIDFloat4)
 	case KindText, KindNumeric:
+		if t.OID == OIDChar && len(v.S) == 1 && v.S[0] >= 0x80 {
+			// charout: a byte with the high bit set prints as \ooo.
+			c := v.S[0]
+			return append(dst, '\\', '0'+c>>6, '0'+c>>3&7, '0'+c&7)
+		}
 		return append(dst, v.S...)
 	case KindBytes:
 		dst = append(dst, '\\', 'x')
@@ -280,6 +285,23 @@ type SyntaxError struct {
 func (e *SyntaxError) Error() string    { return e.Msg }
 func (e *SyntaxError) SQLState() string { return e.Code }
 
+// charIn is PostgreSQL's charin: "\ooo" (three octal digits) is that byte,
+// anything else its first byte ("" stays empty).
+func charIn(s string) string {
+	isOctal := func(c byte) bool { return c >= '0' && c <= '7' }
+	if len(s) == 4 && s[0] == '\\' && isOctal(s[1]) && isOctal(s[2]) && isOctal(s[3]) {
+		c := (s[1]-'0')<<6 + (s[2]-'0')<<3 + s[3] - '0'
+		if c == 0 {
+			return ""
+		}
+		return string([]byte{c})
+	}
+	if len(s) > 1 {
+		return s[:1]
+	}
+	return s
+}
+
 func invalid(t Type, s string) error {
 	return &SyntaxError{Code: pgcode.InvalidTextRepresentation, Msg: fmt.Sprintf("invalid input syntax for type %s: %q", t.String(), s)}
 }
@@ -321,8 +343,8 @@ func ParseText(t Type, s string) (Value, error) {
 				s += strings.Repeat(" ", n-len(r))
 			}
 		}
-		if t.OID == OIDChar && len(s) > 1 {
-			s = s[:1]
+		if t.OID == OIDChar {
+			return TextValue(charIn(s)), nil
 		}
 		return TextValue(s), nil
 	case KindBytes:

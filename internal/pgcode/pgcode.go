@@ -29,6 +29,8 @@ const (
 	StringDataRightTruncation           = "22001"
 	NumericValueOutOfRange              = "22003"
 	NullValueNotAllowed                 = "22004"
+	DatetimeFieldOverflow               = "22008"
+	InvalidTimeZoneDisplacementValue    = "22009"
 	DivisionByZero                      = "22012"
 	CharacterNotInRepertoire            = "22021"
 	InvalidParameterValue               = "22023"

@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/moraine-db/moraine/internal/datum"
-	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
 )
 
 // maxAuthMessageLen bounds messages during authentication.
@@ -36,13 +35,12 @@ const flushThreshold = 64 << 10
 // a COPY IN reader inside a statement. After an extended-protocol error the
 // conn discards messages until Sync (skipToSync).
 type conn struct {
-	srv   *Server
-	be    *pgproto3.Backend
-	out   []byte
-	werr  error // first write error; the connection is dead after it
-	codec *pgvalue.Codec
-	sess  Session
-	info  StartupInfo
+	srv  *Server
+	be   *pgproto3.Backend
+	out  []byte
+	werr error // first write error; the connection is dead after it
+	sess Session
+	info StartupInfo
 
 	pid, secret uint32
 	// tlsCert is the certificate this connection's TLS handshake
@@ -394,7 +392,6 @@ func (c *conn) startup() error {
 		s.log.Info("connection authorized", "session", c.pid, "remote", nc.RemoteAddr(), "user", user, "database", db,
 			"application_name", c.info.ApplicationName, "tls", c.info.TLS)
 	}
-	c.codec = pgvalue.NewCodec()
 	c.stmts = map[string]*preparedStmt{}
 	c.portals = map[string]*boundPortal{}
 
@@ -743,7 +740,7 @@ func resolveFormats(codes []int16, n int, what string) ([]int16, error) {
 			"bind message has %d %s formats but %d %s", len(codes), what, n, map[string]string{"parameter": "parameters", "result": "result columns"}[what])}
 	}
 	for _, f := range out {
-		if f != pgvalue.TextFormat && f != pgvalue.BinaryFormat {
+		if f != TextFormat && f != BinaryFormat {
 			return nil, &Error{Code: pgcode.ProtocolViolation, Message: fmt.Sprintf("unsupported format code: %d", f)}
 		}
 	}

@@ -2,6 +2,7 @@ package pgwire
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +12,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgcode"
 
-	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
+	"github.com/moraine-db/moraine/internal/pgwire/pgcopy"
 )
 
 // toyExec is the test executor: a tiny statement vocabulary over one
@@ -72,7 +74,6 @@ func (e *toyExec) liveSessions() int {
 }
 
 type toySession struct {
-	codec  *pgvalue.Codec
 	e      *toyExec
 	tx     TxStatus
 	closed bool
@@ -116,10 +117,10 @@ func (s *toySession) Query(ctx context.Context, sql string, w *ResultWriter) err
 }
 
 var (
-	int4Col = func(name string) Column { return Column{Name: name, TypeOID: pgvalue.Int4OID, TypeModifier: -1} }
+	int4Col = func(name string) Column { return Column{Name: name, TypeOID: datum.OIDInt4, TypeModifier: -1} }
 	tCols   = []Column{
-		{Name: "id", TypeOID: pgvalue.Int8OID, TypeModifier: -1, TableAttr: 1},
-		{Name: "name", TypeOID: pgvalue.TextOID, TypeModifier: -1, TableAttr: 2},
+		{Name: "id", TypeOID: datum.OIDInt8, TypeModifier: -1, TableAttr: 1},
+		{Name: "name", TypeOID: datum.OIDText, TypeModifier: -1, TableAttr: 2},
 	}
 	reSleep      = regexp.MustCompile(`(?i)^select pg_sleep\(([0-9.]+)\)$`)
 	reSeries     = regexp.MustCompile(`(?i)^select generate_series\(1, ?([0-9]+)\)$`)
@@ -131,44 +132,99 @@ var (
 	reParam      = regexp.MustCompile(`\$([0-9]+)(::([a-z0-9_]+))?`)
 )
 
-// toyTypes is the "SELECT types" row: one value per supported type.
-func toyTypes() ([]Column, []any) {
-	ts := time.Date(2026, 1, 2, 3, 4, 5, 678000000, time.UTC)
+// toyTypes is the "SELECT types" row: one value per supported type, from
+// its PostgreSQL text form.
+func toyTypes() ([]Column, []datum.Value) {
 	cols := []Column{}
-	vals := []any{}
-	add := func(name string, oid uint32, v any) {
+	vals := []datum.Value{}
+	add := func(name string, oid uint32, text string) {
 		cols = append(cols, Column{Name: name, TypeOID: oid, TypeModifier: -1})
+		v, err := datum.ParseText(datum.Type{OID: oid, Mod: -1}, text)
+		if err != nil {
+			panic(err)
+		}
 		vals = append(vals, v)
 	}
-	add("i2", pgvalue.Int2OID, int16(-2))
-	add("i4", pgvalue.Int4OID, int32(40000))
-	add("i8", pgvalue.Int8OID, int64(1)<<40)
-	add("f4", pgvalue.Float4OID, float32(1.5))
-	add("f8", pgvalue.Float8OID, 2.25)
-	add("num", pgvalue.NumericOID, "12345.678")
-	add("b", pgvalue.BoolOID, true)
-	add("txt", pgvalue.TextOID, "hello")
-	add("vc", pgvalue.VarcharOID, "varchar")
-	add("nm", pgvalue.NameOID, "aname")
-	add("ch", pgvalue.CharOID, "c")
-	add("by", pgvalue.ByteaOID, []byte{0xde, 0xad})
-	add("u", pgvalue.UUIDOID, [16]byte{0xa0, 0xee, 0xbc, 0x99, 0x9c, 0x0b, 0x4e, 0xf8, 0xbb, 0x6d, 0x6b, 0xb9, 0xbd, 0x38, 0x0a, 0x11})
-	add("d", pgvalue.DateOID, time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC))
-	add("tm", pgvalue.TimeOID, "03:04:05.5")
-	add("ts", pgvalue.TimestampOID, ts)
-	add("tstz", pgvalue.TimestamptzOID, ts)
-	add("iv", pgvalue.IntervalOID, time.Duration(90)*time.Minute)
-	add("o", pgvalue.OIDOID, uint32(2200))
-	add("tid", pgvalue.TIDOID, "(3,4)")
-	add("ia", pgvalue.Int4ArrayOID, []int32{1, 2, 3})
-	add("ta", pgvalue.TextArrayOID, []string{"a", "b c"})
-	add("nul", pgvalue.TextOID, nil)
+	add("i2", datum.OIDInt2, "-2")
+	add("i4", datum.OIDInt4, "40000")
+	add("i8", datum.OIDInt8, "1099511627776")
+	add("f4", datum.OIDFloat4, "1.5")
+	add("f8", datum.OIDFloat8, "2.25")
+	add("num", datum.OIDNumeric, "12345.678")
+	add("b", datum.OIDBool, "true")
+	add("txt", datum.OIDText, "hello")
+	add("vc", datum.OIDVarchar, "varchar")
+	add("nm", datum.OIDName, "aname")
+	add("ch", datum.OIDChar, "c")
+	add("by", datum.OIDBytea, `\xdead`)
+	add("u", datum.OIDUUID, "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11")
+	add("d", datum.OIDDate, "2026-01-02")
+	add("tm", datum.OIDTime, "03:04:05.5")
+	add("ts", datum.OIDTimestamp, "2026-01-02 03:04:05.678")
+	add("tstz", datum.OIDTimestampTZ, "2026-01-02 03:04:05.678+00")
+	add("iv", datum.OIDInterval, "01:30:00")
+	add("o", datum.OIDOID, "2200")
+	add("tid", datum.OIDTID, "(3,4)")
+	add("ia", datum.OIDInt4Array, "{1,2,3}")
+	add("ta", datum.OIDTextArray, `{a,"b c"}`)
+	cols = append(cols, Column{Name: "nul", TypeOID: datum.OIDText, TypeModifier: -1})
+	vals = append(vals, datum.Null)
 	return cols, vals
+}
+
+// writeRow sends vals as one DataRow, each cell encoded by datum in the
+// column's type and the format the client asked for, as the SQL layer does.
+func writeRow(w *ResultWriter, vals []datum.Value) error {
+	cols, formats := w.Columns(), w.Formats()
+	cells := make([][]byte, len(vals))
+	if len(cols) != len(vals) {
+		return w.RawRow(cells) // the writer reports the misuse
+	}
+	for i, v := range vals {
+		c, err := encodeCell(cols[i].TypeOID, formats[i], v)
+		if err != nil {
+			return err
+		}
+		cells[i] = c
+	}
+	return w.RawRow(cells)
+}
+
+// encodeCell is v's cell in format (nil for NULL).
+func encodeCell(oid uint32, format int16, v datum.Value) ([]byte, error) {
+	if v.IsNull() {
+		return nil, nil
+	}
+	t := datum.Type{OID: oid, Mod: -1}
+	if format == 1 {
+		return datum.AppendBinary([]byte{}, t, v)
+	}
+	return datum.AppendText([]byte{}, t, v), nil
+}
+
+// decodeCell is the value a client sent in format.
+func decodeCell(oid uint32, format int16, b []byte) (datum.Value, error) {
+	if b == nil {
+		return datum.Null, nil
+	}
+	t := datum.Type{OID: oid, Mod: -1}
+	if format == 1 {
+		return datum.DecodeBinary(t, b)
+	}
+	return datum.ParseText(t, string(b))
+}
+
+// nameValue is a toy row's name column.
+func nameValue(name *string) datum.Value {
+	if name == nil {
+		return datum.Null
+	}
+	return datum.TextValue(*name)
 }
 
 // run executes one statement. params is non-nil for extended-protocol
 // portals; maxRows limits rows (portal state kept by toyPortal).
-func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params []any, skip int) error {
+func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params []datum.Value, skip int) error {
 	st = strings.TrimSpace(strings.ReplaceAll(st, "\n", " "))
 	for strings.Contains(st, "  ") {
 		st = strings.ReplaceAll(st, "  ", " ")
@@ -182,7 +238,7 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		if err := w.Describe([]Column{int4Col("?column?")}); err != nil {
 			return err
 		}
-		if err := w.Row([]any{int32(1)}); err != nil {
+		if err := writeRow(w, []datum.Value{datum.IntValue(1)}); err != nil {
 			return err
 		}
 		return w.Complete("SELECT 1")
@@ -192,27 +248,27 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		}
 		for i := range 2 {
 			if err := w.AppendRow(func(dst []byte) []byte {
-				dst = pgvalue.AppendStringField(dst, strconv.Itoa(i))
+				dst = pgcopy.AppendStringField(dst, strconv.Itoa(i)) // text format: "SELECT fastrows" is simple-protocol
 				if i == 1 {
-					return pgvalue.AppendNullField(dst)
+					return pgcopy.AppendNullField(dst)
 				}
-				return pgvalue.AppendStringField(dst, "x")
+				return pgcopy.AppendStringField(dst, "x")
 			}); err != nil {
 				return err
 			}
 		}
 		return w.Complete("SELECT 2")
 	case lower == "misuse": // a buggy executor: a row before Describe
-		return w.Row([]any{int32(1)})
+		return writeRow(w, []datum.Value{datum.IntValue(1)})
 	case lower == "unfinished": // a buggy executor: no Complete
 		return w.Describe([]Column{int4Col("x")})
 	case lower == "select 1/0": // PostgreSQL folds it at plan time: no RowDescription
 		return &Error{Code: "22012", Message: "division by zero"}
 	case lower == "select version()":
-		if err := w.Describe([]Column{{Name: "version", TypeOID: pgvalue.TextOID, TypeModifier: -1}}); err != nil {
+		if err := w.Describe([]Column{{Name: "version", TypeOID: datum.OIDText, TypeModifier: -1}}); err != nil {
 			return err
 		}
-		if err := w.Row([]any{"PostgreSQL 16.4 (moraine toy)"}); err != nil {
+		if err := writeRow(w, []datum.Value{datum.TextValue("PostgreSQL 16.4 (moraine toy)")}); err != nil {
 			return err
 		}
 		return w.Complete("SELECT 1")
@@ -221,7 +277,7 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		if err := w.Describe(cols); err != nil {
 			return err
 		}
-		if err := w.Row(vals); err != nil {
+		if err := writeRow(w, vals); err != nil {
 			return err
 		}
 		return w.Complete("SELECT 1")
@@ -260,16 +316,16 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 			}
 			return ctx.Err()
 		}
-		if err := w.Describe([]Column{{Name: "pg_sleep", TypeOID: pgvalue.TextOID, TypeModifier: -1}}); err != nil {
+		if err := w.Describe([]Column{{Name: "pg_sleep", TypeOID: datum.OIDText, TypeModifier: -1}}); err != nil {
 			return err
 		}
-		if err := w.Row([]any{""}); err != nil {
+		if err := writeRow(w, []datum.Value{datum.TextValue("")}); err != nil {
 			return err
 		}
 		return w.Complete("SELECT 1")
 	case reSeries.MatchString(st):
 		n, _ := strconv.Atoi(reSeries.FindStringSubmatch(st)[1])
-		return s.rowsResult(w, []Column{int4Col("generate_series")}, n, skip, func(i int) []any { return []any{int32(i + 1)} })
+		return s.rowsResult(w, []Column{int4Col("generate_series")}, n, skip, func(i int) []datum.Value { return []datum.Value{datum.IntValue(int64(i + 1))} })
 	case lower == "select * from t" || lower == "select * from t where false":
 		s.e.mu.Lock()
 		rows := append([]toyRow(nil), s.e.rows...)
@@ -277,12 +333,8 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		if strings.HasSuffix(lower, "false") {
 			rows = nil
 		}
-		return s.rowsResult(w, tCols, len(rows), skip, func(i int) []any {
-			var name any
-			if rows[i].name != nil {
-				name = *rows[i].name
-			}
-			return []any{rows[i].id, name}
+		return s.rowsResult(w, tCols, len(rows), skip, func(i int) []datum.Value {
+			return []datum.Value{datum.IntValue(rows[i].id), nameValue(rows[i].name)}
 		})
 	case reInsert.MatchString(st):
 		m := reInsert.FindStringSubmatch(st)
@@ -352,7 +404,7 @@ func (s *toySession) run(ctx context.Context, st string, w *ResultWriter, params
 		if err := w.Describe(cols); err != nil {
 			return err
 		}
-		if err := w.Row(params); err != nil {
+		if err := writeRow(w, params); err != nil {
 			return err
 		}
 		return w.Complete("SELECT 1")
@@ -369,7 +421,7 @@ func (w *ResultWriter) portalColumns() []Column {
 	return w.portal.cols
 }
 
-func (s *toySession) rowsResult(w *ResultWriter, cols []Column, n, skip int, row func(i int) []any) error {
+func (s *toySession) rowsResult(w *ResultWriter, cols []Column, n, skip int, row func(i int) []datum.Value) error {
 	if err := w.Describe(cols); err != nil {
 		return err
 	}
@@ -378,7 +430,7 @@ func (s *toySession) rowsResult(w *ResultWriter, cols []Column, n, skip int, row
 		if limit > 0 && i-skip == limit {
 			return w.Suspend()
 		}
-		if err := w.Row(row(i)); err != nil {
+		if err := writeRow(w, row(i)); err != nil {
 			return err
 		}
 	}
@@ -405,26 +457,56 @@ func (s *toySession) copyOutRows(w *ResultWriter, rows []toyRow, binary bool) er
 		if binary && i%2 == 0 {
 			// The fast path, as the catalog executor would use it.
 			r := r
+			id, _ := encodeCell(datum.OIDInt8, 1, datum.IntValue(r.id))
 			err = co.AppendRow(func(dst []byte) []byte {
-				dst = pgvalue.AppendTupleStart(dst, 2)
-				dst = pgvalue.AppendInt8Field(dst, r.id)
+				dst = pgcopy.AppendTupleStart(dst, 2)
+				dst = pgcopy.AppendBytesField(dst, id)
 				if r.name == nil {
-					return pgvalue.AppendNullField(dst)
+					return pgcopy.AppendNullField(dst)
 				}
-				return pgvalue.AppendStringField(dst, *r.name)
+				return pgcopy.AppendStringField(dst, *r.name)
 			})
 		} else {
-			var name any
-			if r.name != nil {
-				name = *r.name
+			// Cells encoded by datum, framed as a COPY row.
+			var cells [2][]byte
+			for i, v := range []datum.Value{datum.IntValue(r.id), nameValue(r.name)} {
+				if cells[i], err = encodeCell(tCols[i].TypeOID, format, v); err != nil {
+					return err
+				}
 			}
-			err = co.Row([]any{r.id, name})
+			err = co.AppendRow(func(dst []byte) []byte { return appendCopyRow(dst, binary, cells[:]) })
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return co.Close()
+}
+
+// appendCopyRow frames encoded cells (nil is NULL) as one COPY row.
+func appendCopyRow(dst []byte, binary bool, cells [][]byte) []byte {
+	if binary {
+		dst = pgcopy.AppendTupleStart(dst, len(cells))
+		for _, c := range cells {
+			if c == nil {
+				dst = pgcopy.AppendNullField(dst)
+			} else {
+				dst = pgcopy.AppendBytesField(dst, c)
+			}
+		}
+		return dst
+	}
+	for i, c := range cells {
+		if i > 0 {
+			dst = append(dst, '\t')
+		}
+		if c == nil {
+			dst = append(dst, `\N`...)
+		} else {
+			dst = pgcopy.AppendCopyTextValue(dst, c)
+		}
+	}
+	return append(dst, '\n')
 }
 
 func (s *toySession) copyIn(w *ResultWriter, binary bool) error {
@@ -438,9 +520,9 @@ func (s *toySession) copyIn(w *ResultWriter, binary bool) error {
 	}
 	var next func() ([][]byte, error)
 	if binary {
-		next = pgvalue.NewBinaryCopyReader(ci).Next
+		next = pgcopy.NewBinaryCopyReader(ci).Next
 	} else {
-		next = pgvalue.NewTextCopyReader(ci).Next
+		next = pgcopy.NewTextCopyReader(ci).Next
 	}
 	var got []toyRow
 	for {
@@ -458,11 +540,11 @@ func (s *toySession) copyIn(w *ResultWriter, binary bool) error {
 		if len(cells) != 2 || cells[0] == nil {
 			return &Error{Code: "22P04", Message: "bad row"}
 		}
-		v, err := w.Codec().Decode(pgvalue.Int8OID, format, cells[0])
+		v, err := decodeCell(datum.OIDInt8, format, cells[0])
 		if err != nil {
 			return &Error{Code: pgcode.InvalidTextRepresentation, Message: err.Error()}
 		}
-		r := toyRow{id: v.(int64)}
+		r := toyRow{id: v.I}
 		if cells[1] != nil {
 			name := string(cells[1])
 			r.name = &name
@@ -489,12 +571,12 @@ type toyStmt struct {
 }
 
 var toyTypeNames = map[string]uint32{
-	"int2": pgvalue.Int2OID, "int4": pgvalue.Int4OID, "int8": pgvalue.Int8OID, "text": pgvalue.TextOID,
-	"float8": pgvalue.Float8OID, "float4": pgvalue.Float4OID, "bool": pgvalue.BoolOID, "bytea": pgvalue.ByteaOID,
-	"uuid": pgvalue.UUIDOID, "date": pgvalue.DateOID, "timestamptz": pgvalue.TimestamptzOID,
-	"timestamp": pgvalue.TimestampOID, "numeric": pgvalue.NumericOID, "interval": pgvalue.IntervalOID,
-	"time": pgvalue.TimeOID, "_int4": pgvalue.Int4ArrayOID, "_text": pgvalue.TextArrayOID, "tid": pgvalue.TIDOID,
-	"oid": pgvalue.OIDOID, "varchar": pgvalue.VarcharOID, "name": pgvalue.NameOID,
+	"int2": datum.OIDInt2, "int4": datum.OIDInt4, "int8": datum.OIDInt8, "text": datum.OIDText,
+	"float8": datum.OIDFloat8, "float4": datum.OIDFloat4, "bool": datum.OIDBool, "bytea": datum.OIDBytea,
+	"uuid": datum.OIDUUID, "date": datum.OIDDate, "timestamptz": datum.OIDTimestampTZ,
+	"timestamp": datum.OIDTimestamp, "numeric": datum.OIDNumeric, "interval": datum.OIDInterval,
+	"time": datum.OIDTime, "_int4": datum.OIDInt4Array, "_text": datum.OIDTextArray, "tid": datum.OIDTID,
+	"oid": datum.OIDOID, "varchar": datum.OIDVarchar, "name": datum.OIDName,
 }
 
 func (s *toySession) Prepare(ctx context.Context, sql string, paramOIDs []uint32) (Statement, error) {
@@ -518,7 +600,7 @@ func (s *toySession) Prepare(ctx context.Context, sql string, paramOIDs []uint32
 			st.oids[i] = paramOIDs[i]
 		}
 		if st.oids[i] == 0 {
-			st.oids[i] = pgvalue.TextOID
+			st.oids[i] = datum.OIDText
 		}
 	}
 	switch {
@@ -531,11 +613,11 @@ func (s *toySession) Prepare(ctx context.Context, sql string, paramOIDs []uint32
 	case lower == "select types":
 		st.cols, _ = toyTypes()
 	case lower == "select version()":
-		st.cols = []Column{{Name: "version", TypeOID: pgvalue.TextOID, TypeModifier: -1}}
+		st.cols = []Column{{Name: "version", TypeOID: datum.OIDText, TypeModifier: -1}}
 	case reSeries.MatchString(st.sql):
 		st.cols = []Column{int4Col("generate_series")}
 	case reSleep.MatchString(st.sql):
-		st.cols = []Column{{Name: "pg_sleep", TypeOID: pgvalue.TextOID, TypeModifier: -1}}
+		st.cols = []Column{{Name: "pg_sleep", TypeOID: datum.OIDText, TypeModifier: -1}}
 	case strings.HasPrefix(lower, "select * from t"), strings.HasPrefix(lower, `select "id", "name" from "t"`):
 		st.cols = tCols
 	case strings.HasPrefix(lower, "select"):
@@ -549,13 +631,9 @@ func (st *toyStmt) Columns() []Column   { return st.cols }
 func (st *toyStmt) Close()              {}
 
 func (st *toyStmt) Bind(ctx context.Context, params []Param) (Portal, error) {
-	vals := make([]any, len(params))
-	if st.s.codec == nil {
-		st.s.codec = pgvalue.NewCodec() // one per session: NewCodec builds a type map
-	}
-	codec := st.s.codec
+	vals := make([]datum.Value, len(params))
 	for i, p := range params {
-		v, err := codec.Decode(p.OID, p.Format, p.Value)
+		v, err := decodeCell(p.OID, p.Format, p.Value)
 		if err != nil {
 			return nil, &Error{Code: pgcode.InvalidBinaryRepresentation, Message: err.Error()}
 		}
@@ -566,7 +644,7 @@ func (st *toyStmt) Bind(ctx context.Context, params []Param) (Portal, error) {
 
 type toyPortal struct {
 	st     *toyStmt
-	params []any
+	params []datum.Value
 	sent   int
 	done   bool
 }
@@ -584,7 +662,7 @@ func (p *toyPortal) Execute(ctx context.Context, w *ResultWriter, maxRows int) e
 	}
 	params := p.params
 	if params == nil {
-		params = []any{}
+		params = []datum.Value{}
 	}
 	before := w.rows
 	err := s.run(ctx, stmts[0], w, params, p.sent)
@@ -602,7 +680,7 @@ type fastRows struct {
 }
 
 func (f *fastRows) append(dst []byte) []byte {
-	dst = pgvalue.AppendTupleStart(dst, 2)
-	dst = pgvalue.AppendInt8Field(dst, f.i)
-	return pgvalue.AppendStringField(dst, f.name)
+	dst = pgcopy.AppendTupleStart(dst, 2)
+	dst = pgcopy.AppendBytesField(dst, binary.BigEndian.AppendUint64(nil, uint64(f.i)))
+	return pgcopy.AppendStringField(dst, f.name)
 }

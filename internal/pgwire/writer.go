@@ -9,11 +9,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgcode"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 
-	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
+	"github.com/moraine-db/moraine/internal/pgwire/pgcopy"
 )
 
 // writerState tracks where the executor is within one statement's result.
@@ -131,9 +132,6 @@ func (w *ResultWriter) Columns() []Column { return w.cols }
 // RawRow cells must be encoded in these formats.
 func (w *ResultWriter) Formats() []int16 { return w.formats }
 
-// Codec returns the session's value codec.
-func (w *ResultWriter) Codec() *pgvalue.Codec { return w.c.codec }
-
 func (w *ResultWriter) checkRow(n int) error {
 	if w.state != wsRows {
 		return errWriterState
@@ -152,33 +150,6 @@ func (w *ResultWriter) checkRow(n int) error {
 	return nil
 }
 
-// Row sends one DataRow, encoding each Go value (nil = NULL) with the
-// column's type and format.
-func (w *ResultWriter) Row(vals []any) error {
-	if err := w.checkRow(len(vals)); err != nil {
-		return err
-	}
-	if w.discard {
-		w.rows++
-		return nil
-	}
-	c := w.c
-	start := len(c.out)
-	c.out = append(c.out, 'D', 0, 0, 0, 0)
-	c.out = binary.BigEndian.AppendUint16(c.out, uint16(len(vals)))
-	for i, v := range vals {
-		var err error
-		c.out, err = c.codec.AppendField(c.out, w.cols[i].TypeOID, w.formats[i], v)
-		if err != nil {
-			c.out = c.out[:start]
-			return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("column %q: %v", w.cols[i].Name, err), Cause: err}
-		}
-	}
-	binary.BigEndian.PutUint32(c.out[start+1:], uint32(len(c.out)-start-1))
-	w.rows++
-	return c.maybeFlush()
-}
-
 // RawRow sends one DataRow of cells already encoded in Formats() (nil =
 // NULL). The cells are copied; the executor may reuse them.
 func (w *ResultWriter) RawRow(cells [][]byte) error {
@@ -195,10 +166,10 @@ func (w *ResultWriter) RawRow(cells [][]byte) error {
 	c.out = binary.BigEndian.AppendUint16(c.out, uint16(len(cells)))
 	for _, cell := range cells {
 		if cell == nil {
-			c.out = pgvalue.AppendNullField(c.out)
+			c.out = pgcopy.AppendNullField(c.out)
 			continue
 		}
-		c.out = pgvalue.AppendBytesField(c.out, cell)
+		c.out = pgcopy.AppendBytesField(c.out, cell)
 	}
 	binary.BigEndian.PutUint32(c.out[start+1:], uint32(len(c.out)-start-1))
 	w.rows++
@@ -206,8 +177,8 @@ func (w *ResultWriter) RawRow(cells [][]byte) error {
 }
 
 // AppendRow is the DataRow fast path: fn appends exactly len(Columns())
-// length-prefixed cells in Formats() (pgvalue.AppendInt8Field,
-// AppendStringField, AppendNullField, Codec.AppendField ...) straight into
+// length-prefixed cells in Formats() (pgcopy.AppendBytesField,
+// AppendNullField, AppendInt8Field ...) straight into
 // the send buffer. pgwire writes the message header and column count.
 func (w *ResultWriter) AppendRow(fn func(dst []byte) []byte) error {
 	if err := w.checkRow(len(w.cols)); err != nil {
@@ -277,23 +248,16 @@ func (w *ResultWriter) ParameterStatus(name, value string) error {
 	return nil
 }
 
+// Format codes of the wire protocol.
+const (
+	TextFormat   int16 = 0
+	BinaryFormat int16 = 1
+)
+
 // typeSize is pg_type.typlen for the fixed-size types, -1 otherwise.
 func typeSize(oid uint32) int16 {
-	switch oid {
-	case pgvalue.BoolOID, pgvalue.CharOID:
-		return 1
-	case pgvalue.Int2OID:
-		return 2
-	case pgvalue.Int4OID, pgvalue.OIDOID, pgvalue.Float4OID, pgvalue.DateOID:
-		return 4
-	case pgvalue.TIDOID:
-		return 6
-	case pgvalue.Int8OID, pgvalue.Float8OID, pgvalue.TimeOID, pgvalue.TimestampOID, pgvalue.TimestamptzOID:
-		return 8
-	case pgvalue.IntervalOID, pgvalue.UUIDOID:
-		return 16
-	case pgvalue.NameOID:
-		return 64
+	if t := (datum.Type{OID: oid, Mod: -1}); t.Known() && t.Len() > 0 {
+		return t.Len()
 	}
 	return -1
 }
@@ -366,7 +330,7 @@ func (co *CopyOut) beginData() int {
 	at := len(c.out) + 1
 	c.out = append(c.out, 'd', 0, 0, 0, 0)
 	if co.headerPending {
-		c.out = pgvalue.AppendCopyHeader(c.out)
+		c.out = pgcopy.AppendCopyHeader(c.out)
 		co.headerPending = false
 	}
 	return at
@@ -385,7 +349,7 @@ func (co *CopyOut) endData(at int) error {
 }
 
 // AppendRow is the fast path: fn appends one complete row payload to dst —
-// a binary tuple (pgvalue.AppendTupleStart, then the fields) or a text line
+// a binary tuple (pgcopy.AppendTupleStart, then the fields) or a text line
 // ending in '\n' — and returns the extended slice. It is written straight
 // into the connection's send buffer, without copying or allocating.
 func (co *CopyOut) AppendRow(fn func(dst []byte) []byte) error {
@@ -443,60 +407,6 @@ func (co *CopyOut) AppendMessages(msgs []byte, rows int) error {
 	return c.maybeFlush()
 }
 
-// Row encodes one row of Go values (nil = NULL) with the columns' types
-// and sends it.
-func (co *CopyOut) Row(vals []any) error {
-	if co.closed {
-		return errWriterState
-	}
-	if len(vals) != len(co.cols) {
-		return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("COPY row has %d values for %d columns", len(vals), len(co.cols))}
-	}
-	c := co.w.c
-	hadHeader := co.headerPending
-	at := co.beginData()
-	undo := func() {
-		// Drop the half-built message; the header goes with the next one.
-		c.out = c.out[:at-1]
-		co.headerPending = hadHeader
-	}
-	if co.binary {
-		c.out = pgvalue.AppendTupleStart(c.out, len(vals))
-		for i, v := range vals {
-			var err error
-			c.out, err = c.codec.AppendField(c.out, co.cols[i].TypeOID, 1, v)
-			if err != nil {
-				undo()
-				return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("column %q: %v", co.cols[i].Name, err), Cause: err}
-			}
-		}
-		return co.endData(at)
-	}
-	for i, v := range vals {
-		if i > 0 {
-			c.out = append(c.out, '\t')
-		}
-		if v == nil {
-			c.out = append(c.out, `\N`...)
-			continue
-		}
-		var err error
-		var null bool
-		co.scratch, null, err = c.codec.Append(co.scratch[:0], co.cols[i].TypeOID, 0, v)
-		if err != nil {
-			undo()
-			return &Error{Code: pgcode.InternalError, Message: fmt.Sprintf("column %q: %v", co.cols[i].Name, err), Cause: err}
-		}
-		if null {
-			c.out = append(c.out, `\N`...)
-			continue
-		}
-		c.out = pgvalue.AppendCopyTextValue(c.out, co.scratch)
-	}
-	c.out = append(c.out, '\n')
-	return co.endData(at)
-}
-
 // Rows is the number of rows sent so far.
 func (co *CopyOut) Rows() int64 { return co.rows }
 
@@ -512,10 +422,10 @@ func (co *CopyOut) Close() error {
 		at := len(c.out) + 1
 		c.out = append(c.out, 'd', 0, 0, 0, 0)
 		if co.headerPending {
-			c.out = pgvalue.AppendCopyHeader(c.out)
+			c.out = pgcopy.AppendCopyHeader(c.out)
 			co.headerPending = false
 		}
-		c.out = pgvalue.AppendCopyTrailer(c.out)
+		c.out = pgcopy.AppendCopyTrailer(c.out)
 		binary.BigEndian.PutUint32(c.out[at:], uint32(len(c.out)-at))
 	}
 	c.send(&pgproto3.CopyDone{})

@@ -13,7 +13,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
-	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
+	"github.com/moraine-db/moraine/internal/pgwire/pgcopy"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
 )
 
@@ -108,7 +108,7 @@ func (t *textSink) copyIn(format int16, ncols int, null string) (copySource, err
 	if format != 0 {
 		return nil, errors.New("datadriven COPY IN is text only")
 	}
-	r := pgvalue.NewTextCopyReader(strings.NewReader(t.stdin))
+	r := pgcopy.NewTextCopyReader(strings.NewReader(t.stdin))
 	r.Null = null
 	return &textSource{r: r}, nil
 }

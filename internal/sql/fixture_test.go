@@ -19,7 +19,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
-	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
+	"github.com/moraine-db/moraine/internal/pgwire/pgcopy"
 	"github.com/moraine-db/moraine/internal/replay"
 )
 
@@ -85,7 +85,7 @@ func (r *recSink) copyOut(format int16, cols []colInfo, src rowSource) error {
 	r.ev = append(r.ev, fxEvent{"H", strconv.Itoa(len(cols))})
 	var buf bytes.Buffer
 	if format == 1 {
-		buf.Write(pgvalue.AppendCopyHeader(nil))
+		buf.Write(pgcopy.AppendCopyHeader(nil))
 	}
 	for _, row := range rows {
 		var b []byte
@@ -98,7 +98,7 @@ func (r *recSink) copyOut(format int16, cols []colInfo, src rowSource) error {
 		buf.Write(b)
 	}
 	if format == 1 {
-		buf.Write(pgvalue.AppendCopyTrailer(nil))
+		buf.Write(pgcopy.AppendCopyTrailer(nil))
 	}
 	r.ev = append(r.ev, fxEvent{"d", fmt.Sprintf("%x", buf.Bytes())})
 	r.ev = append(r.ev, fxEvent{"C", "COPY " + strconv.Itoa(len(rows))})
@@ -109,9 +109,9 @@ func (r *recSink) copyIn(format int16, ncols int, null string) (copySource, erro
 	r.ev = append(r.ev, fxEvent{"G", strconv.Itoa(ncols)})
 	data := bytes.Join(r.stdin, nil)
 	if format == 1 {
-		return pgvalue.NewBinaryCopyReader(bytes.NewReader(data)), nil
+		return pgcopy.NewBinaryCopyReader(bytes.NewReader(data)), nil
 	}
-	tr := pgvalue.NewTextCopyReader(bytes.NewReader(data))
+	tr := pgcopy.NewTextCopyReader(bytes.NewReader(data))
 	tr.Null = null
 	return &textSource{r: tr}, nil
 }

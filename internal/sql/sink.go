@@ -8,7 +8,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
-	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
+	"github.com/moraine-db/moraine/internal/pgwire/pgcopy"
 )
 
 // resultSink writes results to a pgwire ResultWriter. In a portal
@@ -157,7 +157,7 @@ func (w *valueWriter) append(dst []byte) []byte {
 			continue
 		}
 		w.text = datum.AppendText(w.text[:0], outType(w.cols[j].typ), v)
-		dst = pgvalue.AppendCopyTextValue(dst, w.text)
+		dst = pgcopy.AppendCopyTextValue(dst, w.text)
 	}
 	return append(dst, '\n')
 }
@@ -167,10 +167,10 @@ func (w *valueWriter) append(dst []byte) []byte {
 // encoded) and the first error is returned with it.
 func appendBinaryTuple(dst []byte, cols []colInfo, row []datum.Value) ([]byte, error) {
 	var encErr error
-	dst = pgvalue.AppendTupleStart(dst, len(row))
+	dst = pgcopy.AppendTupleStart(dst, len(row))
 	for j, v := range row {
 		if v.IsNull() {
-			dst = pgvalue.AppendNullField(dst)
+			dst = pgcopy.AppendNullField(dst)
 			continue
 		}
 		at := len(dst)
@@ -191,9 +191,9 @@ func (r *resultSink) copyIn(format int16, ncols int, null string) (copySource, e
 		return nil, err
 	}
 	if format == 1 {
-		return &drainSource{src: pgvalue.NewBinaryCopyReader(ci), ci: ci}, nil
+		return &drainSource{src: pgcopy.NewBinaryCopyReader(ci), ci: ci}, nil
 	}
-	tr := pgvalue.NewTextCopyReader(ci)
+	tr := pgcopy.NewTextCopyReader(ci)
 	tr.Null = null
 	return &drainSource{src: &textSource{r: tr}, ci: ci}, nil
 }
@@ -221,6 +221,6 @@ func (d *drainSource) Next() ([][]byte, error) {
 	return cells, err
 }
 
-type textSource struct{ r *pgvalue.TextCopyReader }
+type textSource struct{ r *pgcopy.TextCopyReader }
 
 func (t *textSource) Next() ([][]byte, error) { return t.r.Next() }

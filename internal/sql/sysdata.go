@@ -9,7 +9,7 @@ import (
 	"sync"
 
 	"github.com/moraine-db/moraine/internal/datum"
-	"github.com/moraine-db/moraine/internal/pgwire/pgvalue"
+	"github.com/moraine-db/moraine/internal/pgwire/pgcopy"
 )
 
 // sysdata holds PostgreSQL 15.18's own catalog rows for the pg_catalog,
@@ -88,7 +88,7 @@ func loadSys(name string, cols []vcol) ([][]datum.Value, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := pgvalue.NewTextCopyReader(bytes.NewReader(data))
+	r := pgcopy.NewTextCopyReader(bytes.NewReader(data))
 	var out [][]datum.Value
 	for line := 1; ; line++ {
 		cells, err := r.Next()

@@ -1,4 +1,9 @@
-package pgvalue
+// Package pgcopy frames rows for PostgreSQL's COPY protocol: the binary
+// COPY header, tuples and trailer, the text format's escaping, and readers
+// that split a client's COPY FROM STDIN stream into cells. Cells are bytes
+// already encoded in their type's text or binary form (datum encodes
+// values); this package never interprets them.
+package pgcopy
 
 import (
 	"bufio"
@@ -8,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"time"
 )
 
 // CopyBinarySignature is the 11-byte signature that opens a binary COPY
@@ -21,7 +25,7 @@ const CopyBinarySignature = "PGCOPY\n\xff\r\n\x00"
 const CopyBinaryHeaderLen = len(CopyBinarySignature) + 8
 
 // ErrCopyFormat reports a malformed COPY stream from the client.
-var ErrCopyFormat = errors.New("pgvalue: malformed COPY data")
+var ErrCopyFormat = errors.New("pgcopy: malformed COPY data")
 
 // AppendCopyHeader appends the binary COPY header (signature, flags 0,
 // extension length 0).
@@ -41,12 +45,6 @@ func AppendTupleStart(dst []byte, fields int) []byte {
 // AppendNullField appends a NULL cell (length -1).
 func AppendNullField(dst []byte) []byte { return append(dst, 0xff, 0xff, 0xff, 0xff) }
 
-// AppendInt8Field appends a binary int8 cell.
-func AppendInt8Field(dst []byte, v int64) []byte {
-	dst = append(dst, 0, 0, 0, 8)
-	return binary.BigEndian.AppendUint64(dst, uint64(v))
-}
-
 // AppendBytesField appends a cell holding b verbatim (text, varchar, bytea,
 // and any pre-encoded value).
 func AppendBytesField(dst, b []byte) []byte {
@@ -58,17 +56,6 @@ func AppendBytesField(dst, b []byte) []byte {
 func AppendStringField(dst []byte, s string) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s)))
 	return append(dst, s...)
-}
-
-// pgEpoch is 2000-01-01 00:00:00 UTC, the zero of PostgreSQL's binary
-// date and timestamp encodings.
-var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-
-// AppendTimestamptzField appends a binary timestamptz (or timestamp, taking
-// t's wall clock in UTC) cell: int64 microseconds since 2000-01-01 UTC.
-func AppendTimestamptzField(dst []byte, t time.Time) []byte {
-	us := t.Unix()*1_000_000 + int64(t.Nanosecond())/1000 - pgEpoch.Unix()*1_000_000
-	return AppendInt8Field(dst, us)
 }
 
 // textEscapes maps the bytes COPY text format escapes to their escape letter.
@@ -233,7 +220,7 @@ func (t *TextCopyReader) Next() ([][]byte, error) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("pgvalue: reading COPY text: %w", err)
+			return nil, fmt.Errorf("pgcopy: reading COPY text: %w", err)
 		}
 		break
 	}
