@@ -151,4 +151,3 @@ func FuzzTextCopyReader(f *testing.F) {
 		}
 	})
 }
-
