@@ -208,7 +208,7 @@ func (p *copyPlan) encodeChunk(msgs []byte, w *tupleWriter, ch memcat.Chunk) (_ 
 	ch.Touch()
 	for i := 0; i < ch.Len(); i++ {
 		ctid, r := ch.Row(i)
-		if p.walk(r) != nil {
+		if p.Walk(r) != nil {
 			return msgs, false
 		}
 		w.r, w.ctid, w.err = r, int64(ctid), nil

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"math/bits"
 	"unsafe"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -91,46 +90,6 @@ func opFor(t datum.Type) copyOp {
 	return 0
 }
 
-// storedKind is how a table column is laid out in the row encoding (see
-// datum.Row), which is all the walk over a row needs to step past it.
-type storedKind uint8
-
-const (
-	skBool     storedKind = iota + 1 // 1 byte
-	skVarint                         // one zig-zag varint
-	skFloat                          // 8 bytes
-	skTwoVarin                       // two zig-zag varints (interval, timetz)
-	skUUID                           // 16 bytes
-	skLen                            // uvarint length, then the bytes
-)
-
-func storedKindOf(k datum.Kind) storedKind {
-	switch k {
-	case datum.KindBool:
-		return skBool
-	case datum.KindFloat:
-		return skFloat
-	case datum.KindInterval, datum.KindTimeTZ:
-		return skTwoVarin
-	case datum.KindUUID:
-		return skUUID
-	case datum.KindText, datum.KindBytes, datum.KindNumeric, datum.KindArray:
-		return skLen
-	case datum.KindInt, datum.KindDate, datum.KindTime, datum.KindTimestamp, datum.KindTimestampTZ, datum.KindTID:
-		return skVarint
-	}
-	return 0
-}
-
-// cellRef is where one stored value lies after a walk over a row: for
-// varint kinds its value in v, for the others its bytes at r[off:off+n].
-type cellRef struct {
-	null bool
-	v    int64
-	off  int32
-	n    int32
-}
-
 // outCol is one output column of the plan.
 type outCol struct {
 	src int // table column position; -1 for ctid
@@ -138,29 +97,10 @@ type outCol struct {
 	typ datum.Type
 }
 
-// rowWalker finds where each column's value lies in a stored row without
-// decoding it (walk). Not safe for concurrent use.
-type rowWalker struct {
-	stored []storedKind // per table column, in table order
-	cells  []cellRef    // per table column, filled by walk
-}
-
-// newRowWalker returns a walker for rows encoded with types; ok is false
-// when a type has no stored kind the walk knows.
-func newRowWalker(types []datum.Type) (rowWalker, bool) {
-	w := rowWalker{stored: make([]storedKind, len(types)), cells: make([]cellRef, len(types))}
-	for i, t := range types {
-		if w.stored[i] = storedKindOf(t.Kind()); w.stored[i] == 0 {
-			return rowWalker{}, false
-		}
-	}
-	return w, true
-}
-
 // copyPlan writes binary COPY tuples straight from stored rows. It is
 // built per statement and is not safe for concurrent use.
 type copyPlan struct {
-	rowWalker
+	datum.RowWalker
 	name   string // the table, for errors
 	out    []outCol
 	fields [2]byte // the tuple's field count, big endian
@@ -173,7 +113,7 @@ type copyPlan struct {
 // walk fills); everything else is read-only and shared.
 func (p *copyPlan) forUse() *copyPlan {
 	q := *p
-	q.cells = make([]cellRef, len(p.stored))
+	q.RowWalker = p.RowWalker.Clone()
 	q.tmpl = p
 	return &q
 }
@@ -193,11 +133,11 @@ func newCopyPlan(name string, defTypes, stored []datum.Type, cols []colInfo, idx
 	}
 	// Every column is walked, selected or not, because a row the general
 	// path rejects (an unknown type, bad bytes) must be rejected here too.
-	w, ok := newRowWalker(stored)
+	w, ok := datum.NewRowWalker(stored)
 	if !ok {
 		return nil, false
 	}
-	p := &copyPlan{rowWalker: w, name: name}
+	p := &copyPlan{RowWalker: w, name: name}
 	binary.BigEndian.PutUint16(p.fields[:], uint16(len(cols)))
 	for j, i := range idx {
 		t := outType(cols[j].typ)
@@ -220,116 +160,6 @@ func newCopyPlan(name string, defTypes, stored []datum.Type, cols []colInfo, idx
 	return p, true
 }
 
-// walk parses r as datum.Row.Decode does, recording where each value lies
-// in w.cells. It fails exactly when Decode fails. Columns past the row's
-// stored count read as NULL (rows written before an ALTER TABLE ADD
-// COLUMN).
-func (w *rowWalker) walk(r datum.Row) error { return w.walkTo(r, len(w.stored)-1) }
-
-// walkTo is walk stopping after column last: the cells after it are left
-// as they were (a prefilter needs only the columns it compares).
-func (w *rowWalker) walkTo(r datum.Row, last int) error {
-	n64, k := uvarint(r)
-	if k <= 0 || n64 > math.MaxInt32 {
-		return datum.ErrBadRow
-	}
-	n := int(n64)
-	pos := k
-	bmLen := (n + 7) / 8
-	if pos+bmLen > len(r) {
-		return datum.ErrBadRow
-	}
-	bm := r[pos : pos+bmLen]
-	pos += bmLen
-	cells := w.cells
-	for i, sk := range w.stored[:last+1] {
-		if i >= n || bm[i>>3]&(1<<(i&7)) != 0 {
-			cells[i].null = true
-			continue
-		}
-		c := &cells[i]
-		c.null = false
-		switch sk {
-		case skVarint:
-			x, k1 := varint(r[pos:])
-			if k1 <= 0 {
-				return datum.ErrBadRow
-			}
-			c.v = x
-			pos += k1
-		case skBool:
-			if pos >= len(r) {
-				return datum.ErrBadRow
-			}
-			c.v = int64(r[pos] & 1)
-			pos++
-		case skFloat:
-			if pos+8 > len(r) {
-				return datum.ErrBadRow
-			}
-			c.off, c.n = int32(pos), 8
-			pos += 8
-		case skUUID:
-			if pos+16 > len(r) {
-				return datum.ErrBadRow
-			}
-			c.off, c.n = int32(pos), 16
-			pos += 16
-		case skLen:
-			l, k1 := uvarint(r[pos:])
-			if k1 <= 0 || l > uint64(len(r)-pos-k1) {
-				return datum.ErrBadRow
-			}
-			pos += k1
-			c.off, c.n = int32(pos), int32(l)
-			pos += int(l)
-		case skTwoVarin:
-			_, k1 := binary.Varint(r[pos:])
-			if k1 <= 0 {
-				return datum.ErrBadRow
-			}
-			_, k2 := binary.Varint(r[pos+k1:])
-			if k2 <= 0 {
-				return datum.ErrBadRow
-			}
-			pos += k1 + k2
-		}
-	}
-	return nil
-}
-
-// varint is binary.Varint (zig-zag) over uvarint.
-func varint(b []byte) (int64, int) {
-	u, k := uvarint(b)
-	return int64(u>>1) ^ -int64(u&1), k
-}
-
-// uvarint is binary.Uvarint, fast for what a catalog stores: a one-byte
-// value is read directly, and one of up to eight bytes, when eight bytes
-// are there to load, without a loop — ids, sizes and row ids take two to
-// five bytes, a different number from row to row, on which the loop's exit
-// branch mispredicts (walking DuckLake's data-file rows ≈ 4 % faster in an
-// A/B interleaved within one process). Anything else — a longer value, the last bytes of a row,
-// malformed input — is binary.Uvarint's, errors included.
-func uvarint(b []byte) (uint64, int) {
-	if len(b) > 0 && b[0] < 0x80 {
-		return uint64(b[0]), 1
-	}
-	if len(b) >= 8 {
-		x := binary.LittleEndian.Uint64(b)
-		// The value's last byte is the first without its top bit.
-		if stop := ^x & 0x8080808080808080; stop != 0 {
-			k := bits.TrailingZeros64(stop)/8 + 1
-			x &= ^uint64(0) >> (64 - 8*k) // the value's k bytes
-			// Gather the seven low bits of each byte.
-			v := x&0x7f | x>>1&(0x7f<<7) | x>>2&(0x7f<<14) | x>>3&(0x7f<<21) |
-				x>>4&(0x7f<<28) | x>>5&(0x7f<<35) | x>>6&(0x7f<<42) | x>>7&(0x7f<<49)
-			return v, k
-		}
-	}
-	return binary.Uvarint(b)
-}
-
 // appendTuple appends the binary tuple of the row last walked (r, at
 // ctid). Like appendBinaryTuple, on an encoding error the tuple is still
 // complete and the first error is returned with it.
@@ -343,39 +173,39 @@ func (p *copyPlan) appendTuple(dst []byte, r datum.Row, ctid int64) ([]byte, err
 			dst = binary.BigEndian.AppendUint16(dst, uint16(ctid))
 			continue
 		}
-		c := &p.cells[oc.src]
-		if c.null {
+		c := &p.Cells[oc.src]
+		if c.Null {
 			dst = append(dst, 0xff, 0xff, 0xff, 0xff)
 			continue
 		}
 		switch oc.op {
 		case opInt8:
 			dst = append(dst, 0, 0, 0, 8)
-			dst = binary.BigEndian.AppendUint64(dst, uint64(c.v))
+			dst = binary.BigEndian.AppendUint64(dst, uint64(c.V))
 		case opBytes:
-			dst = binary.BigEndian.AppendUint32(dst, uint32(c.n))
-			dst = append(dst, r[c.off:c.off+c.n]...)
+			dst = binary.BigEndian.AppendUint32(dst, uint32(c.N))
+			dst = append(dst, r[c.Off:c.Off+c.N]...)
 		case opInt4:
 			dst = append(dst, 0, 0, 0, 4)
-			dst = binary.BigEndian.AppendUint32(dst, uint32(c.v))
+			dst = binary.BigEndian.AppendUint32(dst, uint32(c.V))
 		case opBool:
-			dst = append(dst, 0, 0, 0, 1, byte(c.v))
+			dst = append(dst, 0, 0, 0, 1, byte(c.V))
 		case opInt2:
 			dst = append(dst, 0, 0, 0, 2)
-			dst = binary.BigEndian.AppendUint16(dst, uint16(c.v))
+			dst = binary.BigEndian.AppendUint16(dst, uint16(c.V))
 		case opDate:
 			dst = append(dst, 0, 0, 0, 4)
-			dst = binary.BigEndian.AppendUint32(dst, uint32(int32(c.v)))
+			dst = binary.BigEndian.AppendUint32(dst, uint32(int32(c.V)))
 		case opFloat8:
 			dst = append(dst, 0, 0, 0, 8)
-			dst = binary.BigEndian.AppendUint64(dst, binary.LittleEndian.Uint64(r[c.off:]))
+			dst = binary.BigEndian.AppendUint64(dst, binary.LittleEndian.Uint64(r[c.Off:]))
 		case opFloat4:
-			f := math.Float64frombits(binary.LittleEndian.Uint64(r[c.off:]))
+			f := math.Float64frombits(binary.LittleEndian.Uint64(r[c.Off:]))
 			dst = append(dst, 0, 0, 0, 4)
 			dst = binary.BigEndian.AppendUint32(dst, math.Float32bits(float32(f)))
 		case opUUID:
 			dst = append(dst, 0, 0, 0, 16)
-			dst = append(dst, r[c.off:c.off+16]...)
+			dst = append(dst, r[c.Off:c.Off+16]...)
 		case opNumeric:
 			// Numeric is rare in the catalog; its text-to-binary
 			// conversion is datum's own, over the stored text (aliased,
@@ -383,8 +213,8 @@ func (p *copyPlan) appendTuple(dst []byte, r datum.Row, ctid int64) ([]byte, err
 			at := len(dst)
 			dst = append(dst, 0, 0, 0, 0)
 			var s string
-			if c.n > 0 {
-				s = unsafe.String(&r[c.off], int(c.n))
+			if c.N > 0 {
+				s = unsafe.String(&r[c.Off], int(c.N))
 			}
 			var e error
 			dst, e = datum.AppendBinary(dst, oc.typ, datum.Value{K: datum.KindNumeric, S: s})
@@ -417,7 +247,7 @@ func (p *copyPlan) copyRows(co rowAppender, scan encodedScan) error {
 // sendRow writes row r at ctid to co as a binary tuple through w, whose
 // append method appendFn is. A row that does not decode is not written.
 func (p *copyPlan) sendRow(co rowAppender, w *tupleWriter, appendFn func([]byte) []byte, ctid int64, r datum.Row) error {
-	if err := p.walk(r); err != nil {
+	if err := p.Walk(r); err != nil {
 		return rowError(p.name, ctid, err)
 	}
 	w.r, w.ctid, w.err = r, ctid, nil

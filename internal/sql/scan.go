@@ -177,7 +177,7 @@ func tableRelFiltered(t *memcat.Table, qual string, filters []intFilter, keep fu
 	n := len(cols) - 1
 	if len(filters) > 0 {
 		if types, scan, ok := t.EncodedRows(); ok && len(types) == n {
-			if w, ok := newRowWalker(types); ok {
+			if w, ok := datum.NewRowWalker(types); ok {
 				return prefilteredRel(t.Name, cols, types, scan, &w, filters, keep)
 			}
 		}
@@ -204,7 +204,7 @@ func tableRelFiltered(t *memcat.Table, qual string, filters []intFilter, keep fu
 // the rest are decoded, as memcat.Table.Scan decodes them, and given to
 // keep. A row the walk cannot parse is decoded too, so that its error is
 // reported exactly as the plain scan reports it.
-func prefilteredRel(name string, cols []colInfo, types []datum.Type, scan func(func(int64, datum.Row) bool), w *rowWalker, filters []intFilter, keep func(row []datum.Value) bool) (*rel, error) {
+func prefilteredRel(name string, cols []colInfo, types []datum.Type, scan func(func(int64, datum.Row) bool), w *datum.RowWalker, filters []intFilter, keep func(row []datum.Value) bool) (*rel, error) {
 	n := len(cols) - 1
 	var rows [][]datum.Value
 	var vals []datum.Value
@@ -214,9 +214,9 @@ func prefilteredRel(name string, cols []colInfo, types []datum.Type, scan func(f
 		last = max(last, f.col)
 	}
 	scan(func(ctid int64, r datum.Row) bool {
-		if w.walkTo(r, last) == nil {
+		if w.WalkTo(r, last) == nil {
 			for _, f := range filters {
-				if c := w.cells[f.col]; c.null || !f.pass(c.v) {
+				if c := w.Cells[f.col]; c.Null || !f.pass(c.V) {
 					return true
 				}
 			}
