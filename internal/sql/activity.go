@@ -9,6 +9,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/sql/pgcatalog"
 )
 
 // What psql's everyday inspection reads: the sessions of pg_stat_activity,
@@ -59,74 +60,6 @@ func (ex *Executor) register(s *Session) {
 }
 
 func (ex *Executor) unregister(s *Session) { ex.sessions.Delete(s) }
-
-// statActivity is pg_stat_activity: one row per session of the server, in
-// backend pid order.
-func (x *exec) statActivity() *rel {
-	r := mkRel([]vcol{{"datid", tOID}, {"datname", tName}, {"pid", tInt4}, {"leader_pid", tInt4}, {"usesysid", tOID},
-		{"usename", tName}, {"application_name", tText}, {"client_addr", tText}, {"client_hostname", tText},
-		{"client_port", tInt4}, {"backend_start", datum.TimestampTZ}, {"xact_start", datum.TimestampTZ},
-		{"query_start", datum.TimestampTZ}, {"state_change", datum.TimestampTZ}, {"wait_event_type", tText},
-		{"wait_event", tText}, {"state", tText}, {"backend_xid", datum.Int8}, {"backend_xmin", datum.Int8},
-		{"query_id", datum.Int8}, {"query", tText}, {"backend_type", tText}})
-	var sessions []*Session
-	x.s.ex.sessions.Range(func(k, _ any) bool { sessions = append(sessions, k.(*Session)); return true })
-	sort.Slice(sessions, func(i, j int) bool { return sessions[i].pid < sessions[j].pid })
-	dbOID := map[string]uint32{}
-	for i, name := range x.s.ex.cat.Catalog().Databases() {
-		dbOID[name] = uint32(16384 + i)
-	}
-	ts := func(t time.Time) datum.Value {
-		if t.IsZero() {
-			return datum.Null
-		}
-		return datum.TimestampTZValue(t.UnixMicro())
-	}
-	for _, s := range sessions {
-		a := &s.act
-		a.mu.Lock()
-		addr, port := datum.Null, datum.Null
-		if ta, ok := a.clientAddr.(*net.TCPAddr); ok {
-			addr, port = datum.TextValue(ta.IP.String()), intV(ta.Port)
-		} else if a.clientAddr != nil {
-			port = intV(-1) // a Unix socket, as PostgreSQL shows it
-		}
-		var xact time.Time
-		if s == x.s {
-			xact = x.s.tx.start
-		}
-		r.add(oidV(dbOID[s.dbName]), nameV(s.dbName), intV(int(s.pid)), datum.Null, oidV(ownerOID),
-			nameV(s.user), datum.TextValue(a.app), addr, datum.Null, port,
-			ts(a.started), ts(xact), ts(a.queryStart), ts(a.stateChange), datum.Null, datum.Null,
-			datum.TextValue(a.state), datum.Null, datum.Null, datum.Null, datum.TextValue(a.query),
-			datum.TextValue("client backend"))
-		a.mu.Unlock()
-	}
-	return r
-}
-
-// roles is pg_roles: the server's users (Executor.Roles), and the session's
-// own user, all superusers of this server.
-func (x *exec) roles() *rel {
-	r := mkRel([]vcol{{"rolname", tName}, {"rolsuper", tBool}, {"rolinherit", tBool}, {"rolcreaterole", tBool},
-		{"rolcreatedb", tBool}, {"rolcanlogin", tBool}, {"rolreplication", tBool}, {"rolconnlimit", tInt4},
-		{"rolpassword", tText}, {"rolvaliduntil", datum.TimestampTZ}, {"rolbypassrls", tBool},
-		{"rolconfig", datum.TextArray}, {"oid", tOID}})
-	names := map[string]bool{x.s.user: true}
-	for _, n := range x.s.ex.Roles {
-		names[n] = true
-	}
-	sorted := make([]string, 0, len(names))
-	for n := range names {
-		sorted = append(sorted, n)
-	}
-	sort.Strings(sorted)
-	for i, n := range sorted {
-		r.add(nameV(n), boolV(true), boolV(true), boolV(true), boolV(true), boolV(true), boolV(false), intV(-1),
-			datum.TextValue("********"), datum.Null, boolV(true), datum.Null, oidV(uint32(ownerOID+i)))
-	}
-	return r
-}
 
 // showAll is SHOW ALL: every setting, its value and a description.
 func (x *exec) showAll(out sink) error {
@@ -188,9 +121,9 @@ func tableBytes(t *memcat.Table) int64 {
 // relationSize is what pg_table_size and pg_relation_size answer for a
 // catalog table.
 func (x *exec) relationSize(oid int64) (int64, bool) {
-	for _, ti := range tablesOf(x.s.view()) {
-		if int64(ti.t.OID) == oid {
-			return tableBytes(ti.t), true
+	for _, ti := range pgcatalog.Tables(x.s.view()) {
+		if int64(ti.Table.OID) == oid {
+			return tableBytes(ti.Table), true
 		}
 	}
 	return 0, false
@@ -211,8 +144,8 @@ func (x *exec) databaseSize(name string) (int64, bool) {
 		v = x.s.ex.cat.Database(name).Head()
 	}
 	var n int64
-	for _, ti := range tablesOf(v) {
-		n += tableBytes(ti.t)
+	for _, ti := range pgcatalog.Tables(v) {
+		n += tableBytes(ti.Table)
 	}
 	return n, true
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/moraine-db/moraine/internal/pgcode"
+	"github.com/moraine-db/moraine/internal/sql/pgcatalog"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
@@ -731,7 +732,7 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 		}
 		return tv{datum.TextValue(t.String()), datum.Text}, nil
 	case "pg_get_userbyid":
-		if len(args) > 0 && args[0].v.K == datum.KindInt && args[0].v.I == databaseOwnerOID {
+		if len(args) > 0 && args[0].v.K == datum.KindInt && args[0].v.I == pgcatalog.DatabaseOwnerOID {
 			return tv{datum.TextValue("pg_database_owner"), datum.Name}, nil
 		}
 		// Every object belongs to the bootstrap superuser, as in a fresh
@@ -759,7 +760,7 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 		if len(args) < 1 || args[0].v.IsNull() {
 			return tv{datum.Null, datum.Text}, nil
 		}
-		return tv{datum.TextValue(x.indexDef(uint32(args[0].v.I), name == "pg_get_constraintdef")), datum.Text}, nil
+		return tv{datum.TextValue(pgcatalog.IndexDef(x.s.view(), uint32(args[0].v.I), name == "pg_get_constraintdef", x.s.searchSchema())), datum.Text}, nil
 	case "pg_encoding_to_char":
 		return tv{datum.TextValue("UTF8"), datum.Name}, nil
 	case "obj_description", "col_description", "shobj_description", "pg_get_expr", "pg_get_partkeydef":

@@ -10,6 +10,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/sql/pgcatalog"
 )
 
 // relName is how PostgreSQL prints a relation name in "does not exist".
@@ -66,7 +67,7 @@ func (x *exec) storedTable(rv *pg.RangeVar) (t *memcat.Table, qual string, ok bo
 			return nil, "", false, nil
 		}
 		if _, temp := x.s.temps[rv.Relname]; !temp {
-			if _, virtual, _ := x.virtual("pg_catalog", rv.Relname); virtual {
+			if pgcatalog.Exists("pg_catalog", rv.Relname) {
 				return nil, "", false, nil
 			}
 		}
@@ -95,24 +96,14 @@ func (x *exec) scan(rv *pg.RangeVar) (*rel, error) {
 	}
 	switch rv.Schemaname {
 	case "pg_catalog", "information_schema":
-		if r, ok, err := x.virtual(rv.Schemaname, rv.Relname); ok || err != nil {
-			if err != nil {
-				return nil, err
-			}
-			r = requalify(r, qual)
-			labelSystem(r, rv.Schemaname, rv.Relname)
-			return r, nil
+		if r, ok := x.virtual(rv.Schemaname, rv.Relname); ok {
+			return requalify(r, qual), nil
 		}
 		return nil, errf(pgcode.UndefinedTable, "relation %q does not exist", relName(rv))
 	case "":
 		if _, temp := x.s.temps[rv.Relname]; !temp {
-			if r, ok, err := x.virtual("pg_catalog", rv.Relname); ok || err != nil {
-				if err != nil {
-					return nil, err
-				}
-				r = requalify(r, qual)
-				labelSystem(r, "pg_catalog", rv.Relname)
-				return r, nil
+			if r, ok := x.virtual("pg_catalog", rv.Relname); ok {
+				return requalify(r, qual), nil
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/sql/pgcatalog"
 )
 
 // statement runs one non-transaction-control statement.
@@ -730,12 +731,12 @@ func (x *exec) regclassNames(r *rel) {
 		return
 	}
 	names := map[int64]string{}
-	for _, ti := range tablesOf(x.s.view()) {
-		n := ti.t.Name
-		if ti.schema.Name != x.s.searchSchema() {
-			n = ti.schema.Name + "." + n
+	for _, ti := range pgcatalog.Tables(x.s.view()) {
+		n := ti.Table.Name
+		if ti.Schema.Name != x.s.searchSchema() {
+			n = ti.Schema.Name + "." + n
 		}
-		names[int64(ti.t.OID)] = n
+		names[int64(ti.Table.OID)] = n
 	}
 	for _, t := range x.s.temps {
 		names[int64(t.OID)] = t.Name

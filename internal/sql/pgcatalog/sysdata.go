@@ -1,4 +1,4 @@
-package sql
+package pgcatalog
 
 import (
 	"bytes"
@@ -29,7 +29,7 @@ var sysCache struct {
 
 // sysRows returns the static rows of a system relation, parsed with the
 // relation's column types. The result is shared and must not be modified.
-func sysRows(name string, cols []vcol) [][]datum.Value {
+func sysRows(name string, cols []col) [][]datum.Value {
 	sysCache.Lock()
 	defer sysCache.Unlock()
 	if r, ok := sysCache.rows[name]; ok {
@@ -51,7 +51,7 @@ func sysRows(name string, cols []vcol) [][]datum.Value {
 // withSysRows is a new row slice holding PostgreSQL's own rows of catalog
 // name, with room for extra rows of the lake's: the shared rows are copied
 // once, as headers, never appended to.
-func withSysRows(name string, cols []vcol, extra int) [][]datum.Value {
+func withSysRows(name string, cols []col, extra int) [][]datum.Value {
 	sys := sysRows(name, cols)
 	rows := make([][]datum.Value, len(sys), len(sys)+extra)
 	copy(rows, sys)
@@ -60,7 +60,7 @@ func withSysRows(name string, cols []vcol, extra int) [][]datum.Value {
 
 // sysAttributes is PostgreSQL's pg_attribute rows with attstorage and
 // attcompression appended (the dump's layout ends before them), made once.
-func sysAttributes(cols []vcol) [][]datum.Value {
+func sysAttributes(cols []col) [][]datum.Value {
 	sysAttrOnce.Do(func() {
 		for _, row := range sysRows("pg_attribute", cols) {
 			sysAttr = append(sysAttr, append(row[:16:16], nameV(attStorage(int(row[3].I))), nameV("")))
@@ -83,7 +83,7 @@ func attStorage(attlen int) string {
 	return "p"
 }
 
-func loadSys(name string, cols []vcol) ([][]datum.Value, error) {
+func loadSys(name string, cols []col) ([][]datum.Value, error) {
 	data, err := sysdataFS.ReadFile("sysdata/" + name + ".tsv")
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package sql
+package pgcatalog
 
 import (
 	"bytes"
@@ -60,10 +60,10 @@ func loadSysAttrs() {
 	}
 }
 
-// labelSystem sets the relation OID and attribute numbers of a virtual
-// pg_catalog or information_schema relation's columns, as PostgreSQL reports
-// them in RowDescription. Columns PostgreSQL does not have keep 0.
-func labelSystem(r *rel, schema, name string) {
+// label sets the relation OID and attribute numbers of a system relation's
+// columns, as PostgreSQL reports them in RowDescription. Columns PostgreSQL
+// does not have keep 0.
+func label(r *Relation, schema, name string) {
 	sysAttrs.once.Do(loadSysAttrs)
 	ns := uint32(nsPgCatalog)
 	if schema == "information_schema" {
@@ -74,9 +74,9 @@ func labelSystem(r *rel, schema, name string) {
 		return
 	}
 	attnos := sysAttrs.attno[oid]
-	for i := range r.cols {
-		if n, ok := attnos[r.cols[i].name]; ok {
-			r.cols[i].tableOID, r.cols[i].attnum = oid, n
+	for i := range r.Cols {
+		if n, ok := attnos[r.Cols[i].Name]; ok {
+			r.Cols[i].TableOID, r.Cols[i].Attnum = oid, n
 		}
 	}
 }
