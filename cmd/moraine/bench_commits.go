@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,13 +72,13 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "bench commits: --warmup must not be negative")
 		return 2
 	}
-	stop, err := startProfiles(*cpuprofile, *traceOut)
+	stop, err := bench.StartProfiles(*cpuprofile, *traceOut)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench commits: %v\n", err)
 		return 1
 	}
 	defer stop()
-	targets := []workload.Target{{Name: "postgres", ConnInfo: *pg}}
+	targets := []bench.Target{{Name: "postgres", ConnInfo: *pg}}
 	if *process && *moraine != "" {
 		fmt.Fprintln(stderr, "bench commits: --process starts its own moraine; it does not go with --moraine")
 		return 2
@@ -106,26 +105,26 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 			where = "a child process"
 		}
 		var announce sync.Once
-		targets = append(targets, workload.Target{Name: "moraine", Start: func(ctx context.Context) (workload.Server, error) {
+		targets = append(targets, bench.Target{Name: "moraine", Start: func(ctx context.Context) (bench.Server, error) {
 			m, err := bench.StartMoraine(ctx, spec)
 			if err != nil {
-				return workload.Server{}, err
+				return bench.Server{}, err
 			}
 			announce.Do(func() { fmt.Fprintf(stdout, "moraine: %s, a fresh server per run, store %s\n", where, m.StoreDesc) })
-			srv := workload.Server{ConnInfo: m.ConnInfo("postgres"), Stop: m.Halt, Remove: func() { _ = m.Stop() }}
+			srv := bench.Server{ConnInfo: m.ConnInfo("postgres"), Stop: m.Halt, Remove: func() { _ = m.Stop() }}
 			if *process {
 				srv.RunQueue = m.RunQueue
 			}
 			return srv, nil
 		}})
 	} else {
-		targets = append(targets, workload.Target{Name: "moraine", ConnInfo: *moraine})
+		targets = append(targets, bench.Target{Name: "moraine", ConnInfo: *moraine})
 	}
 	mr := *maxRetries
 	if mr == 0 {
 		mr = -1 // workload.Config: 0 means the default, negative means none
 	}
-	rep, err := workload.RunBench(ctx, workload.BenchConfig{
+	rep, err := bench.RunCommits(ctx, bench.CommitsConfig{
 		Targets: targets, Writers: writers, Commits: *commits, Warmup: *warmup, Rounds: *rounds, Verify: *verify, Phases: *phases, Progress: stderr, DataDir: *dataDir,
 		Base: workload.Config{
 			Tables: *tables, Columns: *columns, RowsPerFile: *rows, Compactor: *compactor,
@@ -141,28 +140,16 @@ func benchCommitsMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		return 1
 	}
 	if *jsonOut != "" {
-		if err := benchCommitsWriteFile(*jsonOut, rep.WriteJSON); err != nil {
+		if err := bench.WriteFile(*jsonOut, rep.WriteJSON); err != nil {
 			fmt.Fprintf(stderr, "bench commits: --json: %v\n", err)
 			return 1
 		}
 	}
 	if *pngOut != "" {
-		if err := benchCommitsWriteFile(*pngOut, rep.WritePNG); err != nil {
+		if err := bench.WriteFile(*pngOut, rep.WritePNG); err != nil {
 			fmt.Fprintf(stderr, "bench commits: --png: %v\n", err)
 			return 1
 		}
 	}
 	return 0
-}
-
-func benchCommitsWriteFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := write(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
 }

@@ -4,15 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"slices"
-	"sync"
+	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/bench"
 	"github.com/moraine-db/moraine/internal/objstore/fault"
 	"github.com/moraine-db/moraine/internal/objstore/objurl"
-	"github.com/moraine-db/moraine/internal/slate"
 )
 
 // benchStore is `moraine bench store`: concurrent writers, each writing
@@ -20,7 +18,7 @@ import (
 // whose PUTs take --put-latency. It prints a table and ends with the line
 // "batches/s=<n>". With --postgres it instead times DuckLake commits on an
 // in-process moraine over S3 with that PUT latency against PostgreSQL
-// (runStoreVsPG) and ends with "ratio_vs_postgres=<x>".
+// (bench.RunStoreVsPG) and ends with "ratio_vs_postgres=<x>".
 
 func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("bench store [flags]", stdout, stderr)
@@ -55,12 +53,12 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 			fmt.Fprintf(stderr, "bench store: --commit-writers/--commits: %v\n", err)
 			return 2
 		}
-		o := storeVsPG{postgres: *pg, putLatency: lat, writers: ws, commits: *pgCommits, jsonOut: *jsonOut, pngOut: *pngOut}
-		if o.process, err = processExe(*process); err != nil {
+		o := bench.StoreVsPG{Postgres: *pg, PutLatency: lat, Writers: ws, Commits: *pgCommits, JSONOut: *jsonOut, PNGOut: *pngOut}
+		if o.Process, err = processExe(*process); err != nil {
 			fmt.Fprintln(stderr, "bench store:", err)
 			return 1
 		}
-		if err := runStoreVsPG(ctx, o, stdout, stderr); err != nil {
+		if err := bench.RunStoreVsPG(ctx, o, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "bench store: %v\n", err)
 			return 1
 		}
@@ -93,7 +91,7 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 		fault.OpGet: read, fault.OpGetRange: read, fault.OpList: read, fault.OpStat: read,
 	}})
 
-	res, err := runStoreBench(ctx, store, *writers, *batchKeys, *valueSize, *duration)
+	res, err := bench.RunStore(ctx, store, *writers, *batchKeys, *valueSize, *duration)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench store: %v\n", err)
 		return 1
@@ -105,87 +103,32 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 	row("batch keys", *batchKeys)
 	row("value size", *valueSize)
 	row("put latency", putLat)
-	row("elapsed", res.elapsed.Round(time.Millisecond))
-	row("batches", res.batches)
-	row("keys", res.batches*uint64(*batchKeys))
-	row("keys/s", fmt.Sprintf("%.0f", float64(res.batches*uint64(*batchKeys))/res.elapsed.Seconds()))
-	row("write latency p50", res.p50.Round(time.Microsecond))
-	row("write latency p99", res.p99.Round(time.Microsecond))
-	row("write latency max", res.max.Round(time.Microsecond))
-	row("WAL objects", res.stats.WALObjects)
-	row("batches per WAL object", fmt.Sprintf("%.1f", float64(res.stats.Batches)/max(1, float64(res.stats.WALObjects))))
-	row("WAL bytes", res.stats.WALBytes)
-	row("flushes", res.stats.Flushes)
-	row("compactions", res.stats.Compactions)
-	row("manifest writes", res.stats.ManifestWrites)
+	row("elapsed", res.Elapsed.Round(time.Millisecond))
+	row("batches", res.Batches)
+	row("keys", res.Batches*uint64(*batchKeys))
+	row("keys/s", fmt.Sprintf("%.0f", float64(res.Batches*uint64(*batchKeys))/res.Elapsed.Seconds()))
+	row("write latency p50", res.P50.Round(time.Microsecond))
+	row("write latency p99", res.P99.Round(time.Microsecond))
+	row("write latency max", res.Max.Round(time.Microsecond))
+	row("WAL objects", res.Stats.WALObjects)
+	row("batches per WAL object", fmt.Sprintf("%.1f", float64(res.Stats.Batches)/max(1, float64(res.Stats.WALObjects))))
+	row("WAL bytes", res.Stats.WALBytes)
+	row("flushes", res.Stats.Flushes)
+	row("compactions", res.Stats.Compactions)
+	row("manifest writes", res.Stats.ManifestWrites)
 	tw.Flush()
-	fmt.Fprintf(stdout, "batches/s=%.0f\n", float64(res.batches)/res.elapsed.Seconds())
+	fmt.Fprintf(stdout, "batches/s=%.0f\n", float64(res.Batches)/res.Elapsed.Seconds())
 	return 0
 }
 
-type storeBenchResult struct {
-	batches       uint64
-	elapsed       time.Duration
-	p50, p99, max time.Duration
-	stats         slate.Stats
-}
-
-func runStoreBench(ctx context.Context, store objstore.Store, writers, batchKeys, valueSize int, d time.Duration) (storeBenchResult, error) {
-	db, err := slate.Open(ctx, store, slate.Options{})
-	if err != nil {
-		return storeBenchResult{}, err
-	}
-	value := make([]byte, valueSize)
-	for i := range value {
-		value[i] = byte('a' + i%26)
-	}
-	runCtx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	lat := make([][]time.Duration, writers)
-	errs := make([]error, writers)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for w := 0; w < writers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := make([]byte, 0, 32)
-			for i := 0; runCtx.Err() == nil; i++ {
-				b := slate.NewBatch()
-				for k := 0; k < batchKeys; k++ {
-					key = fmt.Appendf(key[:0], "w%04d/%010d/%04d", w, i, k)
-					b.Put(key, value)
-				}
-				t0 := time.Now()
-				// The write itself is not bound to the run's deadline: a
-				// batch in flight when time is up still counts once durable.
-				if _, err := db.Write(ctx, b); err != nil {
-					errs[w] = err
-					return
-				}
-				lat[w] = append(lat[w], time.Since(t0))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	st := db.Stats()
-	closeErr := db.Close(ctx)
-	for _, err := range errs {
-		if err != nil {
-			return storeBenchResult{}, fmt.Errorf("write: %w", err)
+func parseWriterList(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &n); err != nil || n < 1 {
+			return nil, fmt.Errorf("bad writer count %q", f)
 		}
+		out = append(out, n)
 	}
-	if closeErr != nil {
-		return storeBenchResult{}, fmt.Errorf("close: %w", closeErr)
-	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	res := storeBenchResult{batches: uint64(len(all)), elapsed: elapsed, stats: st}
-	if len(all) > 0 {
-		res.p50 = all[len(all)/2]
-		res.p99 = all[len(all)*99/100]
-		res.max = all[len(all)-1]
-	}
-	return res, nil
+	return out, nil
 }

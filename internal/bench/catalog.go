@@ -331,7 +331,7 @@ func MedianRound(rounds []*CatalogReport) *CatalogReport {
 	}
 	// The round whose ratio is nearest the median (for an even count, the
 	// median lies between two rounds; the lower one is shown).
-	mid := workload.Median(ratios)
+	mid := Median(ratios)
 	pick := rounds[0]
 	for _, r := range rounds {
 		if d, best := math.Abs(r.RatioVsPG-mid), math.Abs(pick.RatioVsPG-mid); d < best || d == best && r.RatioVsPG < pick.RatioVsPG {

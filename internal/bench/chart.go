@@ -26,12 +26,12 @@ func WriteBarsPNG(w io.Writer, bars []Bar) error {
 	const width, barH, gap, margin = 800, 10, 8, 20
 	height := 2*margin + len(bars)*(2*barH+gap)
 	img := image.NewRGBA(image.Rect(0, 0, width, max(height, 2*margin+1)))
-	fillRect(img, img.Bounds(), color.RGBA{0xff, 0xff, 0xff, 0xff})
+	fill(img, img.Bounds(), color.RGBA{0xff, 0xff, 0xff, 0xff})
 	var top float64
 	for _, b := range bars {
 		top = max(top, b.Postgres, b.Moraine)
 	}
-	fillRect(img, image.Rect(margin-2, margin, margin, height-margin), axisColor)
+	fill(img, image.Rect(margin-2, margin, margin, height-margin), axisColor)
 	span := float64(width - 2*margin)
 	for i, b := range bars {
 		y := margin + i*(2*barH+gap)
@@ -44,17 +44,8 @@ func WriteBarsPNG(w io.Writer, bars []Bar) error {
 			if j == 1 {
 				c = moraineColor
 			}
-			fillRect(img, image.Rect(margin, y+j*barH, margin+max(n, 1), y+(j+1)*barH-1), c)
+			fill(img, image.Rect(margin, y+j*barH, margin+max(n, 1), y+(j+1)*barH-1), c)
 		}
 	}
 	return png.Encode(w, img)
-}
-
-func fillRect(img *image.RGBA, r image.Rectangle, c color.RGBA) {
-	r = r.Intersect(img.Bounds())
-	for y := r.Min.Y; y < r.Max.Y; y++ {
-		for x := r.Min.X; x < r.Max.X; x++ {
-			img.SetRGBA(x, y, c)
-		}
-	}
 }

@@ -67,19 +67,6 @@ func TestChainPhases(t *testing.T) {
 			t.Errorf("snapshot %d: phases add up to %v, the link is %v", l.Snapshot, l.Wait+l.Stats+l.Paths+l.Batch, l.Link)
 		}
 	}
-	s := SummarizePhases(got, nil)
-	if s.Links != 2 || s.Late != 1 || s.LateShare != 3000.0/3400 {
-		t.Fatalf("summary %+v", s)
-	}
-	if s.Wait != [2]float64{300, 145} || s.Batch != [2]float64{2400, 1320} || s.Link != [2]float64{3000, 1700} {
-		t.Fatalf("summary medians/means %+v", s)
-	}
-	if s.Tail != [2]float64{} || s.ToSnapshot != [2]float64{} {
-		t.Fatalf("cycles summarized from none: %+v", s)
-	}
-	if SummarizePhases(nil, nil) != nil {
-		t.Fatal("a summary of no links")
-	}
 }
 
 // TestWriterCycles: a writer's step from one commit to its next is counted
@@ -111,10 +98,6 @@ func TestWriterCycles(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("WriterCycles =\n%+v\nwant\n%+v", got, want)
-	}
-	s := SummarizePhases([]LinkPhases{{Link: time.Millisecond}}, got)
-	if s.Tail != [2]float64{300, 300} || s.ToSnapshot != [2]float64{100, 120} {
-		t.Fatalf("summary tail %v, to snapshot %v", s.Tail, s.ToSnapshot)
 	}
 }
 

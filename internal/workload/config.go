@@ -57,7 +57,8 @@ type Config struct {
 	Seed uint64 // randomness seed (table choice, file sizes, backoff jitter)
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults is c with every unset field at its default.
+func (c Config) WithDefaults() Config {
 	if c.Schema == "" {
 		c.Schema = "public"
 	}

@@ -138,7 +138,7 @@ func Prepare(ctx context.Context, cfg Config) error {
 }
 
 func newDriver(cfg Config) *driver {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	d := &driver{cfg: cfg, q: quoteIdent(cfg.Schema), cols: tableColumns(cfg.Columns)}
 	d.text.latestInner = latestSnapshotInner(d.q)
 	d.text.latestCopy = latestSnapshotCopy(d.q)

@@ -1,8 +1,5 @@
 package workload
 
-// RoundRatiosForTest exposes roundRatios to the external tests.
-func RoundRatiosForTest(r *BenchReport, n int) []float64 { return r.roundRatios(n) }
-
 // DoubtForTest makes r's last acknowledged commit one whose COMMIT went
 // unanswered, and adds a commit in doubt that never landed (the last one
 // again under another tag and file).

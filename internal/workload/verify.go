@@ -35,7 +35,7 @@ var ErrVerify = errors.New("workload: catalog verification failed")
 //   - each live file has exactly one column-stats row per column and no
 //     stats row outlives its file.
 func (r *Result) Verify(ctx context.Context, conn *pgconn.PgConn) error {
-	q := quoteIdent(r.Config.withDefaults().Schema)
+	q := quoteIdent(r.Config.WithDefaults().Schema)
 	var problems []error
 	fail := func(format string, args ...any) {
 		problems = append(problems, fmt.Errorf("%w: "+format, append([]any{ErrVerify}, args...)...))
@@ -295,7 +295,7 @@ func (r *Result) Verify(ctx context.Context, conn *pgconn.PgConn) error {
 		}
 		perFile[v[0]]++
 	}
-	cols := r.Config.withDefaults().Columns
+	cols := r.Config.WithDefaults().Columns
 	for id := range liveIDs {
 		if perFile[id] != cols {
 			fail("live file %d has %d column-stats rows, want %d", id, perFile[id], cols)

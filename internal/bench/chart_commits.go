@@ -1,4 +1,4 @@
-package workload
+package bench
 
 import (
 	"fmt"
@@ -13,7 +13,7 @@ import (
 // WritePNG draws the report as two grouped bar charts — commits/s and p50
 // commit latency, one group per writer count, one bar per system — with
 // the standard library only (a built-in 3×5 pixel font labels it).
-func (r *BenchReport) WritePNG(w io.Writer) error {
+func (r *CommitsReport) WritePNG(w io.Writer) error {
 	const width, height = 1000, 440
 	img := image.NewRGBA(image.Rect(0, 0, width, height))
 	draw.Draw(img, img.Bounds(), image.NewUniform(color.White), image.Point{}, draw.Src)
@@ -21,8 +21,8 @@ func (r *BenchReport) WritePNG(w io.Writer) error {
 	systems, writers := r.axes()
 	left := image.Rect(10, 10, width/2-5, height-10)
 	right := image.Rect(width/2+5, 10, width-10, height-10)
-	drawPanel(img, left, "commits/s", systems, writers, r.lookup(func(b BenchRun) float64 { return b.CommitsPerSec }))
-	drawPanel(img, right, "p50 latency ms", systems, writers, r.lookup(func(b BenchRun) float64 { return b.P50MS }))
+	drawPanel(img, left, "commits/s", systems, writers, r.lookup(func(b CommitsRun) float64 { return b.CommitsPerSec }))
+	drawPanel(img, right, "p50 latency ms", systems, writers, r.lookup(func(b CommitsRun) float64 { return b.P50MS }))
 	return png.Encode(w, img)
 }
 
@@ -33,7 +33,7 @@ var palette = []color.RGBA{
 	{0x10, 0x96, 0x18, 0xff},
 }
 
-func (r *BenchReport) axes() (systems []string, writers []int) {
+func (r *CommitsReport) axes() (systems []string, writers []int) {
 	seenS, seenW := map[string]bool{}, map[int]bool{}
 	for _, run := range r.Runs {
 		if !seenS[run.System] {
@@ -48,7 +48,7 @@ func (r *BenchReport) axes() (systems []string, writers []int) {
 	return systems, writers
 }
 
-func (r *BenchReport) lookup(v func(BenchRun) float64) func(system string, writers int) (float64, bool) {
+func (r *CommitsReport) lookup(v func(CommitsRun) float64) func(system string, writers int) (float64, bool) {
 	return func(system string, writers int) (float64, bool) {
 		run, ok := r.medianRun(system, writers)
 		if !ok {

@@ -1,4 +1,4 @@
-package workload
+package bench
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/moraine-db/moraine/internal/workload"
 )
 
 // Target is one catalog server the benchmark drives.
@@ -36,7 +37,7 @@ type Target struct {
 type Server struct {
 	ConnInfo string
 	Stop     func() error
-	// Remove, when set, deletes what the stopped server stored. RunBench
+	// Remove, when set, deletes what the stopped server stored. RunCommits
 	// calls it when the benchmark ends rather than after the run: deleting
 	// a run's thousands of files between runs would make the next run's
 	// file creation slower on file systems that skip recently freed inodes
@@ -47,18 +48,18 @@ type Server struct {
 	// autovacuum into the later runs.)
 	Remove func()
 	// RunQueue, when set, reads the server's scheduler latency histogram
-	// (Config.ServerRunQueue).
+	// (workload.Config.ServerRunQueue).
 	RunQueue func(ctx context.Context) (*metrics.Float64Histogram, error)
 }
 
-// BenchConfig is `moraine bench commits`.
-type BenchConfig struct {
-	Targets []Target // the first target named "postgres" is the baseline
-	Writers []int    // writer counts, e.g. 1, 4, 16
-	Commits int      // commits per writer
-	Base    Config   // everything else (tables, compactor, retry settings); Writers/CommitsPerWriter/Dial are set per run
+// CommitsConfig is `moraine bench commits`.
+type CommitsConfig struct {
+	Targets []Target        // the first target named "postgres" is the baseline
+	Writers []int           // writer counts, e.g. 1, 4, 16
+	Commits int             // commits per writer
+	Base    workload.Config // everything else (tables, compactor, retry settings); Writers/CommitsPerWriter/Dial are set per run
 	// Warmup commits end on each run's catalog before its timed window
-	// opens (Config.Warmup; the writers do not stop there), on every
+	// opens (workload.Config.Warmup; the writers do not stop there), on every
 	// target alike; 0 times from the first commit.
 	Warmup int
 	// Rounds repeats every (writer count, target) measurement, the targets
@@ -67,14 +68,14 @@ type BenchConfig struct {
 	Rounds int
 	Verify bool // read each catalog back and check it after the run
 	// Phases breaks every run's chain link down (Result.ChainPhases) into
-	// BenchRun.Phases, printed as a second table.
+	// CommitsRun.Phases, printed as a second table.
 	Phases   bool
 	DataDir  string // when set, each run writes real Parquet files under DataDir/<system>-w<writers>
 	Progress io.Writer
 }
 
-// BenchRun is one (target, writer count) measurement.
-type BenchRun struct {
+// CommitsRun is one (target, writer count) measurement.
+type CommitsRun struct {
 	System        string  `json:"system"`
 	Writers       int     `json:"writers"`
 	Round         int     `json:"round"`
@@ -120,14 +121,14 @@ type BenchRun struct {
 	// measured.
 	ServerRunQueueMeanUS float64 `json:"server_runq_wait_mean_us,omitempty"`
 	ServerRunQueueP90US  float64 `json:"server_runq_wait_p90_us,omitempty"`
-	// Phases is the chain link broken down (BenchConfig.Phases).
+	// Phases is the chain link broken down (CommitsConfig.Phases).
 	Phases *PhaseSummary `json:"phases,omitempty"`
 }
 
-// PhaseSummary summarizes a run's chain links broken down (LinkPhases):
+// PhaseSummary summarizes a run's chain links broken down (workload.LinkPhases):
 // the median and mean of each phase in microseconds, and the late links
-// (LinkPhases.Late) — how many, and their share of all the links' time;
-// and the rest of its writers' cycles (WriterCycle).
+// (workload.LinkPhases.Late) — how many, and their share of all the links' time;
+// and the rest of its writers' cycles (workload.WriterCycle).
 type PhaseSummary struct {
 	Links     int        `json:"links"`
 	Wait      [2]float64 `json:"wait_us"` // [median, mean]
@@ -137,25 +138,25 @@ type PhaseSummary struct {
 	Link      [2]float64 `json:"link_us"`
 	Late      int        `json:"late_links"`
 	LateShare float64    `json:"late_time_share"`
-	// Tail and ToSnapshot summarize WriterCycle's, [median, mean] µs;
+	// Tail and ToSnapshot summarize workload.WriterCycle's, [median, mean] µs;
 	// zero without any.
 	Tail       [2]float64 `json:"tail_us"`
 	ToSnapshot [2]float64 `json:"to_snapshot_us"`
 }
 
 // SummarizePhases returns nil for no links.
-func SummarizePhases(links []LinkPhases, cycles []WriterCycle) *PhaseSummary {
+func SummarizePhases(links []workload.LinkPhases, cycles []workload.WriterCycle) *PhaseSummary {
 	if len(links) == 0 {
 		return nil
 	}
 	s := &PhaseSummary{Links: len(links),
-		Wait:       medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Wait }),
-		Stats:      medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Stats }),
-		Paths:      medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Paths }),
-		Batch:      medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Batch }),
-		Link:       medianMeanUS(links, func(l LinkPhases) time.Duration { return l.Link }),
-		Tail:       medianMeanUS(cycles, func(c WriterCycle) time.Duration { return c.Tail }),
-		ToSnapshot: medianMeanUS(cycles, func(c WriterCycle) time.Duration { return c.ToSnapshot }),
+		Wait:       medianMeanUS(links, func(l workload.LinkPhases) time.Duration { return l.Wait }),
+		Stats:      medianMeanUS(links, func(l workload.LinkPhases) time.Duration { return l.Stats }),
+		Paths:      medianMeanUS(links, func(l workload.LinkPhases) time.Duration { return l.Paths }),
+		Batch:      medianMeanUS(links, func(l workload.LinkPhases) time.Duration { return l.Batch }),
+		Link:       medianMeanUS(links, func(l workload.LinkPhases) time.Duration { return l.Link }),
+		Tail:       medianMeanUS(cycles, func(c workload.WriterCycle) time.Duration { return c.Tail }),
+		ToSnapshot: medianMeanUS(cycles, func(c workload.WriterCycle) time.Duration { return c.ToSnapshot }),
 	}
 	var all, late time.Duration
 	for _, l := range links {
@@ -186,18 +187,18 @@ func medianMeanUS[T any](xs []T, f func(T) time.Duration) [2]float64 {
 	return [2]float64{us(p50), us(mean)}
 }
 
-// BenchReport is the whole benchmark, as printed and as written to JSON.
-type BenchReport struct {
-	Benchmark    string     `json:"benchmark"`
-	Machine      string     `json:"machine"`
-	CommitsPer   int        `json:"commits_per_writer"`
-	Warmup       int        `json:"warmup_commits"`
-	Tables       int        `json:"tables"`
-	Compactor    bool       `json:"compactor"`
-	Runs         []BenchRun `json:"runs"`
-	RatioVsPG    float64    `json:"ratio_vs_postgres"` // NaN (null in JSON) without a second system
-	RatioWriters int        `json:"ratio_writers"`
-	Rounds       int        `json:"rounds"`
+// CommitsReport is the whole benchmark, as printed and as written to JSON.
+type CommitsReport struct {
+	Benchmark    string       `json:"benchmark"`
+	Machine      string       `json:"machine"`
+	CommitsPer   int          `json:"commits_per_writer"`
+	Warmup       int          `json:"warmup_commits"`
+	Tables       int          `json:"tables"`
+	Compactor    bool         `json:"compactor"`
+	Runs         []CommitsRun `json:"runs"`
+	RatioVsPG    float64      `json:"ratio_vs_postgres"` // NaN (null in JSON) without a second system
+	RatioWriters int          `json:"ratio_writers"`
+	Rounds       int          `json:"rounds"`
 	// RoundRatios are the second system's commits/s over the baseline's at
 	// RatioWriters, one per round; RatioVsPG is their median.
 	RoundRatios   []float64 `json:"round_ratios"`
@@ -205,8 +206,8 @@ type BenchReport struct {
 }
 
 // MarshalJSON writes a missing ratio as null.
-func (r BenchReport) MarshalJSON() ([]byte, error) {
-	type plain BenchReport
+func (r CommitsReport) MarshalJSON() ([]byte, error) {
+	type plain CommitsReport
 	var ratio *float64
 	if !math.IsNaN(r.RatioVsPG) && !math.IsInf(r.RatioVsPG, 0) {
 		ratio = &r.RatioVsPG
@@ -221,7 +222,7 @@ func (r BenchReport) MarshalJSON() ([]byte, error) {
 // the server allows CREATE DATABASE, else a new metadata schema in the
 // database the conninfo names.
 func freshCatalog(ctx context.Context, t Target) (dial func(context.Context) (*pgconn.PgConn, error), schema string, cleanup func(), err error) {
-	dial, drop, err := FreshDatabase(ctx, t.ConnInfo, "moraine_bench")
+	dial, drop, err := workload.FreshDatabase(ctx, t.ConnInfo, "moraine_bench")
 	if err == nil {
 		return dial, "public", func() { _ = drop(context.Background()) }, nil
 	}
@@ -234,7 +235,7 @@ func freshCatalog(ctx context.Context, t Target) (dial func(context.Context) (*p
 	schema = fmt.Sprintf("bench_%d", time.Now().UnixNano())
 	cleanup = func() {
 		if c, err := dial(context.Background()); err == nil {
-			_ = exec(context.Background(), c, "DROP SCHEMA IF EXISTS "+quoteIdent(schema)+" CASCADE")
+			_, _ = c.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+quoteIdent(schema)+" CASCADE").ReadAll()
 			c.Close(context.Background())
 		}
 	}
@@ -248,13 +249,13 @@ func freshCatalog(ctx context.Context, t Target) (dial func(context.Context) (*p
 	return dial, schema, cleanup, nil
 }
 
-// RunBench runs every target at every writer count, each on a fresh
+// RunCommits runs every target at every writer count, each on a fresh
 // catalog, Rounds times: per writer count, round after round, the targets in
 // turn.
-func RunBench(ctx context.Context, bc BenchConfig) (*BenchReport, error) {
-	base := bc.Base.withDefaults()
+func RunCommits(ctx context.Context, bc CommitsConfig) (*CommitsReport, error) {
+	base := bc.Base.WithDefaults()
 	rounds := max(bc.Rounds, 1)
-	rep := &BenchReport{
+	rep := &CommitsReport{
 		Benchmark: "commits", Machine: fmt.Sprintf("%s/%s, %d CPUs, %s", runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.Version()),
 		CommitsPer: bc.Commits, Warmup: bc.Warmup, Tables: base.Tables, Compactor: base.Compactor, RatioVsPG: math.NaN(), Rounds: rounds,
 	}
@@ -300,7 +301,7 @@ func RunBench(ctx context.Context, bc BenchConfig) (*BenchReport, error) {
 // roundRatios pairs, round by round, the first system other than the
 // baseline with the baseline at n writers: its commits/s over the
 // baseline's.
-func (r *BenchReport) roundRatios(n int) []float64 {
+func (r *CommitsReport) roundRatios(n int) []float64 {
 	type pair struct{ pg, other float64 }
 	byRound := map[int]*pair{}
 	var order []int
@@ -352,15 +353,15 @@ func Median(xs []float64) float64 {
 
 // medianRun is, for one system and writer count, the run of median
 // commits/s across rounds (the lower middle for an even count).
-func (r *BenchReport) medianRun(system string, writers int) (BenchRun, bool) {
-	var runs []BenchRun
+func (r *CommitsReport) medianRun(system string, writers int) (CommitsRun, bool) {
+	var runs []CommitsRun
 	for _, run := range r.Runs {
 		if run.System == system && run.Writers == writers {
 			runs = append(runs, run)
 		}
 	}
 	if len(runs) == 0 {
-		return BenchRun{}, false
+		return CommitsRun{}, false
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].CommitsPerSec < runs[j].CommitsPerSec })
 	return runs[(len(runs)-1)/2], true
@@ -370,11 +371,11 @@ func (r *BenchReport) medianRun(system string, writers int) (BenchRun, bool) {
 // after the run. A server it started is stopped then too, and what the
 // server stored is appended to removals for the caller to remove when the
 // benchmark ends (Server.Remove).
-func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int, removals *[]func()) (run BenchRun, err error) {
+func benchOne(ctx context.Context, bc CommitsConfig, t Target, writers int, removals *[]func()) (run CommitsRun, err error) {
 	var srv Server
 	if t.Start != nil {
 		if srv, err = t.Start(ctx); err != nil {
-			return BenchRun{}, err
+			return CommitsRun{}, err
 		}
 		if srv.Remove != nil {
 			*removals = append(*removals, srv.Remove)
@@ -388,7 +389,7 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int, remova
 	}
 	dial, schema, cleanup, err := freshCatalog(ctx, t)
 	if err != nil {
-		return BenchRun{}, err
+		return CommitsRun{}, err
 	}
 	defer cleanup()
 	cfg := bc.Base
@@ -403,14 +404,14 @@ func benchOne(ctx context.Context, bc BenchConfig, t Target, writers int, remova
 		cfg.DataDir = filepath.Join(bc.DataDir, fmt.Sprintf("%s-w%d", t.Name, writers))
 		cfg.DataPath = ""
 	}
-	if err := Prepare(ctx, cfg); err != nil {
-		return BenchRun{}, err
+	if err := workload.Prepare(ctx, cfg); err != nil {
+		return CommitsRun{}, err
 	}
-	res, err := Run(ctx, cfg)
+	res, err := workload.Run(ctx, cfg)
 	if err != nil {
-		return BenchRun{}, err
+		return CommitsRun{}, err
 	}
-	run = BenchRun{
+	run = CommitsRun{
 		System: t.Name, Writers: writers, Commits: res.Commits, Warmup: res.Warmup, Failed: res.Failed, Retries: res.Retries, Merges: res.Merges,
 		ElapsedMS: ms(res.Elapsed), CommitsPerSec: res.CommitsPerSec(), P50MS: ms(res.Percentile(50)), P99MS: ms(res.Percentile(99)),
 		WritersCommitted: res.WritersCommitted, Unanswered: len(res.Unanswered),
@@ -462,7 +463,7 @@ func medianMean(v []time.Duration) (p50, mean time.Duration) {
 
 // unansweredCell is a run's commits still under way when its window
 // closed, with the oldest one's age then.
-func unansweredCell(run BenchRun) string {
+func unansweredCell(run CommitsRun) string {
 	if run.Unanswered == 0 {
 		return "0"
 	}
@@ -472,7 +473,7 @@ func unansweredCell(run BenchRun) string {
 // WriteTable prints the runs, a ratio line per writer count when there are
 // two systems, and ends with `ratio_vs_postgres=<x>` (`n/a` when only one
 // system ran).
-func (r *BenchReport) WriteTable(w io.Writer) error {
+func (r *CommitsReport) WriteTable(w io.Writer) error {
 	if r.Warmup > 0 {
 		fmt.Fprintf(w, "each run timed after %d untimed warm-up commits on its catalog, over a window of commits its writers make without stopping\n", r.Warmup)
 	}
@@ -538,7 +539,7 @@ func (r *BenchReport) WriteTable(w io.Writer) error {
 }
 
 // writeCPU prints the timed windows' CPU time per commit, when measured.
-func (r *BenchReport) writeCPU(w io.Writer) error {
+func (r *CommitsReport) writeCPU(w io.Writer) error {
 	measured := false
 	for _, run := range r.Runs {
 		measured = measured || run.ProcessCPUMS > 0
@@ -561,7 +562,7 @@ func (r *BenchReport) writeCPU(w io.Writer) error {
 
 // writePhases prints the runs' chain links broken down, when measured:
 // median/mean microseconds of each phase, and the late links.
-func (r *BenchReport) writePhases(w io.Writer) error {
+func (r *CommitsReport) writePhases(w io.Writer) error {
 	measured := false
 	for _, run := range r.Runs {
 		measured = measured || run.Phases != nil
@@ -585,7 +586,7 @@ func (r *BenchReport) writePhases(w io.Writer) error {
 }
 
 // WriteJSON writes the report as indented JSON.
-func (r *BenchReport) WriteJSON(w io.Writer) error {
+func (r *CommitsReport) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r)

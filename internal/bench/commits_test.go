@@ -1,4 +1,4 @@
-package workload_test
+package bench_test
 
 import (
 	"bytes"
@@ -13,14 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/bench"
 	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-func sampleReport() *workload.BenchReport {
-	return &workload.BenchReport{
+func sampleReport() *bench.CommitsReport {
+	return &bench.CommitsReport{
 		Benchmark: "commits", BaselineLabel: "postgres", RatioWriters: 16, RatioVsPG: 2.5,
-		Runs: []workload.BenchRun{
+		Runs: []bench.CommitsRun{
 			{System: "postgres", Writers: 1, Commits: 100, CommitsPerSec: 200, P50MS: 4, P99MS: 9},
 			{System: "postgres", Writers: 16, Commits: 1600, CommitsPerSec: 100, P50MS: 40, P99MS: 900, WritersCommitted: 2, Unanswered: 14, UnansweredOldestMS: 5123.4},
 			{System: "moraine", Writers: 1, Commits: 100, CommitsPerSec: 400, P50MS: 2, P99MS: 5},
@@ -99,14 +100,14 @@ func TestWritePNG(t *testing.T) {
 	}
 }
 
-// TestRunBench runs the benchmark end to end against the test PostgreSQL,
+// TestRunCommits runs the benchmark end to end against the test PostgreSQL,
 // twice over (two targets naming the same server), so that the ratio path
 // is exercised; it is not a meaningful comparison.
-func TestRunBench(t *testing.T) {
+func TestRunCommits(t *testing.T) {
 	pg := testenv.Postgres(t)
 	var progress bytes.Buffer
-	rep, err := workload.RunBench(context.Background(), workload.BenchConfig{
-		Targets: []workload.Target{{Name: "postgres", ConnInfo: pg}, {Name: "again", ConnInfo: pg}},
+	rep, err := bench.RunCommits(context.Background(), bench.CommitsConfig{
+		Targets: []bench.Target{{Name: "postgres", ConnInfo: pg}, {Name: "again", ConnInfo: pg}},
 		Writers: []int{1, 4}, Commits: 5, Warmup: 6, Verify: true, Progress: &progress,
 		Base: workload.Config{Tables: 2, MaxRetries: 100, RetryWait: 5 * time.Millisecond},
 	})
@@ -135,24 +136,24 @@ func TestRunBench(t *testing.T) {
 	t.Log(progress.String())
 }
 
-// TestRunBenchRemovesStoresAtTheEnd: a server a target starts for a run is
+// TestRunCommitsRemovesStoresAtTheEnd: a server a target starts for a run is
 // stopped after that run, and what it stored is removed only when the
 // benchmark ends, so that no run's deletions are timed in the next.
-func TestRunBenchRemovesStoresAtTheEnd(t *testing.T) {
+func TestRunCommitsRemovesStoresAtTheEnd(t *testing.T) {
 	pg := testenv.Postgres(t)
 	var events []string
 	started := 0
-	target := workload.Target{Name: "started", Start: func(context.Context) (workload.Server, error) {
+	target := bench.Target{Name: "started", Start: func(context.Context) (bench.Server, error) {
 		started++
 		n := started
-		return workload.Server{
+		return bench.Server{
 			ConnInfo: pg,
 			Stop:     func() error { events = append(events, fmt.Sprintf("stop %d", n)); return nil },
 			Remove:   func() { events = append(events, fmt.Sprintf("remove %d", n)) },
 		}, nil
 	}}
-	_, err := workload.RunBench(context.Background(), workload.BenchConfig{
-		Targets: []workload.Target{{Name: "postgres", ConnInfo: pg}, target},
+	_, err := bench.RunCommits(context.Background(), bench.CommitsConfig{
+		Targets: []bench.Target{{Name: "postgres", ConnInfo: pg}, target},
 		Writers: []int{1, 2}, Commits: 2, Rounds: 2,
 		Base: workload.Config{Tables: 1, MaxRetries: 100, RetryWait: 5 * time.Millisecond},
 	})
@@ -169,9 +170,9 @@ func TestRunBenchRemovesStoresAtTheEnd(t *testing.T) {
 // round-by-round ratios at the highest writer count, and the table's
 // per-writer lines compare the median runs.
 func TestRoundRatios(t *testing.T) {
-	rep := &workload.BenchReport{Rounds: 3, BaselineLabel: "postgres", RatioWriters: 16}
+	rep := &bench.CommitsReport{Rounds: 3, BaselineLabel: "postgres", RatioWriters: 16}
 	add := func(sys string, w, round int, cps, p50 float64) {
-		rep.Runs = append(rep.Runs, workload.BenchRun{System: sys, Writers: w, Round: round, CommitsPerSec: cps, P50MS: p50, P99MS: 2 * p50})
+		rep.Runs = append(rep.Runs, bench.CommitsRun{System: sys, Writers: w, Round: round, CommitsPerSec: cps, P50MS: p50, P99MS: 2 * p50})
 	}
 	// Round 2 is a slow moment for both: pairing keeps it from skewing
 	// the ratio, which is 4, 5 and 6 by round.
@@ -182,7 +183,7 @@ func TestRoundRatios(t *testing.T) {
 	add("postgres", 16, 3, 280, 2)
 	add("moraine", 16, 3, 1680, 8)
 	rep.RatioVsPG = 0
-	ratios := workload.RoundRatiosForTest(rep, 16)
+	ratios := bench.RoundRatiosForTest(rep, 16)
 	if len(ratios) != 3 || ratios[0] != 4 || ratios[1] != 5 || ratios[2] != 6 {
 		t.Fatalf("round ratios %v, want [4 5 6]", ratios)
 	}
@@ -197,5 +198,36 @@ func TestRoundRatios(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// TestSummarizePhases: medians and means of each phase over the chain's
+// links and the writers' cycles, and the share of time in late links.
+func TestSummarizePhases(t *testing.T) {
+	links := []workload.LinkPhases{
+		{Snapshot: 11, Wait: -10 * time.Microsecond, Stats: 110 * time.Microsecond, Paths: 60 * time.Microsecond, Batch: 240 * time.Microsecond, Link: 400 * time.Microsecond},
+		{Snapshot: 13, Wait: 300 * time.Microsecond, Stats: 200 * time.Microsecond, Paths: 100 * time.Microsecond, Batch: 2400 * time.Microsecond, Link: 3000 * time.Microsecond, Late: true},
+	}
+	s := bench.SummarizePhases(links, nil)
+	if s.Links != 2 || s.Late != 1 || s.LateShare != 3000.0/3400 {
+		t.Fatalf("summary %+v", s)
+	}
+	if s.Wait != [2]float64{300, 145} || s.Batch != [2]float64{2400, 1320} || s.Link != [2]float64{3000, 1700} {
+		t.Fatalf("summary medians/means %+v", s)
+	}
+	if s.Tail != [2]float64{} || s.ToSnapshot != [2]float64{} {
+		t.Fatalf("cycles summarized from none: %+v", s)
+	}
+	if bench.SummarizePhases(nil, nil) != nil {
+		t.Fatal("a summary of no links")
+	}
+	cycles := []workload.WriterCycle{
+		{Writer: 0, Nth: 1, Tail: 300 * time.Microsecond, ToSnapshot: 100 * time.Microsecond},
+		{Writer: 1, Nth: 4, Tail: 200 * time.Microsecond, ToSnapshot: 100 * time.Microsecond},
+		{Writer: 2, Nth: 1, Tail: 400 * time.Microsecond, ToSnapshot: 160 * time.Microsecond},
+	}
+	s = bench.SummarizePhases([]workload.LinkPhases{{Link: time.Millisecond}}, cycles)
+	if s.Tail != [2]float64{300, 300} || s.ToSnapshot != [2]float64{100, 120} {
+		t.Fatalf("summary tail %v, to snapshot %v", s.Tail, s.ToSnapshot)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -9,29 +9,28 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/moraine-db/moraine/internal/bench"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-// catalogVsPG is the options of `moraine bench catalog --postgres …`.
-type catalogVsPG struct {
-	postgres        string
-	shape           bench.LakeShape
-	reps            int
-	rounds          int // times every read is timed on both systems; the ratio is the rounds' median
-	jsonOut, pngOut string
-	cpuprofile      string // CPU profile of the process while both systems' reads are timed
-	process         string // serve the reads from a child process of this executable; "" in-process
+// CatalogVsPG is the options of `moraine bench catalog --postgres …`.
+type CatalogVsPG struct {
+	Postgres        string
+	Shape           LakeShape
+	Reps            int
+	Rounds          int // times every read is timed on both systems; the ratio is the rounds' median
+	JSONOut, PNGOut string
+	CPUProfile      string // CPU profile of the process while both systems' reads are timed
+	Process         string // serve the reads from a child process of this executable; "" in-process
 }
 
-// runCatalogVsPG builds the same DuckLake catalog in an in-process moraine
+// RunCatalogVsPG builds the same DuckLake catalog in an in-process moraine
 // (through the verbs, each commit persisted through the commit pipeline on
 // a local directory store) and in a fresh PostgreSQL database (DuckLake's
 // DDL, then every table piped over binary COPY from moraine into COPY FROM
 // STDIN, then VACUUM FREEZE ANALYZE so PostgreSQL's scans do not pay for
 // hint bits), and times DuckLake's attach and first-query reads on both.
-func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer) error {
-	m, err := bench.StartMoraine(ctx, bench.StoreSpec{Kind: "local"})
+func RunCatalogVsPG(ctx context.Context, o CatalogVsPG, stdout, stderr io.Writer) error {
+	m, err := StartMoraine(ctx, StoreSpec{Kind: "local"})
 	if err != nil {
 		return err
 	}
@@ -41,21 +40,21 @@ func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer
 		}
 	}()
 	t0 := time.Now()
-	if err := bench.BuildLake(ctx, m.Server.Stack().Cat.Database("lake"), o.shape, stderr); err != nil {
+	if err := BuildLake(ctx, m.Server.Stack().Cat.Database("lake"), o.Shape, stderr); err != nil {
 		return err
 	}
 	build := time.Since(t0)
 	fmt.Fprintf(stdout, "moraine: built %d tables, %d data files, %d stats rows through the verbs on a local directory store in %.1fs\n",
-		o.shape.Tables, o.shape.Files, o.shape.Files*o.shape.Stats, build.Seconds())
-	if o.process != "" {
+		o.Shape.Tables, o.Shape.Files, o.Shape.Files*o.Shape.Stats, build.Seconds())
+	if o.Process != "" {
 		t := time.Now()
-		if err := m.ServeFromProcess(ctx, o.process); err != nil {
+		if err := m.ServeFromProcess(ctx, o.Process); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "moraine: serving that store from a child `moraine serve` process (stopped, restarted and loaded in %.1fs)\n", time.Since(t).Seconds())
 	}
 
-	dial, drop, err := workload.FreshDatabase(ctx, o.postgres, "moraine_bench_catalog")
+	dial, drop, err := workload.FreshDatabase(ctx, o.Postgres, "moraine_bench_catalog")
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -74,7 +73,7 @@ func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer
 	}
 	defer mo.Close(context.Background())
 	t1 := time.Now()
-	copied, err := bench.CopyLake(ctx, mo, pg)
+	copied, err := CopyLake(ctx, mo, pg)
 	if err != nil {
 		return err
 	}
@@ -85,7 +84,7 @@ func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer
 	fmt.Fprintf(stdout, "postgres: loaded the same %d rows by binary COPY FROM STDIN (piped from moraine) + VACUUM FREEZE ANALYZE in %.1fs\n",
 		copied, load.Seconds())
 
-	stopProfile, err := startProfiles(o.cpuprofile, "")
+	stopProfile, err := StartProfiles(o.CPUProfile, "")
 	if err != nil {
 		return err
 	}
@@ -95,38 +94,38 @@ func runCatalogVsPG(ctx context.Context, o catalogVsPG, stdout, stderr io.Writer
 	// and a collection of a heap that size running under the reads timed
 	// is the load's cost, not theirs.
 	runtime.GC()
-	var rounds []*bench.CatalogReport
-	for round := 0; round < o.rounds; round++ {
+	var rounds []*CatalogReport
+	for round := 0; round < o.Rounds; round++ {
 		// The systems take turns at going first, read by read.
-		pgT, moT, err := bench.TimeReadsPaired(ctx, pg, mo, bench.Reads, o.reps, round%2 == 1)
+		pgT, moT, err := TimeReadsPaired(ctx, pg, mo, Reads, o.Reps, round%2 == 1)
 		if err != nil {
 			stopProfile()
 			return err
 		}
-		rep, err := bench.NewCatalogReport(bench.Machine(), o.shape, o.reps, pgT, moT)
+		rep, err := NewCatalogReport(Machine(), o.Shape, o.Reps, pgT, moT)
 		if err != nil {
 			stopProfile()
 			return err
 		}
-		if o.rounds > 1 {
+		if o.Rounds > 1 {
 			fmt.Fprintf(stderr, "round %d: ratio %.3f\n", round+1, rep.RatioVsPG)
 		}
 		rounds = append(rounds, rep)
 	}
 	stopProfile()
-	rep := bench.MedianRound(rounds)
+	rep := MedianRound(rounds)
 	rep.BuildSec, rep.CopySec, rep.CopiedRows = build.Seconds(), load.Seconds(), copied
-	if o.jsonOut != "" {
-		if err := bench.WriteJSON(o.jsonOut, rep); err != nil {
+	if o.JSONOut != "" {
+		if err := WriteJSON(o.JSONOut, rep); err != nil {
 			return err
 		}
 	}
-	if o.pngOut != "" {
-		bars := make([]bench.Bar, len(rep.Rows))
+	if o.PNGOut != "" {
+		bars := make([]Bar, len(rep.Rows))
 		for i, r := range rep.Rows {
-			bars[i] = bench.Bar{Postgres: r.Postgres.MS, Moraine: r.Moraine.MS}
+			bars[i] = Bar{Postgres: r.Postgres.MS, Moraine: r.Moraine.MS}
 		}
-		if err := bench.WriteFile(o.pngOut, func(w io.Writer) error { return bench.WriteBarsPNG(w, bars) }); err != nil {
+		if err := WriteFile(o.PNGOut, func(w io.Writer) error { return WriteBarsPNG(w, bars) }); err != nil {
 			return err
 		}
 	}

@@ -1,33 +1,30 @@
-package main
+package bench
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/moraine-db/moraine/internal/bench"
 	"github.com/moraine-db/moraine/internal/objstore/fault"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-// storeVsPG is `moraine bench store --postgres …`: the durable latency of a
+// StoreVsPG is `moraine bench store --postgres …`: the durable latency of a
 // DuckLake commit (the full commit batch DuckLake sends, acknowledged only
 // once durable) on moraine over an S3-protocol store whose PUTs take
 // putLatency, beside the same commit on PostgreSQL. PostgreSQL cannot keep
 // its catalog on S3, so its figure is its local-disk commit latency (WAL
 // fsync on this machine): the comparison is "what the object-store catalog
 // costs against a local PostgreSQL", not a like-for-like store.
-type storeVsPG struct {
-	postgres   string
-	putLatency fault.Latency
-	writers    []int
-	commits    int
-	jsonOut    string
-	pngOut     string
-	process    string // run moraine as a child process of this executable; "" in-process
+type StoreVsPG struct {
+	Postgres   string
+	PutLatency fault.Latency
+	Writers    []int
+	Commits    int
+	JSONOut    string
+	PNGOut     string
+	Process    string // run moraine as a child process of this executable; "" in-process
 }
 
 // storeRow is one measured (system, writers) pair.
@@ -52,8 +49,10 @@ type storeReport struct {
 	Note      string  `json:"note"`
 }
 
-func runStoreVsPG(ctx context.Context, o storeVsPG, stdout, stderr io.Writer) error {
-	m, err := bench.StartMoraine(ctx, bench.StoreSpec{Kind: "s3", PutLatency: o.putLatency, Process: o.process})
+// RunStoreVsPG runs StoreVsPG, printing a table that ends with
+// ratio_vs_postgres=<x>.
+func RunStoreVsPG(ctx context.Context, o StoreVsPG, stdout, stderr io.Writer) error {
+	m, err := StartMoraine(ctx, StoreSpec{Kind: "s3", PutLatency: o.PutLatency, Process: o.Process})
 	if err != nil {
 		return err
 	}
@@ -62,10 +61,10 @@ func runStoreVsPG(ctx context.Context, o storeVsPG, stdout, stderr io.Writer) er
 			fmt.Fprintf(stderr, "bench store: stopping moraine: %v\n", err)
 		}
 	}()
-	wrep, err := workload.RunBench(ctx, workload.BenchConfig{
-		Targets:  []workload.Target{{Name: "postgres", ConnInfo: o.postgres}, {Name: "moraine", ConnInfo: m.ConnInfo("postgres")}},
-		Writers:  o.writers,
-		Commits:  o.commits,
+	wrep, err := RunCommits(ctx, CommitsConfig{
+		Targets:  []Target{{Name: "postgres", ConnInfo: o.Postgres}, {Name: "moraine", ConnInfo: m.ConnInfo("postgres")}},
+		Writers:  o.Writers,
+		Commits:  o.Commits,
 		Verify:   true,
 		Progress: stderr,
 		Base:     workload.Config{Tables: 4, RetryWait: 5 * time.Millisecond, Seed: uint64(time.Now().UnixNano())},
@@ -73,13 +72,13 @@ func runStoreVsPG(ctx context.Context, o storeVsPG, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	rep := storeReport{Benchmark: "store", Machine: bench.Machine(), PutLatencyMS: float64(o.putLatency.Min) / 1e6,
+	rep := storeReport{Benchmark: "store", Machine: Machine(), PutLatencyMS: float64(o.PutLatency.Min) / 1e6,
 		Note: "moraine: in-process S3 (gofakes3) with injected PUT latency; postgres: local disk (PostgreSQL has no S3 catalog)"}
-	if o.process != "" {
+	if o.Process != "" {
 		rep.Note = "moraine: a child `moraine serve` process over in-process S3 (gofakes3) with injected PUT latency; postgres: local disk (PostgreSQL has no S3 catalog)"
 	}
-	lo := o.writers[0]
-	for _, w := range o.writers {
+	lo := o.Writers[0]
+	for _, w := range o.Writers {
 		lo = min(lo, w)
 	}
 	var pgP50, moP50 float64
@@ -102,15 +101,15 @@ func runStoreVsPG(ctx context.Context, o storeVsPG, stdout, stderr io.Writer) er
 		return fmt.Errorf("no p50 for both systems at %d writers", lo)
 	}
 	rep.RatioVsPG = pgP50 / moP50
-	if o.jsonOut != "" {
-		if err := bench.WriteJSON(o.jsonOut, rep); err != nil {
+	if o.JSONOut != "" {
+		if err := WriteJSON(o.JSONOut, rep); err != nil {
 			return err
 		}
 	}
-	if o.pngOut != "" {
-		var bars []bench.Bar
-		for _, w := range o.writers {
-			var b bench.Bar
+	if o.PNGOut != "" {
+		var bars []Bar
+		for _, w := range o.Writers {
+			var b Bar
 			for _, r := range rep.Runs {
 				if r.Writers == w && r.System == "postgres" {
 					b.Postgres = r.P50MS
@@ -120,11 +119,11 @@ func runStoreVsPG(ctx context.Context, o storeVsPG, stdout, stderr io.Writer) er
 			}
 			bars = append(bars, b)
 		}
-		if err := bench.WriteFile(o.pngOut, func(w io.Writer) error { return bench.WriteBarsPNG(w, bars) }); err != nil {
+		if err := WriteFile(o.PNGOut, func(w io.Writer) error { return WriteBarsPNG(w, bars) }); err != nil {
 			return err
 		}
 	}
-	tw := newTabRight(stdout)
+	tw := newTab(stdout)
 	fmt.Fprintln(tw, "system\tstore\twriters\tcommits\tcommits/s\tp50 ms\tp99 ms\t")
 	for _, r := range rep.Runs {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%.2f\t%.2f\t\n", r.System, r.Store, r.Writers, r.Commits, r.CommitsPerSec, r.P50MS, r.P99MS)
@@ -136,20 +135,4 @@ func runStoreVsPG(ctx context.Context, o storeVsPG, stdout, stderr io.Writer) er
 	fmt.Fprintf(stdout, "ratio is postgres p50 / moraine p50 at %d writer(s) (> 1: moraine commits faster)\n", lo)
 	_, err = fmt.Fprintf(stdout, "ratio_vs_postgres=%.3f\n", rep.RatioVsPG)
 	return err
-}
-
-func parseWriterList(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		var n int
-		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &n); err != nil || n < 1 {
-			return nil, fmt.Errorf("bad writer count %q", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
-}
-
-func newTabRight(w io.Writer) *tabwriter.Writer {
-	return tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 }
