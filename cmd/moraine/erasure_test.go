@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/moraine-db/moraine/internal/verify"
 )
 
 // TestErasureCommand: on a live server's store (read as a reader), a table
@@ -69,7 +71,7 @@ func TestErasureCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("json: exit %d:\n%s", code, out)
 	}
-	var reps []erasureJSON
+	var reps []verify.ErasureJSON
 	if err := json.Unmarshal([]byte(out), &reps); err != nil {
 		t.Fatalf("json: %v:\n%s", err, out)
 	}
