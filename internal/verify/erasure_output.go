@@ -99,7 +99,7 @@ type erasureSchedJSON struct {
 	Attributed    bool   `json:"attributed"`
 }
 
-// ErasureJSON is the --json shape: durations in seconds, times RFC 3339.
+// erasureTermJSON is one term of the bound in ErasureJSON.
 type erasureTermJSON struct {
 	Name    string   `json:"name"`
 	Seconds *float64 `json:"seconds"` // null: not configured
