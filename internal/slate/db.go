@@ -86,6 +86,8 @@ type DB struct {
 	// walEpoch is the highest writer epoch of the WAL objects replayed so
 	// far; a later object of an older epoch is void (replay).
 	walEpoch uint64
+	// committed records a reader's replayed batches (committed.go).
+	committed committedLog
 
 	// inflight are the WAL objects being written, in WAL order; walErr is
 	// the first WAL PUT failure (then every later object fails too).

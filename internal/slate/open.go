@@ -348,11 +348,16 @@ func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict 
 			batches = nil
 		}
 		for _, b := range batches {
-			if b.seq <= man.lastL0Seq || b.seq <= d.visibleSeq {
+			if b.seq <= d.visibleSeq {
+				continue
+			}
+			if b.seq <= man.lastL0Seq {
+				d.committed.breakAt() // in the sorted tables, not replayed
 				continue
 			}
 			d.mem.applyBatch(b.seq, b.ops)
 			d.visibleSeq = b.seq
+			d.committed.record(b.seq, b.ops)
 		}
 		d.appliedWAL = id
 		d.nextWAL = id + 1

@@ -91,6 +91,11 @@ func (d *DB) Refresh(ctx context.Context) error {
 	}
 	if latest.id != cur.id {
 		d.mu.Lock()
+		if latest.lastL0Seq > d.visibleSeq {
+			// The new sorted tables hold batches this reader never
+			// replayed.
+			d.committed.breakAt()
+		}
 		if latest.lastL0Seq > cur.lastL0Seq {
 			// Drop what the new sorted tables now hold.
 			mem := newMemtable()
