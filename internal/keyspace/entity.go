@@ -481,3 +481,51 @@ func StaticTable(name string) (*Table, bool) {
 	}
 	return staticTables[s.Kind], true
 }
+
+// KeyValues decodes a row key of table t back into the values of the
+// columns it holds: the entity key columns and, for a history key, the
+// end column (NULL for a current key). The result has one value per column
+// of t, NULL where the key says nothing. It is the inverse of the key
+// function on the columns the key holds: a row with these values there has
+// exactly this key.
+func (t *Table) KeyValues(catalogID uint32, key []byte) ([]datum.Value, error) {
+	r := NewKeyReader(key)
+	if r.Uint32() != catalogID || Kind(r.Byte()) != t.Spec.Kind {
+		if r.Err() == nil {
+			return nil, fmt.Errorf("%w: key %s is not a %s key of catalog %d", ErrCorrupt, FormatKey(key), t.Def.Name, catalogID)
+		}
+		return nil, r.Err()
+	}
+	history := false
+	if t.Spec.Versioned() {
+		history = Subspace(r.Byte()) == SubHistory
+	}
+	if t.Spec.Dynamic {
+		r.Int()
+		if t.Spec.Kind == KindInlinedRow {
+			r.Int()
+		}
+	}
+	vals := make([]datum.Value, len(t.types))
+	for i, c := range t.keyCols {
+		if t.keyStr[i] {
+			if s, null := r.String(); !null {
+				vals[c] = datum.Value{K: datum.KindText, S: s}
+			}
+		} else if n, null := r.Int(); !null {
+			vals[c] = datum.Value{K: t.types[c].Kind(), I: n}
+		}
+	}
+	if history {
+		if n, null := r.Int(); !null {
+			vals[t.Spec.End] = datum.Value{K: t.types[t.Spec.End].Kind(), I: n}
+		}
+	}
+	if err := r.Done(); err != nil {
+		return nil, fmt.Errorf("%w: %s key: %v", ErrCorrupt, t.Def.Name, err)
+	}
+	if got := t.keyFromVals(nil, catalogID, vals); string(got) != string(key) {
+		return nil, fmt.Errorf("%w: %s key %s does not round-trip", ErrCorrupt, t.Def.Name, FormatKey(key))
+	}
+	return vals, nil
+}
