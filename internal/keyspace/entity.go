@@ -529,3 +529,38 @@ func (t *Table) KeyValues(catalogID uint32, key []byte) ([]datum.Value, error) {
 	}
 	return vals, nil
 }
+
+// RowKeyTable returns the catalog and the table of a row key.
+func RowKeyTable(key []byte) (catalogID uint32, table string, err error) {
+	r := NewKeyReader(key)
+	catalogID = r.Uint32()
+	kind := Kind(r.Byte())
+	if err := r.Err(); err != nil {
+		return 0, "", err
+	}
+	if !kind.IsRowKind() {
+		return 0, "", fmt.Errorf("%w: %v is not a row kind", ErrUnknownShape, kind)
+	}
+	if kind.Versioned() {
+		r.Byte()
+	}
+	name := kinds[kind].table
+	if kind == KindInlinedRow || kind == KindInlinedDelete {
+		tid, null := r.Int()
+		if null && r.Err() == nil {
+			return 0, "", fmt.Errorf("%w: key: NULL table id", ErrCorrupt)
+		}
+		name = InlinedDeleteTableName(tid)
+		if kind == KindInlinedRow {
+			sv, null := r.Int()
+			if null && r.Err() == nil {
+				return 0, "", fmt.Errorf("%w: key: NULL schema version", ErrCorrupt)
+			}
+			name = InlinedDataTableName(tid, sv)
+		}
+	}
+	if err := r.Err(); err != nil {
+		return 0, "", err
+	}
+	return catalogID, name, nil
+}

@@ -1,0 +1,445 @@
+package catalog
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+)
+
+// A replica follows the writer commit by commit: each batch the writer
+// committed (its keyspace pairs, read back from the WAL) is applied to the
+// databases' current versions and published as their next versions, as a
+// load of the store after that batch would build them — the same rows in
+// every table, so the same answers to every query. It never reads the
+// whole store. What the follower cannot apply this way (a database or
+// metadata schema created or dropped, a table definition altered in place)
+// is refused with ErrCannotFollow before anything is published, and the
+// replica rebuilds from a snapshot instead.
+//
+// The keyspace key of a row is a pure function of its values, so a put or
+// a delete names its row: a put of a key the table holds replaces that row
+// (and its embedded children), a put of a new key inserts, a delete removes
+// the row with that key. Rows are found through the table's primary key or
+// lookup index, narrowed by the values the key holds, and confirmed by
+// recomputing their key. ctids are the replica's own: the heap is laid out
+// by the replica's history (its load, then each batch in order), and a
+// replica refuses the writes that would use them.
+
+// ErrCannotFollow is returned by ApplyCommitted for a batch the follower
+// does not apply commit by commit; nothing of it was applied.
+var ErrCannotFollow = errors.New("catalog: batch cannot be followed commit by commit")
+
+// PairOp is one operation of a committed batch: a keyspace pair put, or
+// its key deleted (Value nil).
+type PairOp struct {
+	Key, Value []byte
+	Delete     bool
+}
+
+// followCat is one catalog (database, metadata schema) a batch touches.
+type followCat struct {
+	db     *Database
+	schema string
+	b      *builder
+}
+
+// ApplyCommitted applies one committed batch to the databases it touches
+// and publishes each one's next version. The server must be a follower's:
+// nothing else may commit or publish on it meanwhile.
+func (s *Server) ApplyCommitted(ops []PairOp) error {
+	cats := map[uint32]*followCat{}
+	for _, name := range s.Databases() {
+		db, ok := s.Lookup(name)
+		if !ok {
+			continue
+		}
+		for _, sc := range db.Current().Schemas() {
+			cats[sc.CatalogID] = &followCat{db: db, schema: sc.Name}
+		}
+	}
+	f := &follower{srv: s, cats: cats, codecs: map[*TableInfo]*keyspace.Table{}}
+	// Definitions first (a new table's rows follow in the same batch),
+	// then deletes, then puts (an UPDATE that moves a row between keys is
+	// a delete and a put; applying every delete first keeps a primary key
+	// from being held twice in between), then dropped definitions.
+	var defs, dels, puts, drops []PairOp
+	for _, o := range ops {
+		if len(o.Key) < 5 {
+			return fmt.Errorf("%w: key %x too short", ErrCorrupt, o.Key)
+		}
+		kind := keyspace.Kind(o.Key[4])
+		switch {
+		case kind.IsRowKind() && o.Delete:
+			dels = append(dels, o)
+		case kind.IsRowKind():
+			puts = append(puts, o)
+		case kind == keyspace.KindTableDef && o.Delete:
+			drops = append(drops, o)
+		case kind == keyspace.KindTableDef:
+			defs = append(defs, o)
+		case kind == keyspace.KindMeta:
+			if err := f.meta(o); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%w: %v record %s", ErrCannotFollow, kind, keyspace.FormatKey(o.Key))
+		}
+	}
+	steps := []struct {
+		ops   []PairOp
+		apply func(PairOp) error
+	}{{defs, f.define}, {dels, f.deleteRow}, {puts, f.putRow}, {drops, f.drop}}
+	for _, st := range steps {
+		for _, o := range st.ops {
+			if err := st.apply(o); err != nil {
+				return err
+			}
+		}
+	}
+	// Publish in catalog id order, every database once.
+	ids := make([]uint32, 0, len(cats))
+	for id, c := range cats {
+		if c.b != nil {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	done := map[*Database]bool{}
+	for _, id := range ids {
+		c := cats[id]
+		if done[c.db] {
+			continue
+		}
+		done[c.db] = true
+		if err := c.db.Publish(c.b.base, c.b.finish()); err != nil {
+			return fmt.Errorf("publish %s: %w", c.db.name, err)
+		}
+	}
+	if f.nextID > 0 {
+		for {
+			cur := s.nextCatalogID.Load()
+			if cur >= f.nextID || s.nextCatalogID.CompareAndSwap(cur, f.nextID) {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+type follower struct {
+	srv    *Server
+	cats   map[uint32]*followCat
+	codecs map[*TableInfo]*keyspace.Table
+	nextID uint32
+}
+
+// cat returns catalog id's state with its builder; the builder is shared by
+// every catalog of one database.
+func (f *follower) cat(id uint32) (*followCat, error) {
+	c, ok := f.cats[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: catalog %d is not loaded", ErrCannotFollow, id)
+	}
+	if c.b == nil {
+		for _, o := range f.cats {
+			if o.db == c.db && o.b != nil {
+				c.b = o.b
+				return c, nil
+			}
+		}
+		c.b = newBuilder(c.db.Current())
+	}
+	return c, nil
+}
+
+func (f *follower) meta(o PairOp) error {
+	if bytes.Equal(o.Key, keyspace.NextCatalogIDKey()) && !o.Delete {
+		n, err := keyspace.DecodeNextCatalogID(o.Value)
+		if err != nil {
+			return err
+		}
+		f.nextID = n
+	}
+	return nil // a catalog's head belongs to the commit layer
+}
+
+// codec is the keyspace codec of t's current definition.
+func (f *follower) codec(t *Table) (*keyspace.Table, error) {
+	if kt, ok := f.codecs[t.info]; ok {
+		return kt, nil
+	}
+	kt, err := keyspace.NewTable(t.info.Def)
+	if err != nil {
+		return nil, err
+	}
+	f.codecs[t.info] = kt
+	return kt, nil
+}
+
+func (f *follower) define(o PairOp) error {
+	cid, def, err := keyspace.DecodeTableDef(o.Key, o.Value)
+	if err != nil {
+		return err
+	}
+	c, err := f.cat(cid)
+	if err != nil {
+		return err
+	}
+	if def.Schema != c.schema {
+		return fmt.Errorf("%w: table %s.%s stored in catalog %d of schema %s", ErrCorrupt, def.Schema, def.Name, cid, c.schema)
+	}
+	if t, err := c.b.peek(c.schema, def.Name); err == nil {
+		if sameDef(&t.info.Def, &def) {
+			return nil
+		}
+		return fmt.Errorf("%w: table %s.%s altered", ErrCannotFollow, def.Schema, def.Name)
+	}
+	if _, err := keyspace.NewTable(def); err != nil {
+		return err
+	}
+	_, err = c.b.createTable(def)
+	return err
+}
+
+func sameDef(a, b *keyspace.TableDef) bool {
+	return bytes.Equal(keyspace.EncodeTableDef(a), keyspace.EncodeTableDef(b))
+}
+
+func (f *follower) drop(o PairOp) error {
+	r := keyspace.NewKeyReader(o.Key)
+	cid := r.Uint32()
+	r.Byte()
+	name, _ := r.String()
+	if err := r.Done(); err != nil {
+		return fmt.Errorf("%w: table definition key: %v", ErrCorrupt, err)
+	}
+	c, err := f.cat(cid)
+	if err != nil {
+		return err
+	}
+	_, err = c.b.dropTable(c.schema, name)
+	return err
+}
+
+// rowTable resolves a row key to its catalog, table and codec.
+func (f *follower) rowTable(key []byte) (*followCat, *Table, *keyspace.Table, error) {
+	cid, name, err := keyspace.RowKeyTable(key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := f.cat(cid)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	t, err := c.b.peek(c.schema, name)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: row of %s: %v", ErrCorrupt, name, err)
+	}
+	kt, err := f.codec(t)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return c, t, kt, nil
+}
+
+// find returns the ctid of t's row whose key is key.
+func (f *follower) find(cid uint32, t *Table, kt *keyspace.Table, key []byte) (CTID, bool, error) {
+	vals, err := kt.KeyValues(cid, key)
+	if err != nil {
+		return 0, false, err
+	}
+	var found CTID
+	ok := false
+	var kerr error
+	var kb []byte
+	check := func(c CTID, r datum.Row) bool {
+		kb, kerr = kt.AppendKey(kb[:0], cid, r)
+		if kerr == nil && bytes.Equal(kb, key) {
+			found, ok = c, true
+			return false
+		}
+		return kerr == nil
+	}
+	ti := t.info
+	switch {
+	case t.pk != nil && keyHolds(vals, ti.Def.PrimaryKey):
+		pk := make([]datum.Value, len(ti.Def.PrimaryKey))
+		for i, c := range ti.Def.PrimaryKey {
+			pk[i] = vals[c]
+		}
+		if c, r, hit := t.LookupKey(pk); hit {
+			check(c, r)
+		}
+	case t.look != nil && len(ti.lookCols) > 0 && !vals[ti.lookCols[0]].IsNull():
+		var prefix []datum.Value
+		for _, c := range ti.lookCols {
+			if vals[c].IsNull() {
+				break
+			}
+			prefix = append(prefix, vals[c])
+		}
+		if !t.LookupPrefix(prefix, check) {
+			t.Scan(check)
+		}
+	default:
+		t.Scan(check)
+	}
+	return found, ok, kerr
+}
+
+// keyHolds reports whether every column of cols has a value in vals.
+func keyHolds(vals []datum.Value, cols []int) bool {
+	for _, c := range cols {
+		if vals[c].IsNull() {
+			return false
+		}
+	}
+	return len(cols) > 0
+}
+
+func (f *follower) deleteRow(o PairOp) error {
+	c, t, kt, err := f.rowTable(o.Key)
+	if err != nil {
+		return err
+	}
+	cid := keyspaceCatalogID(o.Key)
+	ctid, ok, err := f.find(cid, t, kt, o.Key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: %s: no row with key %s", ErrCannotFollow, t.Name(), keyspace.FormatKey(o.Key))
+	}
+	old, err := c.b.delete(c.schema, t.Name(), ctid)
+	if err != nil {
+		return err
+	}
+	return f.dropChildren(c, kt, old)
+}
+
+func (f *follower) putRow(o PairOp) error {
+	c, t, kt, err := f.rowTable(o.Key)
+	if err != nil {
+		return err
+	}
+	cid := keyspaceCatalogID(o.Key)
+	e, err := keyspace.DecodeKV(o.Key, o.Value, func(id uint32, name string) (*keyspace.Table, bool) {
+		if id == cid && name == t.Name() {
+			return kt, true
+		}
+		return nil, false
+	})
+	if err != nil {
+		return err
+	}
+	vals, err := e.Row.Decode(t.Types(), nil)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, t.Name(), err)
+	}
+	ctid, exists, err := f.find(cid, t, kt, o.Key)
+	if err != nil {
+		return err
+	}
+	if exists {
+		old, err := c.b.delete(c.schema, t.Name(), ctid)
+		if err != nil {
+			return err
+		}
+		if err := f.dropChildren(c, kt, old); err != nil {
+			return err
+		}
+	}
+	if _, _, err := c.b.insert(c.schema, t.Name(), vals); err != nil {
+		return err
+	}
+	if len(e.Children) == 0 {
+		return nil
+	}
+	ct, err := c.b.peek(c.schema, e.ChildTable)
+	if err != nil {
+		return fmt.Errorf("%w: children of %s: %v", ErrCorrupt, t.Name(), err)
+	}
+	for _, r := range e.Children {
+		cv, err := r.Decode(ct.Types(), nil)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, ct.Name(), err)
+		}
+		if _, _, err := c.b.insert(c.schema, ct.Name(), cv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropChildren deletes the embedded child rows of parent row (a data
+// file's partition values, a partition spec's columns, a sort spec's
+// expressions): they live and die with it.
+func (f *follower) dropChildren(c *followCat, kt *keyspace.Table, parent datum.Row) error {
+	ck := kt.ChildTable()
+	if ck == nil {
+		return nil
+	}
+	ct, err := c.b.peek(c.schema, ck.Def.Name)
+	if err != nil {
+		return nil // no child table in this catalog: no children
+	}
+	pt, err := c.b.peek(c.schema, kt.Def.Name)
+	if err != nil {
+		return err
+	}
+	want, err := linkKey(parent, pt.Types(), ck.Spec.ParentLink, 1)
+	if err != nil {
+		return err
+	}
+	var kids []CTID
+	var lerr error
+	match := func(cc CTID, r datum.Row) bool {
+		var k string
+		if k, lerr = linkKey(r, ct.Types(), ck.Spec.ParentLink, 0); lerr != nil {
+			return false
+		}
+		if k == want {
+			kids = append(kids, cc)
+		}
+		return true
+	}
+	// The child table's lookup index narrows to the parent's rows when it
+	// leads with link columns.
+	var prefix []datum.Value
+	for _, lc := range ct.info.lookCols {
+		pc := -1
+		for _, l := range ck.Spec.ParentLink {
+			if l[0] == lc {
+				pc = l[1]
+			}
+		}
+		if pc < 0 {
+			break
+		}
+		v, err := parent.Column(pt.Types(), pc)
+		if err != nil || v.IsNull() {
+			break
+		}
+		prefix = append(prefix, v)
+	}
+	if len(prefix) == 0 || !ct.LookupPrefix(prefix, match) {
+		ct.Scan(match)
+	}
+	if lerr != nil {
+		return lerr
+	}
+	for _, cc := range kids {
+		if _, err := c.b.delete(c.schema, ct.Name(), cc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func keyspaceCatalogID(key []byte) uint32 {
+	return uint32(key[0])<<24 | uint32(key[1])<<16 | uint32(key[2])<<8 | uint32(key[3])
+}
