@@ -15,10 +15,11 @@ import (
 // databases' current versions and published as their next versions, as a
 // load of the store after that batch would build them — the same rows in
 // every table, so the same answers to every query. It never reads the
-// whole store. What the follower cannot apply this way (a database or
-// metadata schema created or dropped, a table definition altered in place)
-// is refused with ErrCannotFollow before anything is published, and the
-// replica rebuilds from a snapshot instead.
+// whole store. Databases and metadata schemas are created and dropped as
+// the registry records them. What the follower cannot apply this way (a
+// metadata schema dropped from a database that keeps others, a table
+// definition altered in place) is refused with ErrCannotFollow before
+// anything is published, and the replica rebuilds from a snapshot instead.
 //
 // The keyspace key of a row is a pure function of its values, so a put or
 // a delete names its row: a put of a key the table holds replaces that row
@@ -42,7 +43,8 @@ type PairOp struct {
 
 // followCat is one catalog (database, metadata schema) a batch touches.
 type followCat struct {
-	db     *Database
+	db     *Database // nil for a database the batch creates
+	dbName string
 	schema string
 	b      *builder
 }
@@ -58,15 +60,15 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 			continue
 		}
 		for _, sc := range db.Current().Schemas() {
-			cats[sc.CatalogID] = &followCat{db: db, schema: sc.Name}
+			cats[sc.CatalogID] = &followCat{db: db, dbName: name, schema: sc.Name}
 		}
 	}
-	f := &follower{srv: s, cats: cats, codecs: map[*TableInfo]*keyspace.Table{}}
+	f := &follower{srv: s, cats: cats, codecs: map[*TableInfo]*keyspace.Table{}, dropping: map[string]bool{}}
 	// Definitions first (a new table's rows follow in the same batch),
 	// then deletes, then puts (an UPDATE that moves a row between keys is
 	// a delete and a put; applying every delete first keeps a primary key
 	// from being held twice in between), then dropped definitions.
-	var defs, dels, puts, drops []PairOp
+	var regs, defs, dels, puts, drops []PairOp
 	for _, o := range ops {
 		if len(o.Key) < 5 {
 			return fmt.Errorf("%w: key %x too short", ErrCorrupt, o.Key)
@@ -81,6 +83,12 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 			drops = append(drops, o)
 		case kind == keyspace.KindTableDef:
 			defs = append(defs, o)
+		case kind == keyspace.KindRegistry && o.Delete:
+			if err := f.dropDatabase(o); err != nil {
+				return err
+			}
+		case kind == keyspace.KindRegistry:
+			regs = append(regs, o)
 		case kind == keyspace.KindMeta:
 			if err := f.meta(o); err != nil {
 				return err
@@ -92,32 +100,47 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 	steps := []struct {
 		ops   []PairOp
 		apply func(PairOp) error
-	}{{defs, f.define}, {dels, f.deleteRow}, {puts, f.putRow}, {drops, f.drop}}
+	}{{regs, f.register}, {defs, f.define}, {dels, f.deleteRow}, {puts, f.putRow}, {drops, f.drop}}
 	for _, st := range steps {
 		for _, o := range st.ops {
+			if f.droppedKey(o.Key) {
+				continue // its database goes as a whole
+			}
 			if err := st.apply(o); err != nil {
 				return err
 			}
 		}
 	}
-	// Publish in catalog id order, every database once.
+	// Publish in catalog id order, every database once; then forget the
+	// dropped ones.
 	ids := make([]uint32, 0, len(cats))
 	for id, c := range cats {
-		if c.b != nil {
+		if c.b != nil && !f.dropping[c.dbName] {
 			ids = append(ids, id)
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	done := map[*Database]bool{}
+	done := map[string]bool{}
 	for _, id := range ids {
 		c := cats[id]
-		if done[c.db] {
+		if done[c.dbName] {
 			continue
 		}
-		done[c.db] = true
+		done[c.dbName] = true
+		if c.db == nil {
+			v := c.b.finish()
+			v.seq = 0
+			s.mu.Lock()
+			s.mu.dbs[c.dbName] = newDatabase(c.dbName, s, v)
+			s.mu.Unlock()
+			continue
+		}
 		if err := c.db.Publish(c.b.base, c.b.finish()); err != nil {
 			return fmt.Errorf("publish %s: %w", c.db.name, err)
 		}
+	}
+	for name := range f.dropping {
+		s.Forget(name)
 	}
 	if f.nextID > 0 {
 		for {
@@ -131,10 +154,103 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 }
 
 type follower struct {
-	srv    *Server
-	cats   map[uint32]*followCat
-	codecs map[*TableInfo]*keyspace.Table
-	nextID uint32
+	srv      *Server
+	cats     map[uint32]*followCat
+	codecs   map[*TableInfo]*keyspace.Table
+	nextID   uint32
+	dropping map[string]bool // databases the batch drops
+}
+
+// registryKey decodes a registry key: (database, metadata schema).
+func registryKey(key []byte) (db, schema string, err error) {
+	r := keyspace.NewKeyReader(key)
+	r.Uint32()
+	r.Byte()
+	db, _ = r.String()
+	schema, _ = r.String()
+	if err := r.Done(); err != nil {
+		return "", "", fmt.Errorf("%w: registry key: %v", ErrCorrupt, err)
+	}
+	return db, schema, nil
+}
+
+// dropDatabase notes a registry key deleted: its database is dropped (a
+// database loses all its catalogs at once; losing one of several is not
+// followed).
+func (f *follower) dropDatabase(o PairOp) error {
+	db, schema, err := registryKey(o.Key)
+	if err != nil {
+		return err
+	}
+	d, ok := f.srv.Lookup(db)
+	if !ok {
+		return fmt.Errorf("%w: registry of unknown database %q dropped", ErrCannotFollow, db)
+	}
+	if _, ok := d.Current().Schema(schema); !ok {
+		return fmt.Errorf("%w: registry of unknown catalog %s.%s dropped", ErrCannotFollow, db, schema)
+	}
+	f.dropping[db] = true
+	return nil
+}
+
+// droppedKey reports a key of a catalog whose database the batch drops.
+func (f *follower) droppedKey(key []byte) bool {
+	if len(f.dropping) == 0 || len(key) < 4 {
+		return false
+	}
+	c, ok := f.cats[keyspaceCatalogID(key)]
+	return ok && f.dropping[c.dbName]
+}
+
+// register follows a registry key put: a database created (with its
+// catalog ids as the writer allocated them) or a metadata schema added.
+func (f *follower) register(o PairOp) error {
+	db, schema, cid, err := keyspace.DecodeRegistry(o.Key, o.Value)
+	if err != nil {
+		return err
+	}
+	if f.dropping[db] {
+		return fmt.Errorf("%w: database %q dropped and created in one batch", ErrCannotFollow, db)
+	}
+	if c, ok := f.cats[cid]; ok {
+		if c.dbName == db && c.schema == schema {
+			return nil
+		}
+		return fmt.Errorf("%w: catalog %d moved to %s.%s", ErrCannotFollow, cid, db, schema)
+	}
+	var b *builder
+	var d *Database
+	for _, c := range f.cats {
+		if c.dbName == db {
+			if _, err := f.cat(keyFor(f.cats, c)); err != nil {
+				return err
+			}
+			b, d = c.b, c.db
+			break
+		}
+	}
+	if b == nil {
+		if _, ok := f.srv.Lookup(db); ok {
+			return fmt.Errorf("%w: database %q has no loaded catalog", ErrCannotFollow, db)
+		}
+		b = newBuilder(newVersion())
+	}
+	if _, err := b.createSchema(schema, cid); err != nil {
+		return err
+	}
+	f.cats[cid] = &followCat{db: d, dbName: db, schema: schema, b: b}
+	f.nextID = max(f.nextID, cid+1) // as a load derives it
+	return nil
+}
+
+// keyFor is the catalog id of c in cats.
+func keyFor(cats map[uint32]*followCat, c *followCat) uint32 {
+	for id, o := range cats {
+		if o == c {
+			return id
+		}
+	}
+	return 0
 }
 
 // cat returns catalog id's state with its builder; the builder is shared by
@@ -146,7 +262,7 @@ func (f *follower) cat(id uint32) (*followCat, error) {
 	}
 	if c.b == nil {
 		for _, o := range f.cats {
-			if o.db == c.db && o.b != nil {
+			if o.dbName == c.dbName && o.b != nil {
 				c.b = o.b
 				return c, nil
 			}
@@ -162,7 +278,7 @@ func (f *follower) meta(o PairOp) error {
 		if err != nil {
 			return err
 		}
-		f.nextID = n
+		f.nextID = max(f.nextID, n)
 	}
 	return nil // a catalog's head belongs to the commit layer
 }

@@ -111,13 +111,14 @@ func TestApplyCommitted(t *testing.T) {
 			cols []int64
 		}
 		var tables []table
+		var dbs []string // databases created since
 		var live []int64                 // current data files
 		fileTable := map[int64]int64{}   // data file → table
 		delFiles := map[int64][2]int64{} // current delete file → (table, data file)
 		steps := rapid.IntRange(1, 25).Draw(rt, "steps")
 		for step := range steps {
 			c := lake.Begin()
-			what := rapid.IntRange(0, 7).Draw(rt, "what")
+			what := rapid.IntRange(0, 9).Draw(rt, "what")
 			if len(tables) == 0 {
 				what = 0
 			}
@@ -169,6 +170,39 @@ func TestApplyCommitted(t *testing.T) {
 				} else {
 					c.SetSorting(tb.id, []verbs.SortExpression{{Expression: "k", Direction: "ASC", NullOrder: "NULLS_LAST"}})
 				}
+			}
+			if what >= 8 {
+				// A database created or dropped is a commit of its own.
+				if what == 8 || len(dbs) == 0 {
+					name := fmt.Sprintf("db%d", step)
+					if _, err := w.CreateDatabase(ctx, name); err != nil {
+						rt.Fatal(err)
+					}
+					if rapid.Bool().Draw(rt, "lake in it") {
+						if _, err := verbs.Init(ctx, w.Database(name), "public", "s3://"+name+"/"); err != nil {
+							rt.Fatal(err)
+						}
+					}
+					dbs = append(dbs, name)
+				} else {
+					i := rapid.IntRange(0, len(dbs)-1).Draw(rt, "drop")
+					if err := w.DropDatabase(ctx, dbs[i]); err != nil {
+						rt.Fatal(err)
+					}
+					dbs = append(dbs[:i], dbs[i+1:]...)
+				}
+				after := pairsOf(t, w)
+				if err := f.ApplyCommitted(batchOf(before, after)); err != nil {
+					rt.Fatalf("step %d (%d): %v", step, what, err)
+				}
+				if d := diffPairs(after, pairsOf(t, f)); d != "" {
+					rt.Fatalf("step %d (%d): %s", step, what, d)
+				}
+				if got, want := fmt.Sprint(f.Databases()), fmt.Sprint(w.Databases()); got != want {
+					rt.Fatalf("step %d: databases %s, writer's %s", step, got, want)
+				}
+				before = after
+				continue
 			}
 			for id, tf := range delFiles {
 				if rapid.IntRange(0, 3).Draw(rt, "end delete file") == 0 {

@@ -46,6 +46,13 @@ type Metrics struct {
 	// writer; ReplicaSeq is the store sequence its catalog reflects.
 	ReplicaReloads prometheus.Counter
 	ReplicaSeq     prometheus.Gauge
+	// ReplicaApplied counts the writer's commits a replica applied one by
+	// one; ReplicaLag is how long after the writer committed it (its
+	// snapshot_time) the newest applied DuckLake snapshot became visible
+	// on the replica, and ReplicaLagHist the distribution of that delay.
+	ReplicaApplied prometheus.Counter
+	ReplicaLag     prometheus.Gauge
+	ReplicaLagHist prometheus.Histogram
 	stack          atomic.Pointer[Stack]
 	ready          atomic.Bool
 	refusing       atomic.Bool // the store refuses writes: reads only (serveDegraded)
@@ -91,6 +98,13 @@ func NewMetrics() *Metrics {
 		Name: "moraine_replica_reloads_total", Help: "Catalog reloads of a replica that followed new commits of the writer."})
 	m.ReplicaSeq = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "moraine_replica_catalog_seq", Help: "Store sequence number the replica's served catalog reflects."})
+	m.ReplicaApplied = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "moraine_replica_applied_commits_total", Help: "Commits of the writer a replica applied to its resident catalog one by one."})
+	m.ReplicaLag = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "moraine_replica_lag_seconds", Help: "How long after the writer committed it (its snapshot_time, by the writer's clock) the newest DuckLake snapshot the replica applied became visible on the replica."})
+	m.ReplicaLagHist = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "moraine_replica_lag_distribution_seconds", Help: "Distribution of moraine_replica_lag_seconds over applied snapshots.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
 	m.StatementDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "moraine_statement_duration_seconds", Help: "Time from a statement's arrival to its last answer, by shape (first keyword).",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 20)}, []string{"shape"})
@@ -101,7 +115,7 @@ func NewMetrics() *Metrics {
 		ConstLabels: prometheus.Labels{"version": Version(), "goversion": runtime.Version()}})
 	buildInfo.Set(1)
 	m.Registry.MustRegister(m.Commits, m.CommitLatency, m.Reopens, m.StoreOps, m.StoreBytes, m.StoreErrors,
-		m.Connections, m.ConnectionsTotal, m.Statements, m.Conflicts, m.ReplicaReloads, m.ReplicaSeq,
+		m.Connections, m.ConnectionsTotal, m.Statements, m.Conflicts, m.ReplicaReloads, m.ReplicaSeq, m.ReplicaApplied, m.ReplicaLag, m.ReplicaLagHist,
 		m.StatementDuration, m.StatementErrors, buildInfo)
 	for _, o := range []string{"ok", "conflict", "shape", "head", "hold", "store", "invalid"} {
 		m.Commits.WithLabelValues(o)

@@ -125,7 +125,11 @@ func OpenStackOn(ctx context.Context, store objstore.Store, opts StackOptions) (
 	var err error
 	start := time.Now()
 	if opts.Replica {
-		kv, err = slate.OpenReader(ctx, store, so)
+		if kv, err = slate.OpenReader(ctx, store, so); err == nil {
+			// Before the load: its snapshot is then within the record,
+			// and the replica follows commit by commit from it (follow.go).
+			kv.RecordCommitted()
+		}
 	} else {
 		if !opts.Takeover {
 			watch := opts.HeldWatch

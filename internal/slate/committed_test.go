@@ -3,6 +3,7 @@ package slate
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/moraine-db/moraine/internal/objstore"
@@ -80,5 +81,62 @@ func TestTakeCommitted(t *testing.T) {
 	got, ok = r.TakeCommitted(after)
 	if !ok || len(got) != 1 || got[0].Seq != next {
 		t.Fatalf("after the restart: %+v complete %v", got, ok)
+	}
+}
+
+// countingStore counts the GETs asked for while their caller still wants
+// the answer (a replay window's requests abandoned when it ends are not).
+type countingStore struct {
+	objstore.Store
+	gets atomic.Int64
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if ctx.Err() == nil {
+		s.gets.Add(1)
+	}
+	return s.Store.Get(ctx, key)
+}
+
+// TestIdleReaderRefreshCost: a refresh of a reader with nothing new costs
+// two GETs (the next manifest, the next WAL object), whatever the replay
+// window; one that finds new objects reads each once.
+func TestIdleReaderRefreshCost(t *testing.T) {
+	ctx := context.Background()
+	mem := objstore.NewMem()
+	w := mustOpen(t, mem, testOpts())
+	defer w.Close(ctx)
+	put(t, w, "a", "1")
+	cs := &countingStore{Store: mem}
+	r, err := OpenReader(ctx, cs, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	// The first refresh passes the fences the writer left after its
+	// objects when it opened.
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		before := cs.gets.Load()
+		if err := r.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := cs.gets.Load() - before; n != 2 {
+			t.Fatalf("an idle refresh made %d GETs, want 2", n)
+		}
+	}
+	for i := range 5 {
+		put(t, w, fmt.Sprint("k", i), "v")
+	}
+	before := cs.gets.Load()
+	if err := r.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// 5 WAL objects, the id after them (absent, maybe asked for more than
+	// once in the widening window), the next manifest.
+	if n := cs.gets.Load() - before; n < 7 || n > 5+1+1+8 {
+		t.Fatalf("a refresh over 5 new WAL objects made %d GETs", n)
 	}
 }

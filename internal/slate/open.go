@@ -313,8 +313,15 @@ func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict 
 	defer cancel()
 	results := make([]chan walFetch, 0, replayWindow)
 	next := from
+	// A reader usually finds nothing new: it asks for the next object
+	// alone and widens the window as objects turn up, so that an idle
+	// reader costs one GET per refresh, not a window's worth.
+	window := replayWindow
+	if !strict {
+		window = 1
+	}
 	issue := func() {
-		for len(results) < replayWindow && next < to {
+		for len(results) < window && next < to {
 			ch := make(chan walFetch, 1)
 			go func(id uint64) {
 				var data []byte
@@ -338,6 +345,7 @@ func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict 
 			}
 			return fmt.Errorf("slate: replay %s: %w", walName(id), r.err)
 		}
+		window = min(2*window, replayWindow)
 		h, batches, err := decodeWAL(walName(id), id, r.data)
 		if err != nil {
 			return err
