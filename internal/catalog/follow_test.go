@@ -111,7 +111,7 @@ func TestApplyCommitted(t *testing.T) {
 			cols []int64
 		}
 		var tables []table
-		var dbs []string // databases created since
+		var dbs []string                 // databases created since
 		var live []int64                 // current data files
 		fileTable := map[int64]int64{}   // data file → table
 		delFiles := map[int64][2]int64{} // current delete file → (table, data file)
