@@ -97,6 +97,9 @@ type Server struct {
 		dbs map[string]*Database
 	}
 	nextCatalogID atomic.Uint32
+	// follow is a follower's state across ApplyCommitted calls (its row
+	// indexes); nil until the first.
+	follow *followState
 }
 
 // NewServer returns an empty registry.

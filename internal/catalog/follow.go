@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sort"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -63,7 +64,10 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 			cats[sc.CatalogID] = &followCat{db: db, dbName: name, schema: sc.Name}
 		}
 	}
-	f := &follower{srv: s, cats: cats, codecs: map[*TableInfo]*keyspace.Table{}, dropping: map[string]bool{}}
+	if s.follow == nil {
+		s.follow = &followState{seed: maphash.MakeSeed(), idx: map[*TableInfo]*rowIndex{}}
+	}
+	f := &follower{srv: s, st: s.follow, cats: cats, codecs: map[*TableInfo]*keyspace.Table{}, dropping: map[string]bool{}}
 	// Definitions first (a new table's rows follow in the same batch),
 	// then deletes, then puts (an UPDATE that moves a row between keys is
 	// a delete and a put; applying every delete first keeps a primary key
@@ -155,6 +159,7 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 
 type follower struct {
 	srv      *Server
+	st       *followState
 	cats     map[uint32]*followCat
 	codecs   map[*TableInfo]*keyspace.Table
 	nextID   uint32
@@ -337,7 +342,10 @@ func (f *follower) drop(o PairOp) error {
 	if err != nil {
 		return err
 	}
-	_, err = c.b.dropTable(c.schema, name)
+	t, err := c.b.dropTable(c.schema, name)
+	if err == nil {
+		delete(f.st.idx, t.info)
+	}
 	return err
 }
 
@@ -363,7 +371,7 @@ func (f *follower) rowTable(key []byte) (*followCat, *Table, *keyspace.Table, er
 }
 
 // find returns the ctid of t's row whose key is key.
-func (f *follower) find(cid uint32, t *Table, kt *keyspace.Table, key []byte) (CTID, bool, error) {
+func (f *follower) find(c *followCat, cid uint32, t *Table, kt *keyspace.Table, key []byte) (CTID, bool, error) {
 	vals, err := kt.KeyValues(cid, key)
 	if err != nil {
 		return 0, false, err
@@ -402,7 +410,15 @@ func (f *follower) find(cid uint32, t *Table, kt *keyspace.Table, key []byte) (C
 			t.Scan(check)
 		}
 	default:
-		t.Scan(check)
+		idx, err := f.index(c, t, kt)
+		if err != nil {
+			return 0, false, err
+		}
+		for _, cand := range idx.m[f.st.hash(key)] {
+			if r, live := t.Lookup(cand); live && !check(cand, r) {
+				break
+			}
+		}
 	}
 	return found, ok, kerr
 }
@@ -423,14 +439,14 @@ func (f *follower) deleteRow(o PairOp) error {
 		return err
 	}
 	cid := keyspaceCatalogID(o.Key)
-	ctid, ok, err := f.find(cid, t, kt, o.Key)
+	ctid, ok, err := f.find(c, cid, t, kt, o.Key)
 	if err != nil {
 		return err
 	}
 	if !ok {
 		return fmt.Errorf("%w: %s: no row with key %s", ErrCannotFollow, t.Name(), keyspace.FormatKey(o.Key))
 	}
-	old, err := c.b.delete(c.schema, t.Name(), ctid)
+	old, err := f.delete(c, t.Name(), ctid, o.Key)
 	if err != nil {
 		return err
 	}
@@ -456,12 +472,12 @@ func (f *follower) putRow(o PairOp) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, t.Name(), err)
 	}
-	ctid, exists, err := f.find(cid, t, kt, o.Key)
+	ctid, exists, err := f.find(c, cid, t, kt, o.Key)
 	if err != nil {
 		return err
 	}
 	if exists {
-		old, err := c.b.delete(c.schema, t.Name(), ctid)
+		old, err := f.delete(c, t.Name(), ctid, o.Key)
 		if err != nil {
 			return err
 		}
@@ -469,7 +485,7 @@ func (f *follower) putRow(o PairOp) error {
 			return err
 		}
 	}
-	if _, _, err := c.b.insert(c.schema, t.Name(), vals); err != nil {
+	if err := f.insert(c, t.Name(), vals, o.Key); err != nil {
 		return err
 	}
 	if len(e.Children) == 0 {
@@ -484,7 +500,11 @@ func (f *follower) putRow(o PairOp) error {
 		if err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorrupt, ct.Name(), err)
 		}
-		if _, _, err := c.b.insert(c.schema, ct.Name(), cv); err != nil {
+		link, err := linkKey(r, ct.Types(), kt.ChildTable().Spec.ParentLink, 0)
+		if err != nil {
+			return err
+		}
+		if err := f.insert(c, ct.Name(), cv, []byte(link)); err != nil {
 			return err
 		}
 	}
@@ -511,45 +531,26 @@ func (f *follower) dropChildren(c *followCat, kt *keyspace.Table, parent datum.R
 	if err != nil {
 		return err
 	}
+	idx, err := f.index(c, ct, nil)
+	if err != nil {
+		return err
+	}
 	var kids []CTID
-	var lerr error
-	match := func(cc CTID, r datum.Row) bool {
-		var k string
-		if k, lerr = linkKey(r, ct.Types(), ck.Spec.ParentLink, 0); lerr != nil {
-			return false
+	for _, cc := range idx.m[f.st.hash([]byte(want))] {
+		r, live := ct.Lookup(cc)
+		if !live {
+			continue
+		}
+		k, err := linkKey(r, ct.Types(), ck.Spec.ParentLink, 0)
+		if err != nil {
+			return err
 		}
 		if k == want {
 			kids = append(kids, cc)
 		}
-		return true
-	}
-	// The child table's lookup index narrows to the parent's rows when it
-	// leads with link columns.
-	var prefix []datum.Value
-	for _, lc := range ct.info.lookCols {
-		pc := -1
-		for _, l := range ck.Spec.ParentLink {
-			if l[0] == lc {
-				pc = l[1]
-			}
-		}
-		if pc < 0 {
-			break
-		}
-		v, err := parent.Column(pt.Types(), pc)
-		if err != nil || v.IsNull() {
-			break
-		}
-		prefix = append(prefix, v)
-	}
-	if len(prefix) == 0 || !ct.LookupPrefix(prefix, match) {
-		ct.Scan(match)
-	}
-	if lerr != nil {
-		return lerr
 	}
 	for _, cc := range kids {
-		if _, err := c.b.delete(c.schema, ct.Name(), cc); err != nil {
+		if _, err := f.delete(c, ct.Name(), cc, []byte(want)); err != nil {
 			return err
 		}
 	}
@@ -559,3 +560,150 @@ func (f *follower) dropChildren(c *followCat, kt *keyspace.Table, parent datum.R
 func keyspaceCatalogID(key []byte) uint32 {
 	return uint32(key[0])<<24 | uint32(key[1])<<16 | uint32(key[2])<<8 | uint32(key[3])
 }
+
+// The follower's row indexes. A table with a primary key or a lookup index
+// is searched through it; any other table — most rows of a big catalog are
+// in one, ducklake_file_column_stats — gets a hash index of its own on the
+// follower: row key (for an embedded child table, its parent link) hash →
+// ctids. It is built on first use from the table version it describes and
+// kept up to date by every insert and delete the follower makes; a table
+// replaced by anything else (a reload, DDL) is noticed as another version
+// and indexed afresh. Candidates are always confirmed against the row.
+
+type followState struct {
+	seed maphash.Seed
+	idx  map[*TableInfo]*rowIndex
+}
+
+type rowIndex struct {
+	t *Table // the table version the index describes
+	m map[uint64][]CTID
+}
+
+func (st *followState) hash(b []byte) uint64 { return maphash.Bytes(st.seed, b) }
+
+// indexed reports whether t is searched through an index of its own.
+func indexed(t *Table) bool { return t.pk != nil || t.look != nil }
+
+// index returns the follower's index of table t (kt its codec; nil for an
+// embedded child table, indexed by parent link), building it if missing or
+// stale.
+func (f *follower) index(c *followCat, t *Table, kt *keyspace.Table) (*rowIndex, error) {
+	idx := f.st.idx[t.info]
+	if idx != nil && idx.t == t {
+		return idx, nil
+	}
+	cid := uint32(0)
+	for id, o := range f.cats {
+		if o == c {
+			cid = id
+		}
+	}
+	keyOf, err := f.indexKey(t, kt, cid)
+	if err != nil {
+		return nil, err
+	}
+	idx = &rowIndex{t: t, m: make(map[uint64][]CTID, t.Len())}
+	var kerr error
+	t.Scan(func(cc CTID, r datum.Row) bool {
+		var k []byte
+		if k, kerr = keyOf(r); kerr != nil {
+			return false
+		}
+		h := f.st.hash(k)
+		idx.m[h] = append(idx.m[h], cc)
+		return true
+	})
+	if kerr != nil {
+		return nil, kerr
+	}
+	f.st.idx[t.info] = idx
+	return idx, nil
+}
+
+// indexKey is how the index of t keys a row.
+func (f *follower) indexKey(t *Table, kt *keyspace.Table, cid uint32) (func(datum.Row) ([]byte, error), error) {
+	if kt != nil {
+		return func(r datum.Row) ([]byte, error) { return kt.AppendKey(nil, cid, r) }, nil
+	}
+	spec, ok := keyspace.Known(t.Name())
+	if !ok || !spec.Embedded() {
+		return nil, fmt.Errorf("%w: no key for rows of %s", ErrCannotFollow, t.Name())
+	}
+	link := spec.ParentLink
+	return func(r datum.Row) ([]byte, error) {
+		k, err := linkKey(r, t.Types(), link, 0)
+		return []byte(k), err
+	}, nil
+}
+
+// insert inserts a row whose index key (row key or parent link) is key.
+func (f *follower) insert(c *followCat, table string, vals []datum.Value, key []byte) error {
+	before, err := c.b.peek(c.schema, table)
+	if err != nil {
+		return err
+	}
+	cc, _, err := c.b.insert(c.schema, table, vals)
+	if err != nil {
+		return err
+	}
+	f.track(c, before, table, func(idx *rowIndex) {
+		h := f.st.hash(key)
+		idx.m[h] = append(idx.m[h], cc)
+	})
+	return nil
+}
+
+// delete deletes the row at cc, whose index key is key, and returns it.
+func (f *follower) delete(c *followCat, table string, cc CTID, key []byte) (datum.Row, error) {
+	before, err := c.b.peek(c.schema, table)
+	if err != nil {
+		return nil, err
+	}
+	old, err := c.b.delete(c.schema, table, cc)
+	if err != nil {
+		return nil, err
+	}
+	f.track(c, before, table, func(idx *rowIndex) {
+		h := f.st.hash(key)
+		list := idx.m[h]
+		for i, x := range list {
+			if x == cc {
+				list = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(idx.m, h)
+		} else {
+			idx.m[h] = list
+		}
+	})
+	return old, nil
+}
+
+// track applies change to the index of a table that was before (and is
+// now the builder's own version) if the index describes before, and moves
+// the index to the new version; an index of another version is left to be
+// rebuilt.
+func (f *follower) track(c *followCat, before *Table, table string, change func(*rowIndex)) {
+	if indexed(before) {
+		return
+	}
+	idx := f.st.idx[before.info]
+	if idx == nil || idx.t != before {
+		return
+	}
+	after, err := c.b.peek(c.schema, table)
+	if err != nil {
+		delete(f.st.idx, before.info)
+		return
+	}
+	change(idx)
+	idx.t = after
+}
+
+// ResetFollow drops a follower's row indexes: the caller replaced the
+// databases' versions by other means (a reload), so they describe nothing
+// any more.
+func (s *Server) ResetFollow() { s.follow = nil }

@@ -160,6 +160,7 @@ func (st *Stack) reload(ctx context.Context, m *Metrics) error {
 			}
 		}
 	}
+	st.Cat.ResetFollow()
 	st.followed.Store(seq)
 	if m != nil {
 		m.ReplicaReloads.Inc()
