@@ -13,6 +13,7 @@ var benchmarks = []command{
 	{"commits", "DuckLake's data-file commits at 1, 4, 16 writers, beside PostgreSQL", benchCommitsMain},
 	{"catalog", "DuckLake's attach and first-query reads of a large catalog, beside PostgreSQL", benchCatalogMain},
 	{"store", "durable commit latency on an object store, beside PostgreSQL on local disk", benchStoreMain},
+	{"replica", "read replicas following a busy writer: lag, CPU per applied commit, start-up, at catalog sizes", benchReplicaMain},
 }
 
 func benchUsage(w io.Writer) {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/moraine-db/moraine/internal/bench"
@@ -29,14 +28,10 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintln(stderr, "bench replay: --postgres is required and --rounds must be positive")
 		return 2
 	}
-	var concurrency []int
-	for _, s := range strings.Split(*clients, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n < 1 {
-			fmt.Fprintf(stderr, "bench replay: --clients: bad count %q\n", s)
-			return 2
-		}
-		concurrency = append(concurrency, n)
+	concurrency, err := parseCounts(*clients)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench replay: --clients: %v\n", err)
+		return 2
 	}
 	var trs []*replay.Transcript
 	for _, n := range strings.Split(*names, ",") {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -48,7 +47,7 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 			fmt.Fprintf(stderr, "bench store: --put-latency: %v\n", err)
 			return 2
 		}
-		ws, err := parseWriterList(*pgWriters)
+		ws, err := parseCounts(*pgWriters)
 		if err != nil || *pgCommits < 1 {
 			fmt.Fprintf(stderr, "bench store: --commit-writers/--commits: %v\n", err)
 			return 2
@@ -119,16 +118,4 @@ func benchStoreMain(ctx context.Context, args []string, stdout, stderr io.Writer
 	tw.Flush()
 	fmt.Fprintf(stdout, "batches/s=%.0f\n", float64(res.Batches)/res.Elapsed.Seconds())
 	return 0
-}
-
-func parseWriterList(s string) ([]int, error) {
-	var out []int
-	for _, f := range strings.Split(s, ",") {
-		var n int
-		if _, err := fmt.Sscanf(strings.TrimSpace(f), "%d", &n); err != nil || n < 1 {
-			return nil, fmt.Errorf("bad writer count %q", f)
-		}
-		out = append(out, n)
-	}
-	return out, nil
 }

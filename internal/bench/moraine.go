@@ -128,6 +128,16 @@ func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
 	}
 }
 
+// StoreURL is the store the server serves.
+func (m *Moraine) StoreURL() string {
+	for i, a := range m.args {
+		if a == "--store" && i+1 < len(m.args) {
+			return m.args[i+1]
+		}
+	}
+	return ""
+}
+
 // ConnInfo is a libpq conninfo for database db on this server.
 func (m *Moraine) ConnInfo(db string) string {
 	host, port, _ := net.SplitHostPort(m.addr)
@@ -178,6 +188,25 @@ func (m *Moraine) ServeFromProcess(ctx context.Context, exe string) error {
 	}
 	m.Server, m.stopped, m.stopErr = nil, false, nil
 	return m.startProcess(ctx, exe, m.args)
+}
+
+// Restart stops a child-process server cleanly and starts it again on the
+// same store, returning the time from the new process's start to its
+// readiness (a restart at the store's size).
+func (m *Moraine) Restart(ctx context.Context, exe string) (time.Duration, error) {
+	if m.Server != nil {
+		return 0, errors.New("restart: moraine runs in-process")
+	}
+	if err := m.shutdown(); err != nil {
+		return 0, fmt.Errorf("restart: stopping: %w", err)
+	}
+	m.stopped, m.stopErr = false, nil
+	m.done = make(chan error, 1)
+	t := time.Now()
+	if err := m.startProcess(ctx, exe, m.args); err != nil {
+		return 0, err
+	}
+	return time.Since(t), nil
 }
 
 func (m *Moraine) runCleanup() {

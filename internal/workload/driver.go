@@ -137,6 +137,20 @@ func Prepare(ctx context.Context, cfg Config) error {
 	return err
 }
 
+// PrepareTables creates the workload's tables t1…tN in a DuckLake catalog
+// that already exists (one commit, as DuckLake creates tables), so that
+// Run can drive commits into a catalog built otherwise.
+func PrepareTables(ctx context.Context, cfg Config) error {
+	d := newDriver(cfg)
+	conn, err := d.dial(ctx)
+	if err != nil {
+		return fmt.Errorf("workload: connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	_, err = d.createTables(ctx, conn)
+	return err
+}
+
 func newDriver(cfg Config) *driver {
 	cfg = cfg.WithDefaults()
 	d := &driver{cfg: cfg, q: quoteIdent(cfg.Schema), cols: tableColumns(cfg.Columns)}

@@ -1,0 +1,338 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/objstore/fault"
+	"github.com/moraine-db/moraine/internal/workload"
+)
+
+// ReplicaOptions are `moraine bench replica`'s: for every store kind and
+// catalog size, a writer serving a catalog of that many data files takes a
+// stream of DuckLake commits from many writers while read replicas of it
+// run as their own `moraine serve --replica` processes; the benchmark
+// measures how long after the writer acknowledged each commit it became
+// visible on each replica, what applying it cost the replica's process,
+// and how long a replica takes to start (load the catalog) at that size.
+type ReplicaOptions struct {
+	Exe        string        // the moraine executable the writer and replicas run as
+	Stores     []string      // "local", "s3"
+	PutLatency fault.Latency // added to every S3 PUT
+	Files      []int         // catalog sizes in data files
+	Tables     int           // user tables of the built catalog
+	Stats      int           // column-stats rows per data file
+	Replicas   []int         // replica counts
+	Writers    int           // concurrent DuckLake writers
+	Commits    int           // commits per writer
+	Poll       time.Duration // the replicas' --replica-poll
+	JSONOut    string
+}
+
+// ReplicaRow is one measured (store, catalog size, replica count).
+type ReplicaRow struct {
+	Store        string  `json:"store"`
+	Files        int     `json:"files"`
+	Replicas     int     `json:"replicas"`
+	Commits      int     `json:"commits"`
+	WriterReadyS float64 `json:"writer_ready_s"` // a clean restart of the writer: process start → ready
+	ReplicaReady float64 `json:"replica_ready_s"` // slowest replica start → ready
+	LagP50MS     float64 `json:"lag_p50_ms"`
+	LagP99MS     float64 `json:"lag_p99_ms"`
+	LagMaxMS     float64 `json:"lag_max_ms"`
+	// CPUPerCommitMS is a replica's process CPU over the run divided by
+	// the commits it applied (the mean over replicas).
+	CPUPerCommitMS float64 `json:"replica_cpu_per_commit_ms"`
+	RSSMiB         float64 `json:"replica_rss_mib"` // largest replica's resident set after the run
+	Applied        float64 `json:"applied_commits"` // per replica, mean
+	Reloads        float64 `json:"reloads"`         // per replica, total
+}
+
+// RunReplica runs the benchmark and prints one table row per measurement.
+func RunReplica(ctx context.Context, o ReplicaOptions, stdout, stderr io.Writer) error {
+	if o.Exe == "" {
+		return errors.New("bench replica: replicas run as processes of the moraine executable")
+	}
+	var rows []ReplicaRow
+	for _, store := range o.Stores {
+		for _, files := range o.Files {
+			got, err := replicaRound(ctx, o, store, files, stderr)
+			rows = append(rows, got...)
+			if err != nil {
+				return fmt.Errorf("%s, %d files: %w", store, files, err)
+			}
+		}
+	}
+	tw := newTab(stdout)
+	fmt.Fprintln(tw, "store\tdata files\treplicas\tcommits\twriter ready s\treplica ready s\tlag p50 ms\tlag p99 ms\tlag max ms\treplica CPU/commit ms\treplica RSS MiB\treloads\t")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t%.3f\t%.0f\t%.0f\t\n", r.Store, r.Files, r.Replicas, r.Commits,
+			r.WriterReadyS, r.ReplicaReady, r.LagP50MS, r.LagP99MS, r.LagMaxMS, r.CPUPerCommitMS, r.RSSMiB, r.Reloads)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "lag: from the writer's answer to a commit to the replica serving its snapshot; replica poll %s\n", o.Poll)
+	if o.JSONOut != "" {
+		return WriteJSON(o.JSONOut, map[string]any{"benchmark": "replica", "machine": Machine(), "runs": rows})
+	}
+	return nil
+}
+
+// replicaRound builds one catalog on one store and measures every replica
+// count on it.
+func replicaRound(ctx context.Context, o ReplicaOptions, store string, files int, progress io.Writer) ([]ReplicaRow, error) {
+	m, err := StartMoraine(ctx, StoreSpec{Kind: store, PutLatency: o.PutLatency})
+	if err != nil {
+		return nil, err
+	}
+	defer m.Stop()
+	shape := LakeShape{Tables: o.Tables, Files: files, Stats: o.Stats, FilesPerCommit: max(1, files/1000)}
+	t0 := time.Now()
+	if err := BuildLake(ctx, m.Server.Stack().Cat.Database("lake"), shape, progress); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "%s: built %d data files in %.1fs\n", store, files, time.Since(t0).Seconds())
+	if err := m.ServeFromProcess(ctx, o.Exe); err != nil {
+		return nil, err
+	}
+	writerReady, err := m.Restart(ctx, o.Exe)
+	if err != nil {
+		return nil, err
+	}
+	cfg := workload.Config{ConnString: m.ConnInfo("lake"), Writers: o.Writers, CommitsPerWriter: o.Commits, Tables: 4,
+		RetryWait: 5 * time.Millisecond, MaxRetries: 1000, Seed: uint64(files)}
+	if err := workload.PrepareTables(ctx, cfg); err != nil {
+		return nil, err
+	}
+	var rows []ReplicaRow
+	for _, n := range o.Replicas {
+		row, err := replicaRun(ctx, o, m, cfg, n)
+		if err != nil {
+			return rows, err
+		}
+		row.Store, row.Files, row.WriterReadyS = store, files, writerReady.Seconds()
+		rows = append(rows, row)
+		fmt.Fprintf(progress, "%s, %d files, %d replicas: lag p50 %.1f ms, p99 %.1f ms\n", store, files, n, row.LagP50MS, row.LagP99MS)
+	}
+	return rows, nil
+}
+
+// replicaRun starts n replicas of m's store, drives the workload on m and
+// measures the replicas.
+func replicaRun(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.Config, n int) (ReplicaRow, error) {
+	var row ReplicaRow
+	var reps []*Moraine
+	defer func() {
+		for _, r := range reps {
+			r.Stop()
+		}
+	}()
+	for range n {
+		r := &Moraine{done: make(chan error, 1)}
+		t := time.Now()
+		args := []string{"--store", m.StoreURL(), "--replica", "--replica-poll", o.Poll.String(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
+		if err := r.startProcess(ctx, o.Exe, args); err != nil {
+			return row, err
+		}
+		row.ReplicaReady = max(row.ReplicaReady, time.Since(t).Seconds())
+		reps = append(reps, r)
+	}
+	// Watch every replica's newest snapshot: when each id first shows.
+	type seen struct {
+		head int64
+		at   time.Time
+	}
+	watches := make([][]seen, n)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i, r := range reps {
+		c, err := pgconn.Connect(ctx, r.ConnInfo("lake"))
+		if err != nil {
+			return row, err
+		}
+		defer c.Close(context.Background())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last int64 = -1
+			for {
+				h, err := headOf(ctx, c)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if h > last {
+					watches[i] = append(watches[i], seen{h, time.Now()})
+					last = h
+				}
+				select {
+				case <-stop:
+					return
+				case <-time.After(500 * time.Microsecond):
+				}
+			}
+		}()
+	}
+	before := make([]replicaSample, n)
+	for i, r := range reps {
+		before[i] = sampleReplica(ctx, r)
+	}
+	res, err := workload.Run(ctx, cfg)
+	if err != nil {
+		close(stop)
+		wg.Wait()
+		return row, err
+	}
+	landed := res.Landed()
+	final := int64(0)
+	for _, l := range landed {
+		final = max(final, l.Snapshot)
+	}
+	// Let every replica reach the last snapshot.
+	deadline := time.Now().Add(2 * time.Minute)
+	for i := 0; i < n; {
+		if time.Now().After(deadline) {
+			break
+		}
+		h, err := headOfConnInfo(ctx, reps[i].ConnInfo("lake"))
+		if err != nil {
+			return row, err
+		}
+		if h >= final {
+			i++
+			continue
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return row, err
+	default:
+	}
+	var lags []time.Duration
+	for _, w := range watches {
+		for _, l := range landed {
+			if l.Writer < 0 {
+				continue
+			}
+			k := sort.Search(len(w), func(j int) bool { return w[j].head >= l.Snapshot })
+			if k == len(w) {
+				return row, fmt.Errorf("a replica never showed snapshot %d", l.Snapshot)
+			}
+			lags = append(lags, max(w[k].at.Sub(l.Answered), 0))
+		}
+	}
+	sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+	if len(lags) == 0 {
+		return row, errors.New("no commit landed")
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	row.Replicas, row.Commits = n, len(landed)
+	row.LagP50MS, row.LagP99MS, row.LagMaxMS = ms(lags[len(lags)/2]), ms(lags[(len(lags)-1)*99/100]), ms(lags[len(lags)-1])
+	var cpu time.Duration
+	for i, r := range reps {
+		after := sampleReplica(ctx, r)
+		cpu += after.cpu - before[i].cpu
+		row.Applied += after.applied - before[i].applied
+		row.Reloads += after.reloads - before[i].reloads
+		row.RSSMiB = max(row.RSSMiB, after.rssMiB)
+	}
+	if row.Applied > 0 {
+		row.CPUPerCommitMS = ms(cpu) / row.Applied
+	}
+	row.Applied /= float64(n)
+	return row, nil
+}
+
+// replicaSample is what a replica process has done so far.
+type replicaSample struct {
+	cpu              time.Duration
+	applied, reloads float64
+	rssMiB           float64
+}
+
+func sampleReplica(ctx context.Context, r *Moraine) replicaSample {
+	var s replicaSample
+	s.cpu, _ = ProcessCPU(r.PID)
+	vals, _ := scrapeMetrics(ctx, r.metricsAddr)
+	s.applied, s.reloads = vals["moraine_replica_applied_commits_total"], vals["moraine_replica_reloads_total"]
+	s.rssMiB = rssMiB(r.PID)
+	return s
+}
+
+// scrapeMetrics reads the unlabelled samples of a /metrics page.
+func scrapeMetrics(ctx context.Context, addr string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		name, val, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(val, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// rssMiB is a process's resident set (VmRSS), 0 when unreadable.
+func rssMiB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// headOf is the newest snapshot id of the lake conn is attached to.
+func headOf(ctx context.Context, c *pgconn.PgConn) (int64, error) {
+	rs, err := c.Exec(ctx, "SELECT max(snapshot_id) FROM ducklake_snapshot").ReadAll()
+	if err != nil {
+		return 0, err
+	}
+	if len(rs) == 0 || len(rs[0].Rows) == 0 || rs[0].Rows[0][0] == nil {
+		return -1, nil
+	}
+	return strconv.ParseInt(string(rs[0].Rows[0][0]), 10, 64)
+}
+
+func headOfConnInfo(ctx context.Context, conninfo string) (int64, error) {
+	c, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(context.Background())
+	return headOf(ctx, c)
+}
