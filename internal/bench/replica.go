@@ -47,7 +47,7 @@ type ReplicaRow struct {
 	Files        int     `json:"files"`
 	Replicas     int     `json:"replicas"`
 	Commits      int     `json:"commits"`
-	WriterReadyS float64 `json:"writer_ready_s"` // a clean restart of the writer: process start → ready
+	WriterReadyS float64 `json:"writer_ready_s"`  // a clean restart of the writer: process start → ready
 	ReplicaReady float64 `json:"replica_ready_s"` // slowest replica start → ready
 	LagP50MS     float64 `json:"lag_p50_ms"`
 	LagP99MS     float64 `json:"lag_p99_ms"`
