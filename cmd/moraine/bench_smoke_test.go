@@ -287,3 +287,39 @@ func TestBenchStoreVsPostgresSmoke(t *testing.T) {
 		t.Fatalf("--process without --postgres: exit %d", code)
 	}
 }
+
+// TestBenchReplicaSmoke: a small catalog on both stores, one and two
+// replicas as child processes: every row measured, every commit seen on
+// every replica (the benchmark fails otherwise), applied one by one with no
+// reload.
+func TestBenchReplicaSmoke(t *testing.T) {
+	t.Setenv("MORAINE_TEST_AS_MAIN", "1") // the children are this test binary run as moraine
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	jsonPath := filepath.Join(t.TempDir(), "replica.json")
+	var stdout, errb bytes.Buffer
+	if code := benchReplicaMain(ctx, []string{"--stores=local,s3", "--put-latency=5ms", "--files=300", "--tables=10", "--stats=2",
+		"--replicas=1,2", "--writers=2", "--commits=3", "--replica-poll=50ms", "--json", jsonPath}, &stdout, &errb); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errb.String(), stdout.String())
+	}
+	out := stdout.String()
+	if st, err := os.Stat(jsonPath); err != nil || st.Size() == 0 {
+		t.Fatalf("--json not written: %v", err)
+	}
+	rows := regexp.MustCompile(`(?m)^\s+(local|s3)\s+300\s+(\d)\s+(\d+)\s+\S+\s+\S+\s+(\S+)\s+(\S+)\s+(\S+)\s+\S+\s+\S+\s+(\d+)\s*$`).FindAllStringSubmatch(out, -1)
+	if len(rows) != 4 {
+		t.Fatalf("want 4 rows (2 stores x 2 replica counts):\n%s", out)
+	}
+	for _, r := range rows {
+		if r[7] != "0" {
+			t.Errorf("%s with %s replicas reloaded %s times:\n%s", r[1], r[2], r[7], out)
+		}
+		if n, _ := strconv.Atoi(r[3]); n < 6 {
+			t.Errorf("%s: %d commits landed, want at least 2 writers x 3", r[1], n)
+		}
+	}
+	var bad bytes.Buffer
+	if code := benchReplicaMain(context.Background(), []string{"--replicas=0"}, &bad, &errb); code != 2 {
+		t.Fatalf("bad --replicas: exit %d", code)
+	}
+}

@@ -47,6 +47,8 @@ type Moraine struct {
 	stopped bool
 	stopErr error
 	cleanup []func()
+	// log is the end of a child process's log.
+	log *logTail
 }
 
 // StoreSpec says which store a benchmark's moraine runs on, and where it

@@ -31,6 +31,7 @@ func (m *Moraine) startProcess(ctx context.Context, exe string, args []string) e
 	m.PID = cmd.Process.Pid
 	ready := make(chan string, 1)
 	tail := &logTail{}
+	m.log = tail
 	go func() {
 		sc := bufio.NewScanner(logs)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -109,11 +110,18 @@ func announcement(line string) (msg, addr string) {
 // logTail keeps the last lines of a child's log for its error messages.
 // Only the log reader adds to it, and the error that prints it is built by
 // that same goroutine, so it needs no lock.
-type logTail struct{ lines []string }
+// logTail keeps the last lines of a child's log; it is written by the
+// reading goroutine and may be read by others.
+type logTail struct {
+	mu    sync.Mutex
+	lines []string
+}
 
 const logTailLines = 20
 
 func (t *logTail) add(line string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if len(t.lines) == logTailLines {
 		copy(t.lines, t.lines[1:])
 		t.lines = t.lines[:logTailLines-1]
@@ -121,4 +129,8 @@ func (t *logTail) add(line string) {
 	t.lines = append(t.lines, line)
 }
 
-func (t *logTail) String() string { return strings.Join(t.lines, "\n") }
+func (t *logTail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, "\n")
+}

@@ -226,14 +226,14 @@ func replicaRun(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.
 	default:
 	}
 	var lags []time.Duration
-	for _, w := range watches {
+	for i, w := range watches {
 		for _, l := range landed {
 			if l.Writer < 0 {
 				continue
 			}
 			k := sort.Search(len(w), func(j int) bool { return w[j].head >= l.Snapshot })
 			if k == len(w) {
-				return row, fmt.Errorf("a replica never showed snapshot %d", l.Snapshot)
+				return row, fmt.Errorf("a replica never showed snapshot %d; its log ends:\n%s", l.Snapshot, reps[i].log)
 			}
 			lags = append(lags, max(w[k].at.Sub(l.Answered), 0))
 		}

@@ -89,6 +89,20 @@ func (d *DB) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("slate: refresh: %w", err)
 	}
+	if latest.id != cur.id && d.committed.on {
+		// The writer flushed: replay the WAL objects its new sorted tables
+		// absorbed before adopting them, so that the record of committed
+		// batches stays whole (objects already collected end the replay,
+		// and the record breaks below).
+		d.mu.Lock()
+		from := d.nextWAL
+		d.mu.Unlock()
+		if from <= latest.replayAfterWAL {
+			if err := d.replay(ctx, cur, from, latest.replayAfterWAL+1, false); err != nil {
+				return fmt.Errorf("slate: refresh: %w", err)
+			}
+		}
+	}
 	if latest.id != cur.id {
 		d.mu.Lock()
 		if latest.lastL0Seq > d.visibleSeq {
