@@ -74,6 +74,11 @@ type Options struct {
 	// waits, at its commit, for that version's transaction to decide
 	// (speculate.go); 0 means DefaultSealedWait.
 	SealedWait time.Duration
+	// Follow prepares a loaded server to follow a writer (ApplyCommitted):
+	// Load indexes the rows of tables without a primary key or lookup
+	// index by key as it places them, so that following finds them at
+	// once whatever the catalog's size.
+	Follow bool
 }
 
 // DefaultSealedWait is Options.SealedWait's default: a DuckLake writer

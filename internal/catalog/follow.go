@@ -2,9 +2,11 @@ package catalog
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"sort"
 
 	"github.com/moraine-db/moraine/internal/datum"
@@ -65,7 +67,7 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 		}
 	}
 	if s.follow == nil {
-		s.follow = &followState{seed: maphash.MakeSeed(), idx: map[*TableInfo]*rowIndex{}}
+		s.follow = newFollowState()
 	}
 	f := &follower{srv: s, st: s.follow, cats: cats, codecs: map[*TableInfo]*keyspace.Table{}, dropping: map[string]bool{}}
 	// Definitions first (a new table's rows follow in the same batch),
@@ -414,11 +416,10 @@ func (f *follower) find(c *followCat, cid uint32, t *Table, kt *keyspace.Table, 
 		if err != nil {
 			return 0, false, err
 		}
-		for _, cand := range idx.m[f.st.hash(key)] {
-			if r, live := t.Lookup(cand); live && !check(cand, r) {
-				break
-			}
-		}
+		idx.candidates(f.st.hash(key), func(cand CTID) bool {
+			r, live := t.Lookup(cand)
+			return !live || check(cand, r)
+		})
 	}
 	return found, ok, kerr
 }
@@ -536,18 +537,25 @@ func (f *follower) dropChildren(c *followCat, kt *keyspace.Table, parent datum.R
 		return err
 	}
 	var kids []CTID
-	for _, cc := range idx.m[f.st.hash([]byte(want))] {
+	var lerr error
+	seen := map[CTID]bool{}
+	idx.candidates(f.st.hash([]byte(want)), func(cc CTID) bool {
 		r, live := ct.Lookup(cc)
-		if !live {
-			continue
+		if !live || seen[cc] {
+			return true
 		}
-		k, err := linkKey(r, ct.Types(), ck.Spec.ParentLink, 0)
-		if err != nil {
-			return err
+		seen[cc] = true
+		var k string
+		if k, lerr = linkKey(r, ct.Types(), ck.Spec.ParentLink, 0); lerr != nil {
+			return false
 		}
 		if k == want {
 			kids = append(kids, cc)
 		}
+		return true
+	})
+	if lerr != nil {
+		return lerr
 	}
 	for _, cc := range kids {
 		if _, err := f.delete(c, ct.Name(), cc, []byte(want)); err != nil {
@@ -575,9 +583,44 @@ type followState struct {
 	idx  map[*TableInfo]*rowIndex
 }
 
+func newFollowState() *followState {
+	return &followState{seed: maphash.MakeSeed(), idx: map[*TableInfo]*rowIndex{}}
+}
+
+// rowIndex is one table's: base holds (hash, ctid) of the rows it was built
+// from, sorted; delta what the follower inserted since. Entries of rows
+// deleted since stay in base (a lookup confirms every candidate against
+// the row, and a ctid reused for another row fails that).
 type rowIndex struct {
-	t *Table // the table version the index describes
-	m map[uint64][]CTID
+	t     *Table // the table version the index describes
+	base  []hashedCTID
+	delta map[uint64][]CTID
+}
+
+type hashedCTID struct {
+	h uint64
+	c CTID
+}
+
+func newRowIndex(t *Table, base []hashedCTID) *rowIndex {
+	slices.SortFunc(base, func(a, b hashedCTID) int { return cmp.Compare(a.h, b.h) })
+	return &rowIndex{t: t, base: base, delta: map[uint64][]CTID{}}
+}
+
+// candidates calls fn with every ctid that may hold a row hashing to h,
+// until fn returns false.
+func (idx *rowIndex) candidates(h uint64, fn func(CTID) bool) {
+	for _, c := range idx.delta[h] {
+		if !fn(c) {
+			return
+		}
+	}
+	i, _ := slices.BinarySearchFunc(idx.base, h, func(e hashedCTID, h uint64) int { return cmp.Compare(e.h, h) })
+	for ; i < len(idx.base) && idx.base[i].h == h; i++ {
+		if !fn(idx.base[i].c) {
+			return
+		}
+	}
 }
 
 func (st *followState) hash(b []byte) uint64 { return maphash.Bytes(st.seed, b) }
@@ -603,20 +646,20 @@ func (f *follower) index(c *followCat, t *Table, kt *keyspace.Table) (*rowIndex,
 	if err != nil {
 		return nil, err
 	}
-	idx = &rowIndex{t: t, m: make(map[uint64][]CTID, t.Len())}
+	base := make([]hashedCTID, 0, t.Len())
 	var kerr error
 	t.Scan(func(cc CTID, r datum.Row) bool {
 		var k []byte
 		if k, kerr = keyOf(r); kerr != nil {
 			return false
 		}
-		h := f.st.hash(k)
-		idx.m[h] = append(idx.m[h], cc)
+		base = append(base, hashedCTID{f.st.hash(k), cc})
 		return true
 	})
 	if kerr != nil {
 		return nil, kerr
 	}
+	idx = newRowIndex(t, base)
 	f.st.idx[t.info] = idx
 	return idx, nil
 }
@@ -649,7 +692,7 @@ func (f *follower) insert(c *followCat, table string, vals []datum.Value, key []
 	}
 	f.track(c, before, table, func(idx *rowIndex) {
 		h := f.st.hash(key)
-		idx.m[h] = append(idx.m[h], cc)
+		idx.delta[h] = append(idx.delta[h], cc)
 	})
 	return nil
 }
@@ -666,7 +709,7 @@ func (f *follower) delete(c *followCat, table string, cc CTID, key []byte) (datu
 	}
 	f.track(c, before, table, func(idx *rowIndex) {
 		h := f.st.hash(key)
-		list := idx.m[h]
+		list := idx.delta[h]
 		for i, x := range list {
 			if x == cc {
 				list = append(list[:i:i], list[i+1:]...)
@@ -674,9 +717,9 @@ func (f *follower) delete(c *followCat, table string, cc CTID, key []byte) (datu
 			}
 		}
 		if len(list) == 0 {
-			delete(idx.m, h)
+			delete(idx.delta, h)
 		} else {
-			idx.m[h] = list
+			idx.delta[h] = list
 		}
 	})
 	return old, nil
@@ -703,7 +746,7 @@ func (f *follower) track(c *followCat, before *Table, table string, change func(
 	idx.t = after
 }
 
-// ResetFollow drops a follower's row indexes: the caller replaced the
-// databases' versions by other means (a reload), so they describe nothing
-// any more.
-func (s *Server) ResetFollow() { s.follow = nil }
+// AdoptFollow takes over the row indexes a follower's load built (Options
+// Follow) after the caller published that load's versions into s (a
+// replica's reload); the indexes s had describe nothing any more.
+func (s *Server) AdoptFollow(loaded *Server) { s.follow = loaded.follow }

@@ -45,10 +45,11 @@ func sortedKeys(m map[string]string) []string {
 	return keys
 }
 
-// loadPairs loads a server from pairs, as a replica's start does.
-func loadPairs(t testing.TB, m map[string]string) *catalog.Server {
+// loadPairs loads a server from pairs, as a replica's start does (with
+// follow, indexing rows for ApplyCommitted as it loads them).
+func loadPairs(t testing.TB, m map[string]string, follow bool) *catalog.Server {
 	t.Helper()
-	s, err := catalog.Load(context.Background(), &sliceIter{keys: sortedKeys(m), m: m}, catalog.Options{})
+	s, err := catalog.Load(context.Background(), &sliceIter{keys: sortedKeys(m), m: m}, catalog.Options{Follow: follow})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func TestApplyCommitted(t *testing.T) {
 			rt.Fatal(err)
 		}
 		before := pairsOf(t, w)
-		f := loadPairs(t, before)
+		f := loadPairs(t, before, rapid.Bool().Draw(rt, "follow load"))
 		type table struct {
 			id   int64
 			cols []int64
@@ -214,6 +215,10 @@ func TestApplyCommitted(t *testing.T) {
 				rt.Fatalf("step %d: %v", step, err)
 			}
 			after := pairsOf(t, w)
+			if rapid.IntRange(0, 9).Draw(rt, "reload") == 0 {
+				// A follower loaded here, mid-history, follows from here.
+				f = loadPairs(t, before, rapid.Bool().Draw(rt, "follow reload"))
+			}
 			if err := f.ApplyCommitted(batchOf(before, after)); err != nil {
 				rt.Fatalf("step %d (%d): %v", step, what, err)
 			}
@@ -234,7 +239,7 @@ func TestApplyCommittedRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := pairsOf(t, w)
-	f := loadPairs(t, before)
+	f := loadPairs(t, before, true)
 	db, _ := f.Lookup("lake")
 	v := db.Current()
 	var ops []catalog.PairOp

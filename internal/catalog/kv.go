@@ -210,6 +210,9 @@ type loader struct {
 	srv  *Server
 	dbs  map[string]*builder
 	cats map[uint32]*loadCat
+	// hashed collects, with Options.Follow, each unindexed table's
+	// follower index entries (applier only).
+	hashed map[*Table][]hashedCTID
 }
 
 type loadCat struct {
@@ -239,6 +242,10 @@ func (b *loadBatch) val(i int) []byte { o := b.offs[i]; return b.buf[o[2] : o[2]
 type loadedRow struct {
 	cat  *loadCat
 	t    *Table
+	// h is the row's follower index hash (Options.Follow), for a table
+	// without a primary key or lookup index.
+	h    uint64
+	hash bool
 	row  datum.Row
 	tlen int
 	key  string
@@ -252,7 +259,10 @@ type loadedRow struct {
 // into slab storage. Any pair that does not decode is an error wrapping
 // ErrCorrupt or keyspace's ErrUnknownShape; nothing is returned then.
 func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
-	l := &loader{srv: NewServer(opts), dbs: map[string]*builder{}, cats: map[uint32]*loadCat{}}
+	l := &loader{srv: NewServer(opts), dbs: map[string]*builder{}, cats: map[uint32]*loadCat{}, hashed: map[*Table][]hashedCTID{}}
+	if opts.Follow {
+		l.srv.follow = newFollowState()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
@@ -422,6 +432,9 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 		v.seq = 0
 		l.srv.mu.dbs[name] = newDatabase(name, l.srv, v)
 	}
+	for t, base := range l.hashed {
+		l.srv.follow.idx[t.info] = newRowIndex(t, base)
+	}
 	return l.srv, nil
 }
 
@@ -446,9 +459,20 @@ func (l *loader) decodeBatch(b *loadBatch, a *arena, scratch []datum.Value) ([]d
 		if scratch, err = decodeLoaded(b, a, c, e.Table, e.Row, scratch); err != nil {
 			return scratch, err
 		}
+		if f := l.srv.follow; f != nil && !indexed(b.out[len(b.out)-1].t) {
+			b.out[len(b.out)-1].h, b.out[len(b.out)-1].hash = f.hash(key), true
+		}
 		for _, r := range e.Children {
 			if scratch, err = decodeLoaded(b, a, c, e.ChildTable, r, scratch); err != nil {
 				return scratch, err
+			}
+			if f := l.srv.follow; f != nil && !indexed(b.out[len(b.out)-1].t) {
+				lr := &b.out[len(b.out)-1]
+				link, err := linkKey(lr.row, lr.t.Types(), c.codecs[e.Table].ChildTable().Spec.ParentLink, 0)
+				if err != nil {
+					return scratch, fmt.Errorf("load: %w", err)
+				}
+				lr.h, lr.hash = f.hash([]byte(link)), true
 			}
 		}
 	}
@@ -494,6 +518,9 @@ func (l *loader) applyBatch(b *loadBatch) error {
 		}
 		if t.look != nil {
 			t.look.Set(lookItem{r.look, ct})
+		}
+		if r.hash {
+			l.hashed[t] = append(l.hashed[t], hashedCTID{r.h, ct})
 		}
 	}
 	b.out, b.buf, b.offs = nil, nil, nil

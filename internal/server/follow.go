@@ -137,7 +137,7 @@ func (st *Stack) reload(ctx context.Context, m *Metrics) error {
 	defer snap.Close()
 	seq := snap.Seq()
 	it := snap.ScanPrefix(ctx, nil)
-	next, err := catalog.Load(ctx, it, catalog.Options{})
+	next, err := catalog.Load(ctx, it, catalog.Options{Follow: true})
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}
@@ -160,7 +160,7 @@ func (st *Stack) reload(ctx context.Context, m *Metrics) error {
 			}
 		}
 	}
-	st.Cat.ResetFollow()
+	st.Cat.AdoptFollow(next)
 	st.followed.Store(seq)
 	if m != nil {
 		m.ReplicaReloads.Inc()

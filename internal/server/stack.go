@@ -171,7 +171,7 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 		return fmt.Errorf("load catalog: %w", err)
 	}
 	defer snap.Close()
-	var copts catalog.Options
+	copts := catalog.Options{Follow: opts.Replica}
 	if !opts.Replica {
 		co := opts.Commit
 		co.CheckNew = checkNewCatalog
