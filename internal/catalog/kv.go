@@ -240,8 +240,8 @@ func (b *loadBatch) key(i int) []byte { o := b.offs[i]; return b.buf[o[0] : o[0]
 func (b *loadBatch) val(i int) []byte { o := b.offs[i]; return b.buf[o[2] : o[2]+o[3]] }
 
 type loadedRow struct {
-	cat  *loadCat
-	t    *Table
+	cat *loadCat
+	t   *Table
 	// h is the row's follower index hash (Options.Follow), for a table
 	// without a primary key or lookup index.
 	h    uint64
