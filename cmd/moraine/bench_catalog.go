@@ -33,6 +33,7 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	rounds := fs.Int("rounds", 1, "time every read this many times on both systems, the two taking turns at going first; the ratio is the median of the rounds' (with --postgres)")
 	jsonOut := fs.String("json", "", "write the results as JSON to this file (with --postgres)")
 	pngOut := fs.String("png", "", "write a bar chart of the read times to this PNG file (with --postgres)")
+	follow := fs.Bool("follow", false, "reload as a replica does, indexing rows to follow a writer (without --postgres)")
 	process := fs.Bool("process", false, "serve moraine's reads from a child `moraine serve` process on the built store, as deployed, instead of in-process (with --postgres; --cpuprofile then profiles the reading clients only)")
 	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
@@ -59,7 +60,7 @@ func benchCatalogMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		}
 		return 0
 	}
-	if err := bench.RunCatalogLoad(ctx, stdout, *files, *snaps, *stats, *cpuprofile); err != nil {
+	if err := bench.RunCatalogLoad(ctx, stdout, *files, *snaps, *stats, *cpuprofile, *follow); err != nil {
 		fmt.Fprintln(stderr, "bench catalog:", err)
 		return 1
 	}

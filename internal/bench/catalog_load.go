@@ -29,8 +29,9 @@ func heapInUse() uint64 {
 // snapshots through the verbs, turns it into its keyspace pairs, reloads it
 // with catalog.Load, and prints the load time, the heap the reloaded
 // catalog holds, bytes per data file and the rate of a full decoding read
-// of ducklake_data_file; the last line is bytes_per_file=<n>.
-func RunCatalogLoad(ctx context.Context, w io.Writer, files, snaps, nstats int, cpuprofile string) error {
+// of ducklake_data_file; the last line is bytes_per_file=<n>. With follow
+// the reload is a replica's (catalog.Options.Follow).
+func RunCatalogLoad(ctx context.Context, w io.Writer, files, snaps, nstats int, cpuprofile string, follow bool) error {
 	start := time.Now()
 	srv := catalog.NewServer(catalog.Options{})
 	lake, err := verbs.Init(ctx, srv.Database("lake"), "public", "s3://bench/")
@@ -95,7 +96,7 @@ func RunCatalogLoad(ctx context.Context, w io.Writer, files, snaps, nstats int, 
 		return err
 	}
 	t0, c0 := time.Now(), cpuTime()
-	re, err := catalog.Load(ctx, it, catalog.Options{})
+	re, err := catalog.Load(ctx, it, catalog.Options{Follow: follow})
 	stopProfile()
 	if err != nil {
 		return err

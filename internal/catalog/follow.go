@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"runtime"
 	"slices"
 	"sort"
+	"sync"
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
@@ -603,8 +605,49 @@ type hashedCTID struct {
 }
 
 func newRowIndex(t *Table, base []hashedCTID) *rowIndex {
-	slices.SortFunc(base, func(a, b hashedCTID) int { return cmp.Compare(a.h, b.h) })
-	return &rowIndex{t: t, base: base, delta: map[uint64][]CTID{}}
+	return &rowIndex{t: t, base: sortHashed(base), delta: map[uint64][]CTID{}}
+}
+
+// sortHashed sorts entries by hash. A big index (millions of statistics
+// rows at a replica's start) is scattered into 256 buckets by the hash's
+// top byte, which are then sorted on every processor.
+func sortHashed(e []hashedCTID) []hashedCTID {
+	byHash := func(a, b hashedCTID) int { return cmp.Compare(a.h, b.h) }
+	if len(e) < 1<<16 {
+		slices.SortFunc(e, byHash)
+		return e
+	}
+	var start [257]int
+	for _, x := range e {
+		start[x.h>>56+1]++
+	}
+	for i := 1; i <= 256; i++ {
+		start[i] += start[i-1]
+	}
+	out := make([]hashedCTID, len(e))
+	next := start
+	for _, x := range e {
+		b := x.h >> 56
+		out[next[b]] = x
+		next[b]++
+	}
+	buckets := make(chan int, 256)
+	for b := range 256 {
+		buckets <- b
+	}
+	close(buckets)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for b := range buckets {
+				slices.SortFunc(out[start[b]:start[b+1]], byHash)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // candidates calls fn with every ctid that may hold a row hashing to h,

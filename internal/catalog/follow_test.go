@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"testing"
 
@@ -274,5 +275,21 @@ func TestApplyCommittedRefuses(t *testing.T) {
 	}
 	if d := diffPairs(before, pairsOf(t, f)); d != "" {
 		t.Fatal(d)
+	}
+}
+
+// TestFollowIndexSort: a follower index big enough to be sorted in buckets
+// offers every entry under its hash, repeated hashes included.
+func TestFollowIndexSort(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	hs := make([]uint64, 200_000)
+	for i := range hs {
+		hs[i] = r.Uint64()
+		if i%1000 == 1 {
+			hs[i] = hs[i-1] // a repeated hash
+		}
+	}
+	if !catalog.FollowIndexFindsAll(hs) {
+		t.Fatal("an entry is not found")
 	}
 }
