@@ -28,6 +28,29 @@ func storePairs(t *testing.T, s *catalog.Server) map[string]string {
 	return m
 }
 
+// sameAsStore fails t unless the replica's catalog equals a fresh load of
+// the store at the sequence it follows.
+func sameAsStore(t *testing.T, ctx context.Context, st *Stack) {
+	t.Helper()
+	snap, err := st.KV.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	if snap.Seq() != st.followed.Load() {
+		t.Fatalf("replica at %d after catching up to the reader's %d", st.followed.Load(), snap.Seq())
+	}
+	it := snap.ScanPrefix(ctx, nil)
+	fresh, err := catalog.Load(ctx, it, catalog.Options{})
+	it.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := firstDifference(storePairs(t, fresh), storePairs(t, st.Cat)); d != "" {
+		t.Fatalf("seq %d: the replica differs from a load of the store: %s", snap.Seq(), d)
+	}
+}
+
 func firstDifference(want, got map[string]string) string {
 	var keys []string
 	for k, v := range want {
@@ -139,23 +162,7 @@ func TestReplicaFollowsCommitByCommit(t *testing.T) {
 		if err := st.catchUp(ctx, m, logf); err != nil {
 			t.Fatal(err)
 		}
-		snap, err := st.KV.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer snap.Close()
-		if snap.Seq() != st.followed.Load() {
-			t.Fatalf("replica at %d after catching up to the reader's %d", st.followed.Load(), snap.Seq())
-		}
-		it := snap.ScanPrefix(ctx, nil)
-		fresh, err := catalog.Load(ctx, it, catalog.Options{})
-		it.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := firstDifference(storePairs(t, fresh), storePairs(t, st.Cat)); d != "" {
-			t.Fatalf("round %d, seq %d: the replica differs from a load of the store: %s", rounds, snap.Seq(), d)
-		}
+		sameAsStore(t, ctx, st)
 		rounds++
 	}
 	for finished := false; !finished; {
@@ -210,29 +217,12 @@ func TestReplicaReloadsWhenItCannotFollow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	same := func() {
-		t.Helper()
-		snap, err := st.KV.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer snap.Close()
-		it := snap.ScanPrefix(ctx, nil)
-		fresh, err := catalog.Load(ctx, it, catalog.Options{})
-		it.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := firstDifference(storePairs(t, fresh), storePairs(t, st.Cat)); d != "" {
-			t.Fatal(d)
-		}
-	}
 	round()
 	st.KV.TakeCommitted(0) // the batches are gone from the record
 	if err := st.catchUp(ctx, m, logf); err != nil {
 		t.Fatal(err)
 	}
-	same()
+	sameAsStore(t, ctx, st)
 	if got := testutil.ToFloat64(m.ReplicaReloads); got != 1 {
 		t.Fatalf("%v reloads, want 1", got)
 	}
@@ -240,7 +230,7 @@ func TestReplicaReloadsWhenItCannotFollow(t *testing.T) {
 	if err := st.catchUp(ctx, m, logf); err != nil {
 		t.Fatal(err)
 	}
-	same()
+	sameAsStore(t, ctx, st)
 	if r, a := testutil.ToFloat64(m.ReplicaReloads), testutil.ToFloat64(m.ReplicaApplied); r != 1 || a < 5 {
 		t.Fatalf("after the reload: %v reloads, %v commits applied", r, a)
 	}

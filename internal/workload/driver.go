@@ -123,30 +123,25 @@ func (d *driver) dial(ctx context.Context) (*pgconn.PgConn, error) {
 
 // Prepare creates a fresh catalog (Init) and, in one DuckLake-shaped commit,
 // cfg.Tables tables of cfg.Columns columns each in schema main.
-func Prepare(ctx context.Context, cfg Config) error {
-	d := newDriver(cfg)
-	conn, err := d.dial(ctx)
-	if err != nil {
-		return fmt.Errorf("workload: connect: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if err := Init(ctx, conn, d.cfg.Schema, d.cfg.DataPath); err != nil {
-		return err
-	}
-	_, err = d.createTables(ctx, conn)
-	return err
-}
+func Prepare(ctx context.Context, cfg Config) error { return prepare(ctx, cfg, true) }
 
 // PrepareTables creates the workload's tables t1…tN in a DuckLake catalog
 // that already exists (one commit, as DuckLake creates tables), so that
 // Run can drive commits into a catalog built otherwise.
-func PrepareTables(ctx context.Context, cfg Config) error {
+func PrepareTables(ctx context.Context, cfg Config) error { return prepare(ctx, cfg, false) }
+
+func prepare(ctx context.Context, cfg Config, initCatalog bool) error {
 	d := newDriver(cfg)
 	conn, err := d.dial(ctx)
 	if err != nil {
 		return fmt.Errorf("workload: connect: %w", err)
 	}
 	defer conn.Close(context.Background())
+	if initCatalog {
+		if err := Init(ctx, conn, d.cfg.Schema, d.cfg.DataPath); err != nil {
+			return err
+		}
+	}
 	_, err = d.createTables(ctx, conn)
 	return err
 }
