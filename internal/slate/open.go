@@ -310,7 +310,10 @@ type walFetch struct {
 // the WAL id it ends at. Returns with d.visibleSeq and d.nextWAL advanced.
 func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict bool) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	// Reads still under way when the replay ends are cancelled and waited
+	// for: none outlives it.
+	var fetching sync.WaitGroup
+	defer func() { cancel(); fetching.Wait() }()
 	results := make([]chan walFetch, 0, replayWindow)
 	next := from
 	// A reader usually finds nothing new: it asks for the next object
@@ -323,7 +326,9 @@ func (d *DB) replay(ctx context.Context, man *manifest, from, to uint64, strict 
 	issue := func() {
 		for len(results) < window && next < to {
 			ch := make(chan walFetch, 1)
+			fetching.Add(1)
 			go func(id uint64) {
+				defer fetching.Done()
 				var data []byte
 				err := retryRead(ctx, func() (err error) { data, err = d.store.Get(ctx, walName(id)); return err })
 				ch <- walFetch{data, err}
