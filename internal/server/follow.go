@@ -21,9 +21,9 @@ import (
 // pinned version until their transaction ends and see the new one at their
 // next transaction, exactly as on the writer.
 //
-// When the replica cannot follow commit by commit — it fell behind a flush
-// of the writer's memtable, or a batch creates or drops a database or
-// alters a table in place — it reloads the whole catalog from one
+// When the replica cannot follow commit by commit — it fell so far behind
+// that WAL objects it had not read were collected, or a batch alters a
+// table in place — it reloads the whole catalog from one
 // consistent snapshot instead, says so in its log and counts it
 // (moraine_replica_reloads_total), and follows commit by commit again from
 // there.
@@ -58,7 +58,7 @@ func (st *Stack) catchUp(ctx context.Context, m *Metrics, logf func(msg string, 
 	}
 	batches, complete := st.KV.TakeCommitted(st.followed.Load())
 	if !complete {
-		logf("replica: the store moved past commits this replica did not read (it fell behind the writer's flush); reloading the catalog")
+		logf("replica: the store moved past commits this replica did not read (their WAL objects were collected before it read them); reloading the catalog")
 		return st.reload(ctx, m)
 	}
 	for _, b := range batches {

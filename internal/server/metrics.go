@@ -95,7 +95,7 @@ func NewMetrics() *Metrics {
 		Name: "moraine_conflicts_total", Help: "Conflicts reported to clients, by class: \"unique\" (another writer took the snapshot id; DuckLake retries) or the pair of actions of a true conflict."}, []string{"class"})
 	m.Conflicts.WithLabelValues("unique")
 	m.ReplicaReloads = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "moraine_replica_reloads_total", Help: "Catalog reloads of a replica that followed new commits of the writer."})
+		Name: "moraine_replica_reloads_total", Help: "Full catalog reloads of a replica that could not follow the writer commit by commit."})
 	m.ReplicaSeq = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "moraine_replica_catalog_seq", Help: "Store sequence number the replica's served catalog reflects."})
 	m.ReplicaApplied = prometheus.NewCounter(prometheus.CounterOpts{

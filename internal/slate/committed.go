@@ -5,9 +5,11 @@ package slate
 // that a consumer keeping a derived state (a replica's resident catalog)
 // applies the writer's changes one commit at a time instead of rereading
 // everything. The record is complete only while the reader replayed every
-// batch: one the writer's sorted tables absorbed before the reader read its
-// WAL object (the reader fell behind a flush) breaks it, and the consumer
-// must then rebuild from a snapshot.
+// batch: a refresh that finds the writer flushed first replays the WAL
+// objects the new sorted tables absorbed, and only a batch whose WAL object
+// is gone before the reader read it (collected: the reader fell behind the
+// writer's garbage collection) breaks the record; the consumer must then
+// rebuild from a snapshot.
 
 // Committed is one batch as the writer committed it.
 type Committed struct {
