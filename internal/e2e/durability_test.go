@@ -69,7 +69,10 @@ func TestFailedWALWrite(t *testing.T) {
 	if rerr := errors.Join(os.Remove(wal), os.Rename(wal+".away", wal)); rerr != nil {
 		t.Fatal(rerr)
 	}
-	if err == nil {
+	// Every commit fails: the run ends with the store's error, or — when
+	// the failure reached its writers as a lost connection, which DuckLake
+	// retries — with every commit counted failed after its retries.
+	if err == nil && (failing == nil || failing.Failed == 0) {
 		t.Fatal("the workload committed through a failing WAL")
 	}
 	if n := len(failing.Landed()); n != 0 {
