@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -156,6 +157,7 @@ func replicaRun(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.
 		at   time.Time
 	}
 	watches := make([][]seen, n)
+	latest := make([]atomic.Int64, n) // the newest head each watcher saw
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -178,6 +180,7 @@ func replicaRun(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.
 				if h > last {
 					watches[i] = append(watches[i], seen{h, time.Now()})
 					last = h
+					latest[i].Store(h)
 				}
 				select {
 				case <-stop:
@@ -202,19 +205,15 @@ func replicaRun(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.
 	for _, l := range landed {
 		final = max(final, l.Snapshot)
 	}
-	// Let every replica reach the last snapshot.
+	// Let every watcher see every replica reach the last snapshot.
 	deadline := time.Now().Add(2 * time.Minute)
 	for i := 0; i < n; {
-		if time.Now().After(deadline) {
-			break
-		}
-		h, err := headOfConnInfo(ctx, reps[i].ConnInfo("lake"))
-		if err != nil {
-			return row, err
-		}
-		if h >= final {
+		if latest[i].Load() >= final {
 			i++
 			continue
+		}
+		if time.Now().After(deadline) {
+			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -326,13 +325,4 @@ func headOf(ctx context.Context, c *pgconn.PgConn) (int64, error) {
 		return -1, nil
 	}
 	return strconv.ParseInt(string(rs[0].Rows[0][0]), 10, 64)
-}
-
-func headOfConnInfo(ctx context.Context, conninfo string) (int64, error) {
-	c, err := pgconn.Connect(ctx, conninfo)
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close(context.Background())
-	return headOf(ctx, c)
 }
