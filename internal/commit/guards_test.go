@@ -38,6 +38,16 @@ func (h *harness) deleteFile(tx *catalog.Txn, id, file, begin, count int64) {
 	h.insert(tx, "ducklake_delete_file", s(id), "1", s(begin), "NULL", s(file), fmt.Sprintf("d%d.parquet", id), "true", "parquet", s(count), "100", "50", "NULL", "NULL", "NULL")
 }
 
+// inlineDeletion stages, as snapshot 3, the inlined deletion of row 0 of
+// data file 0 of table 1 (its inlined-delete table created with it).
+func (h *harness) inlineDeletion(tx *catalog.Txn) {
+	h.snap(tx, 3, "inlined_delete:1")
+	if err := tx.CreateTable(keyspace.InlinedDeleteDef(schema, 1)); err != nil {
+		h.t.Fatal(err)
+	}
+	h.insert(tx, keyspace.InlinedDeleteTableName(1), "0", "3", "3")
+}
+
 // lakeWithFile is a lake with table 1 and its data file 0 (rows 0..9),
 // registered at snapshot 2.
 func lakeWithFile(t *testing.T) *harness {
@@ -105,11 +115,7 @@ func TestMergeRefusesFilesWithDeletes(t *testing.T) {
 	t.Run("inlined deletions", func(t *testing.T) {
 		h := lakeWithFile(t)
 		h.mustCommit(func(tx *catalog.Txn) {
-			h.snap(tx, 3, "inlined_delete:1")
-			if err := tx.CreateTable(keyspace.InlinedDeleteDef(schema, 1)); err != nil {
-				t.Fatal(err)
-			}
-			h.insert(tx, keyspace.InlinedDeleteTableName(1), "0", "3", "3")
+			h.inlineDeletion(tx)
 		})
 		h.refusedSaying(ErrShape, "carries 1 inlined deletions", merge(h))
 	})
@@ -180,11 +186,7 @@ func TestExpiryKeepsWhatRetainedSnapshotsSee(t *testing.T) {
 	setup := func(t *testing.T) *harness {
 		h := lakeWithFile(t)
 		h.mustCommit(func(tx *catalog.Txn) {
-			h.snap(tx, 3, "inlined_delete:1")
-			if err := tx.CreateTable(keyspace.InlinedDeleteDef(schema, 1)); err != nil {
-				t.Fatal(err)
-			}
-			h.insert(tx, keyspace.InlinedDeleteTableName(1), "0", "3", "3")
+			h.inlineDeletion(tx)
 			h.deleteFile(tx, 1, 0, 3, 1)
 		})
 		h.mustCommit(func(tx *catalog.Txn) {

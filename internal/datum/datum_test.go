@@ -217,17 +217,24 @@ func genValue(t Type) *rapid.Generator[Value] {
 	})
 }
 
+// genRow draws min to max columns of random types and a value of each.
+func genRow(rt *rapid.T, min, max int) ([]Type, []Value) {
+	n := rapid.IntRange(min, max).Draw(rt, "n")
+	types := make([]Type, n)
+	vals := make([]Value, n)
+	for i := range types {
+		types[i] = rapid.SampledFrom(allTypes).Draw(rt, "type")
+		vals[i] = genValue(types[i]).Draw(rt, "v")
+	}
+	return types, vals
+}
+
 // TestRowRoundTrip: every row of random typed values encodes and decodes
 // to the same values, and Validate accepts exactly the canonical encoding.
 func TestRowRoundTrip(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		n := rapid.IntRange(0, 20).Draw(rt, "n")
-		types := make([]Type, n)
-		vals := make([]Value, n)
-		for i := range types {
-			types[i] = rapid.SampledFrom(allTypes).Draw(rt, "type")
-			vals[i] = genValue(types[i]).Draw(rt, "v")
-		}
+		types, vals := genRow(rt, 0, 20)
+		n := len(types)
 		row := Row(EncodeRow(nil, types, vals))
 		if err := row.Validate(types); err != nil {
 			rt.Fatalf("validate: %v", err)

@@ -14,13 +14,7 @@ import (
 // cell it records holds the value Decode returns.
 func TestWalkMatchesDecode(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
-		n := rapid.IntRange(1, 12).Draw(rt, "n")
-		types := make([]Type, n)
-		vals := make([]Value, n)
-		for i := range types {
-			types[i] = rapid.SampledFrom(allTypes).Draw(rt, "type")
-			vals[i] = genValue(types[i]).Draw(rt, "v")
-		}
+		types, vals := genRow(rt, 1, 12)
 		row := Row(EncodeRow(nil, types, vals))
 		if rapid.Bool().Draw(rt, "garble") {
 			row = Row(rapid.SliceOfN(rapid.Byte(), 0, len(row)+4).Draw(rt, "bytes"))

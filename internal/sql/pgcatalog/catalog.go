@@ -193,13 +193,10 @@ func build(c *Context, schema, name string) (*Relation, bool) {
 			if t.PKOID == 0 {
 				continue
 			}
-			keys := make([]datum.Value, len(t.Def.PK))
-			for i, k := range t.Def.PK {
-				keys[i] = intV(k + 1)
-			}
-			r.add(oidV(t.PKOID), oidV(t.OID), intV(len(keys)), intV(len(keys)), boolV(true), boolV(true), boolV(false),
+			keys := pkColumns(t)
+			r.add(oidV(t.PKOID), oidV(t.OID), intV(len(t.Def.PK)), intV(len(t.Def.PK)), boolV(true), boolV(true), boolV(false),
 				boolV(true), boolV(false), boolV(true), boolV(false), boolV(true), boolV(true), boolV(false),
-				datum.ArrayValue(datum.Int2, keys))
+				keys)
 		}
 		return r, true
 	case "pg_attrdef":
@@ -230,13 +227,10 @@ func build(c *Context, schema, name string) (*Relation, bool) {
 			if t.PKOID == 0 {
 				continue
 			}
-			keys := make([]datum.Value, len(t.Def.PK))
-			for i, k := range t.Def.PK {
-				keys[i] = intV(k + 1)
-			}
+			keys := pkColumns(t)
 			r.add(oidV(t.PKOID), nameV(t.Name+"_pkey"), oidV(ti.Schema.OID), nameV("p"), boolV(false), boolV(false),
 				boolV(true), oidV(t.OID), oidV(0), oidV(t.PKOID), oidV(0), oidV(0), boolV(true), intV(0), boolV(true),
-				datum.ArrayValue(datum.Int2, keys))
+				keys)
 		}
 		return r, true
 	case "pg_indexes":
@@ -349,4 +343,14 @@ func IndexDef(v *memcat.Version, oid uint32, constraint bool, searchSchema strin
 		return "PRIMARY KEY (" + strings.Join(cols, ", ") + ")"
 	}
 	return ""
+}
+
+// pkColumns is a primary key's column numbers (from 1), as pg_index.indkey
+// and pg_constraint.conkey hold them.
+func pkColumns(t *memcat.Table) datum.Value {
+	keys := make([]datum.Value, len(t.Def.PK))
+	for i, k := range t.Def.PK {
+		keys[i] = intV(k + 1)
+	}
+	return datum.ArrayValue(datum.Int2, keys)
 }
