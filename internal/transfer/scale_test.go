@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/moraine-db/moraine/internal/replay"
 	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/testenv/testserver"
 	"github.com/moraine-db/moraine/internal/transfer"
@@ -32,20 +30,7 @@ func TestTransferAtScale(t *testing.T) {
 	defer cancel()
 	pg := testenv.Postgres(t)
 	testenv.LockFixtureDatabases(t, pg)
-	dir, err := replay.FixturesDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := replay.Load(filepath.Join(dir, "s01_basic.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := replay.RecreateDatabases(ctx, pg, tr.Databases()); err != nil {
-		t.Fatal(err)
-	}
-	if res := replay.Replay(ctx, tr, replay.Options{Addr: pg, Timeout: time.Minute}); !res.Passed() {
-		t.Fatal(res.Err)
-	}
+	lakeOnPostgres(t, ctx, pg, "s01_basic")
 	src := withDatabase(t, pg, "s01_basic")
 	sqlExec(t, ctx, src, fmt.Sprintf(`DO $$
 DECLARE s bigint; f bigint; r bigint; tid bigint;

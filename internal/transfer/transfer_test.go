@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -97,6 +96,26 @@ func same(t *testing.T, what string, want, got map[string][]string) {
 	}
 }
 
+// lakeOnPostgres builds the lake of the captured conversation name on
+// PostgreSQL, in fresh databases of the conversation's names.
+func lakeOnPostgres(t *testing.T, ctx context.Context, pg, name string) {
+	t.Helper()
+	path, err := replay.Fixture(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := replay.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replay.RecreateDatabases(ctx, pg, tr.Databases()); err != nil {
+		t.Fatal(err)
+	}
+	if res := replay.Replay(ctx, tr, replay.Options{Addr: pg, Timeout: time.Minute}); !res.Passed() {
+		t.Fatalf("%s on PostgreSQL: %v", name, res.Err)
+	}
+}
+
 // TestImportExportRoundTrip builds lakes on PostgreSQL with the real
 // DuckDB+DuckLake conversations, imports each into moraine and compares
 // every table row for row, exports it to a fresh PostgreSQL database and
@@ -107,21 +126,8 @@ func TestImportExportRoundTrip(t *testing.T) {
 	defer cancel()
 	pg := testenv.Postgres(t)
 	testenv.LockFixtureDatabases(t, pg)
-	dir, err := replay.FixturesDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, name := range fixtures {
-		tr, err := replay.Load(filepath.Join(dir, name+".jsonl"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := replay.RecreateDatabases(ctx, pg, tr.Databases()); err != nil {
-			t.Fatal(err)
-		}
-		if res := replay.Replay(ctx, tr, replay.Options{Addr: pg, Timeout: 60 * time.Second}); !res.Passed() {
-			t.Fatalf("%s on PostgreSQL: %v", name, res.Err)
-		}
+		lakeOnPostgres(t, ctx, pg, name)
 	}
 	r := testserver.Start(t, "file://"+t.TempDir(), "--row-id-hold=false")
 	admin := r.Conninfo("postgres")
