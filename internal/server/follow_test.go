@@ -14,6 +14,7 @@ import (
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/keyspace"
 	"github.com/moraine-db/moraine/internal/replay"
+	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
@@ -26,6 +27,21 @@ func storePairs(t *testing.T, s *catalog.Server) map[string]string {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// writerAndReplica starts a writer (with serve flags extra) on a fresh
+// local store and opens a replica stack on it; both stop when t ends.
+func writerAndReplica(t *testing.T, ctx context.Context, extra ...string) (*testenv.Running, *Stack) {
+	t.Helper()
+	store := "file://" + t.TempDir()
+	w := start(t, store, extra...)
+	t.Cleanup(func() { w.Stop(t) })
+	st, err := OpenStack(ctx, store, StackOptions{Replica: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close(context.Background()) })
+	return w, st
 }
 
 // sameAsStore fails t unless the replica's catalog equals a fresh load of
@@ -82,15 +98,8 @@ func firstDifference(want, got map[string]string) string {
 func TestReplicaFollowsCommitByCommit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	store := "file://" + t.TempDir()
 	// The conversations' data files are not here to read: no row-id hold.
-	w := start(t, store, "--row-id-hold=false")
-	defer w.Stop(t)
-	st, err := OpenStack(ctx, store, StackOptions{Replica: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(context.Background())
+	w, st := writerAndReplica(t, ctx, "--row-id-hold=false")
 	m := NewMetrics()
 
 	var wg sync.WaitGroup
@@ -194,14 +203,7 @@ func TestReplicaFollowsCommitByCommit(t *testing.T) {
 func TestReplicaReloadsWhenItCannotFollow(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	store := "file://" + t.TempDir()
-	w := start(t, store)
-	defer w.Stop(t)
-	st, err := OpenStack(ctx, store, StackOptions{Replica: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close(context.Background())
+	w, st := writerAndReplica(t, ctx)
 	m := NewMetrics()
 	logf := func(msg string, args ...any) { t.Logf(msg+" %v", args) }
 	cfg := workload.Config{ConnString: w.Conninfo("lake"), Writers: 1, CommitsPerWriter: 5, Tables: 1, RetryWait: time.Millisecond, Seed: 3}
