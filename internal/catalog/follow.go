@@ -65,7 +65,7 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 	if s.follow == nil {
 		s.follow = newFollowState()
 	}
-	f := &follower{srv: s, st: s.follow, cats: cats, codecs: map[*TableInfo]*keyspace.Table{}, dropping: map[string]bool{}}
+	f := &follower{srv: s, st: s.follow, cats: cats, dropping: map[string]bool{}}
 	// Definitions first (a new table's rows follow in the same batch),
 	// then deletes, then puts (an UPDATE that moves a row between keys is
 	// a delete and a put; applying every delete first keeps a primary key
@@ -159,7 +159,6 @@ type follower struct {
 	srv      *Server
 	st       *followState
 	cats     map[uint32]*followCat
-	codecs   map[*TableInfo]*keyspace.Table
 	nextID   uint32
 	dropping map[string]bool // databases the batch drops
 }
@@ -288,14 +287,14 @@ func (f *follower) meta(o PairOp) error {
 
 // codec is the keyspace codec of t's current definition.
 func (f *follower) codec(t *Table) (*keyspace.Table, error) {
-	if kt, ok := f.codecs[t.info]; ok {
+	if kt, ok := f.st.codecs[t.info]; ok {
 		return kt, nil
 	}
 	kt, err := keyspace.NewTable(t.info.Def)
 	if err != nil {
 		return nil, err
 	}
-	f.codecs[t.info] = kt
+	f.st.codecs[t.info] = kt
 	return kt, nil
 }
 
@@ -343,6 +342,7 @@ func (f *follower) drop(o PairOp) error {
 	t, err := c.b.dropTable(c.schema, name)
 	if err == nil {
 		delete(f.st.idx, t.info)
+		delete(f.st.codecs, t.info)
 	}
 	return err
 }

@@ -24,10 +24,14 @@ import (
 type followState struct {
 	seed maphash.Seed
 	idx  map[*TableInfo]*rowIndex
+	// codecs are the keyspace codecs of the tables followed so far, by
+	// definition (a definition changes only by DDL, which makes another
+	// TableInfo).
+	codecs map[*TableInfo]*keyspace.Table
 }
 
 func newFollowState() *followState {
-	return &followState{seed: maphash.MakeSeed(), idx: map[*TableInfo]*rowIndex{}}
+	return &followState{seed: maphash.MakeSeed(), idx: map[*TableInfo]*rowIndex{}, codecs: map[*TableInfo]*keyspace.Table{}}
 }
 
 // rowIndex is one table's: base holds (hash, ctid) of the rows it was built
