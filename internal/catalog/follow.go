@@ -346,3 +346,13 @@ func (f *follower) drop(o PairOp) error {
 	}
 	return err
 }
+
+// Promote makes a follower the writer of its catalog: commits go to c from
+// now on, and the follower's indexes are released. Nothing may apply a
+// batch after Promote is called, and no commit may be offered before it
+// returns: a replica refuses writes until it is promoted.
+func (s *Server) Promote(c Committer) {
+	s.opts.Committer = c
+	s.opts.Follow = false
+	s.follow = nil
+}

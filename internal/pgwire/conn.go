@@ -429,7 +429,8 @@ func (c *conn) parameterStatus(params map[string]string) [][2]string {
 		"standard_conforming_strings":   "on",
 		"TimeZone":                      "UTC",
 	}
-	for k, v := range c.srv.cfg.Parameters {
+	extra := c.srv.parameters()
+	for k, v := range extra {
 		set[k] = v
 	}
 	order := []string{"application_name", "client_encoding", "DateStyle", "default_transaction_read_only",
@@ -441,7 +442,7 @@ func (c *conn) parameterStatus(params map[string]string) [][2]string {
 		out = append(out, [2]string{k, set[k]})
 		seen[k] = true
 	}
-	for k, v := range c.srv.cfg.Parameters {
+	for k, v := range extra {
 		if !seen[k] {
 			out = append(out, [2]string{k, v})
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -94,6 +95,8 @@ type Server struct {
 	log   *slog.Logger
 
 	active atomic.Int64 // connections being served (for MaxConnections)
+	// params are Config.Parameters as SetParameter last left them.
+	params atomic.Pointer[map[string]string]
 	// shutdownMsg, when set, replaces the text of the FATAL that a shutdown
 	// sends to the connections it closes.
 	shutdownMsg atomic.Pointer[string]
@@ -136,6 +139,8 @@ func New(cfg Config, exec Executor) (*Server, error) {
 		cfg.ServerVersion = "16.4"
 	}
 	s := &Server{cfg: cfg, exec: exec, users: map[string]User{}, log: cfg.Logger, authFails: newAuthLimiter(cfg.AuthFailuresPerMinute)}
+	params := maps.Clone(cfg.Parameters)
+	s.params.Store(&params)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -157,6 +162,21 @@ func New(cfg Config, exec Executor) (*Server, error) {
 	s.mu.nextPID = 1000
 	return s, nil
 }
+
+// SetParameter changes a ParameterStatus value that connections starting
+// from now on are sent (a promoted standby's in_hot_standby, which libpq's
+// target_session_attrs reads).
+func (s *Server) SetParameter(name, value string) {
+	next := maps.Clone(*s.params.Load())
+	if next == nil {
+		next = map[string]string{}
+	}
+	next[name] = value
+	s.params.Store(&next)
+}
+
+// parameters are the extra ParameterStatus values of a starting connection.
+func (s *Server) parameters() map[string]string { return *s.params.Load() }
 
 // ListenUnix listens on a Unix socket named like PostgreSQL's,
 // <dir>/.s.PGSQL.<port>, so that `psql -h <dir> -p <port>` finds it. A stale

@@ -53,6 +53,8 @@ type Metrics struct {
 	ReplicaApplied prometheus.Counter
 	ReplicaLag     prometheus.Gauge
 	ReplicaLagHist prometheus.Histogram
+	// Promotions counts promotions of this replica to the writer (0 or 1).
+	Promotions prometheus.Counter
 	stack          atomic.Pointer[Stack]
 	ready          atomic.Bool
 	refusing       atomic.Bool // the store refuses writes: reads only (serveDegraded)
@@ -105,6 +107,8 @@ func NewMetrics() *Metrics {
 	m.ReplicaLagHist = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name: "moraine_replica_lag_distribution_seconds", Help: "Distribution of moraine_replica_lag_seconds over applied snapshots.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)})
+	m.Promotions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "moraine_promotions_total", Help: "Promotions of this replica to the writer of its store (pg_promote())."})
 	m.StatementDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name: "moraine_statement_duration_seconds", Help: "Time from a statement's arrival to its last answer, by shape (first keyword).",
 		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 20)}, []string{"shape"})
@@ -115,7 +119,7 @@ func NewMetrics() *Metrics {
 		ConstLabels: prometheus.Labels{"version": Version(), "goversion": runtime.Version()}})
 	buildInfo.Set(1)
 	m.Registry.MustRegister(m.Commits, m.CommitLatency, m.Reopens, m.StoreOps, m.StoreBytes, m.StoreErrors,
-		m.Connections, m.ConnectionsTotal, m.Statements, m.Conflicts, m.ReplicaReloads, m.ReplicaSeq, m.ReplicaApplied, m.ReplicaLag, m.ReplicaLagHist,
+		m.Connections, m.ConnectionsTotal, m.Statements, m.Conflicts, m.ReplicaReloads, m.ReplicaSeq, m.ReplicaApplied, m.ReplicaLag, m.ReplicaLagHist, m.Promotions,
 		m.StatementDuration, m.StatementErrors, buildInfo)
 	for _, o := range []string{"ok", "conflict", "shape", "head", "hold", "store", "invalid"} {
 		m.Commits.WithLabelValues(o)

@@ -137,7 +137,7 @@ func (s *Server) serve(ctx context.Context, wire *pgwire.Server, g *gate) error 
 				return nil
 			case errors.Is(err, slate.ErrFenced):
 				return fmt.Errorf("%w: %v", ErrFenced, err)
-			case s.cfg.Replica || !storeRefusesWrites(err):
+			case s.replica() || !storeRefusesWrites(err):
 				return err
 			}
 			st, err = s.serveDegraded(ctx, wire, g, err, &attempt)
@@ -159,6 +159,21 @@ func (s *Server) serve(ctx context.Context, wire *pgwire.Server, g *gate) error 
 // open opens the store: for writing, or read-only (a replica, or a writer
 // whose store refuses writes).
 func (s *Server) open(ctx context.Context, readOnly bool) (*Stack, error) {
+	opts, release := s.stackOptions(readOnly)
+	st, err := OpenStack(ctx, s.cfg.Store, opts)
+	if release != nil {
+		if err != nil {
+			release()
+			return nil, err
+		}
+		st.closers = append(st.closers, release)
+	}
+	return st, err
+}
+
+// stackOptions are the options of a stack opened for writing or read-only,
+// and what releases what they hold beyond the stack (nil if nothing).
+func (s *Server) stackOptions(readOnly bool) (StackOptions, func() error) {
 	opts := StackOptions{
 		Replica:  readOnly,
 		Create:   s.cfg.CreateStore && !readOnly,
@@ -168,18 +183,12 @@ func (s *Server) open(ctx context.Context, readOnly bool) (*Stack, error) {
 		Slate:    slate.Options{WALInFlight: s.cfg.WALInFlight, RewriteInterval: s.cfg.StoreRewriteInterval},
 	}
 	opts.Commit.Observe = s.metrics.observeCommit
-	if s.cfg.RowIDHold && !readOnly {
-		opener := &rowids.URLOpener{Query: s.cfg.DataPathOptions}
-		opts.Commit.Hold = &rowids.Checker{Open: opener}
-		st, err := OpenStack(ctx, s.cfg.Store, opts)
-		if err != nil {
-			opener.Close()
-			return nil, err
-		}
-		st.closers = append(st.closers, opener.Close)
-		return st, nil
+	if !s.cfg.RowIDHold || readOnly {
+		return opts, nil
 	}
-	return OpenStack(ctx, s.cfg.Store, opts)
+	opener := &rowids.URLOpener{Query: s.cfg.DataPathOptions}
+	opts.Commit.Hold = &rowids.Checker{Open: opener}
+	return opts, opener.Close
 }
 
 // storeRefusesWrites reports an error of opening a writer that a read-only
@@ -196,10 +205,13 @@ func (s *Server) serveStack(ctx context.Context, wire *pgwire.Server, g *gate, s
 	s.stack = st
 	s.metrics.setStack(st)
 	ex := s.newExecutor(st, wire)
-	ex.Standby = s.cfg.Replica
+	ex.SetStandby(s.replica())
+	if s.replica() {
+		ex.Promote = s.requestPromotion
+	}
 	gd := newGuard(ex, s.metrics, s.log, s.cfg.LogMinDuration)
 	var beat *beater
-	if !s.cfg.Replica {
+	if !s.replica() {
 		b, err := startHeartbeat(ctx, st.Store, s.addr.String())
 		if err != nil {
 			st.Close(context.Background())
@@ -210,16 +222,21 @@ func (s *Server) serveStack(ctx context.Context, wire *pgwire.Server, g *gate, s
 	g.set(gd)
 	s.announce(st, "")
 
-	if s.cfg.Replica {
-		s.metrics.ReplicaSeq.Set(float64(st.Seq))
-		fctx, stopFollow := context.WithCancel(ctx)
-		followDone := make(chan struct{})
+	stopFollowing := func() {}
+	startFollowing := func() {
+		fctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
 		go func() {
-			defer close(followDone)
+			defer close(done)
 			st.follow(fctx, s.cfg.ReplicaPoll, s.metrics, s.log.Warn)
 		}()
-		defer func() { stopFollow(); <-followDone }()
+		stopFollowing = func() { stop(); <-done; stopFollowing = func() {} }
 	}
+	if s.replica() {
+		s.metrics.ReplicaSeq.Set(float64(st.Seq))
+		startFollowing()
+	}
+	defer func() { stopFollowing() }()
 
 	// Watch for the end: a signal, a failed store write, a fence. The
 	// store notices a fence at its next write or, idle, at its next fence
@@ -231,6 +248,32 @@ func (s *Server) serveStack(ctx context.Context, wire *pgwire.Server, g *gate, s
 		select {
 		case <-ctx.Done():
 			result = ctx.Err()
+		case req := <-s.promotions:
+			if !s.replica() {
+				req.done <- nil // promoted by an earlier request
+				continue
+			}
+			stopFollowing()
+			w, err := s.promote(ctx, st)
+			if err != nil {
+				startFollowing()
+				req.done <- err
+				continue
+			}
+			st = w
+			s.stack = w
+			s.metrics.setStack(w)
+			wire.SetParameter("in_hot_standby", "off")
+			wire.SetParameter("default_transaction_read_only", "off")
+			ex.SetStandby(false)
+			req.done <- nil
+			b, err := startHeartbeat(ctx, st.Store, s.addr.String())
+			if err != nil {
+				s.log.Error("a store write failed; closing the sessions and serving reads while the store is reopened", "err", err)
+				result = &errStoreFailed{cause: err}
+				continue
+			}
+			beat = b
 		case <-tick.C:
 			if st.Pipe == nil {
 				continue

@@ -30,6 +30,10 @@ type Server struct {
 	served atomic.Bool
 	stack  *Stack
 	addr   net.Addr
+	// promotions carries pg_promote() requests to the serving loop;
+	// promoted is set once a replica became the writer.
+	promotions chan promotion
+	promoted   atomic.Bool
 }
 
 // ErrFenced is returned by Run when a newer writer opened the store: this
@@ -38,7 +42,7 @@ var ErrFenced = errors.New("fenced by a newer writer on the same store")
 
 // New prepares a server; Run starts it.
 func New(cfg *Config, log *slog.Logger) *Server {
-	return &Server{cfg: cfg, log: log, ready: make(chan struct{}), metrics: NewMetrics()}
+	return &Server{cfg: cfg, log: log, ready: make(chan struct{}), metrics: NewMetrics(), promotions: make(chan promotion)}
 }
 
 // Ready is closed when the server accepts connections.

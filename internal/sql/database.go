@@ -27,7 +27,7 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 	if s.tx.inBlock() || s.multi {
 		return errf(pgcode.ActiveSQLTransaction, "%s cannot run inside a transaction block", verb)
 	}
-	if s.tx.readOnly || s.ex.Standby {
+	if s.tx.readOnly || s.ex.InStandby() {
 		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	if c := n.GetCreatedbStmt(); c != nil {

@@ -623,6 +623,9 @@ func (x *exec) evalFunc(fc *pg.FuncCall, e *env) (tv, error) {
 	if fc.Over != nil {
 		return tv{}, unsupported("window functions")
 	}
+	if t, ok := effectful[name]; ok && e.probe {
+		return tv{datum.Null, t}, nil
+	}
 	args := make([]tv, len(fc.Args))
 	for i, a := range fc.Args {
 		v, err := x.eval(a, e)
@@ -633,6 +636,10 @@ func (x *exec) evalFunc(fc *pg.FuncCall, e *env) (tv, error) {
 	}
 	return x.callFunc(name, args)
 }
+
+// effectful are the functions that act beyond their result, with their
+// result types: a type probe (env.probe) must not run them.
+var effectful = map[string]datum.Type{"pg_promote": datum.Bool, "set_config": datum.Text}
 
 func (x *exec) callFunc(name string, args []tv) (tv, error) {
 	argText := func(i int) (string, bool) {
@@ -655,7 +662,9 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 	case "pg_backend_pid":
 		return tv{datum.IntValue(int64(x.s.pid)), datum.Int4}, nil
 	case "pg_is_in_recovery":
-		return tv{datum.BoolValue(x.s.ex.Standby), datum.Bool}, nil
+		return tv{datum.BoolValue(x.s.ex.InStandby()), datum.Bool}, nil
+	case "pg_promote":
+		return x.promote(args)
 	case "pg_table_size", "pg_relation_size", "pg_total_relation_size":
 		if len(args) < 1 || args[0].v.IsNull() {
 			return tv{datum.Null, datum.Int8}, nil

@@ -40,6 +40,9 @@ type env struct {
 	row   []datum.Value
 	aggs  map[*pg.FuncCall]tv // results of aggregates, in aggregate mode
 	outer *env                // the enclosing query's row, for correlated subqueries
+	// probe: the row is a row of NULLs evaluated only for the result
+	// types; functions with effects beyond their result do not run.
+	probe bool
 }
 
 // lookup evaluates a column reference, trying enclosing queries when the

@@ -18,7 +18,7 @@ import (
 // admitWrite refuses st if the executor serves reads only and st writes.
 func (s *Session) admitWrite(st stmt) error {
 	ex := s.ex
-	if !ex.Standby && ex.WriteRefusal == nil {
+	if !ex.InStandby() && ex.WriteRefusal == nil {
 		return nil
 	}
 	verb, ok := writes(st.node)
@@ -28,7 +28,7 @@ func (s *Session) admitWrite(st stmt) error {
 	if verb == "" {
 		verb = strings.ToUpper(firstKeyword(st.text))
 	}
-	if ex.Standby {
+	if ex.InStandby() {
 		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	return ex.WriteRefusal()

@@ -95,7 +95,7 @@ func TestReadOnlyServing(t *testing.T) {
 	if out := runSQL(ctx, s, `CREATE TABLE "public"."ducklake_snapshot"("snapshot_id" BIGINT PRIMARY KEY); INSERT INTO "public".ducklake_snapshot VALUES (1)`, ""); strings.Contains(out, "ERROR") {
 		t.Fatal(out)
 	}
-	ex.Standby = true
+	ex.SetStandby(true)
 	ro := ex.Open("lake", "postgres", "", 2)
 	for q, want := range map[string]string{
 		`INSERT INTO "public".ducklake_snapshot VALUES (2)`:                       "ERROR 25006: cannot execute INSERT in a read-only transaction",
@@ -110,7 +110,7 @@ func TestReadOnlyServing(t *testing.T) {
 			t.Errorf("%s: %q, want %q", q, out, want)
 		}
 	}
-	ex.Standby = false
+	ex.SetStandby(false)
 	refusal := &pgwire.Error{Code: "58030", Message: "could not write to the store: no space left on device"}
 	ex.WriteRefusal = func() error { return refusal }
 	w := ex.Open("lake", "postgres", "", 3)
@@ -169,6 +169,73 @@ func TestWrites(t *testing.T) {
 		}
 		if got != c.write {
 			t.Errorf("%q writes %q, want %q", c.sql, got, c.write)
+		}
+	}
+}
+
+// TestPgPromote: pg_promote() as PostgreSQL answers it: refused with 55000
+// unless the server is a standby; on a standby it runs the promotion once
+// (not again for the result-type probe), waits for it by default and
+// reports its failure, returns false when the promotion outlasts
+// wait_seconds, and with wait false starts it and returns at once.
+func TestPgPromote(t *testing.T) {
+	ctx := context.Background()
+	// standby opens a session on a standby whose promotion runs promote.
+	standby := func(promote func(ctx context.Context, ex *Executor) error) (*Executor, *Session) {
+		ex := testServer()
+		ex.SetStandby(true)
+		ex.Promote = func(ctx context.Context) error { return promote(ctx, ex) }
+		return ex, ex.Open("lake", "postgres", "", 1)
+	}
+	primary := testServer().Open("lake", "postgres", "", 1)
+	if out := runSQL(ctx, primary, `SELECT pg_promote()`, ""); !strings.Contains(out, "ERROR 55000: recovery is not in progress") {
+		t.Fatalf("pg_promote() on a primary: %q", out)
+	}
+
+	calls := 0
+	_, s := standby(func(_ context.Context, ex *Executor) error { calls++; ex.SetStandby(false); return nil })
+	if out := runSQL(ctx, s, `SELECT pg_promote()`, ""); !strings.Contains(out, "t") || strings.Contains(out, "ERROR") || calls != 1 {
+		t.Fatalf("pg_promote(): %q after %d promotions", out, calls)
+	}
+	for q, want := range map[string]string{`SELECT pg_is_in_recovery()`: "f", `SHOW transaction_read_only`: "off", `SHOW in_hot_standby`: "off"} {
+		if out := runSQL(ctx, s, q, ""); !strings.Contains(out, want) {
+			t.Errorf("after promotion, %s: %q, want %q", q, out, want)
+		}
+	}
+
+	_, s = standby(func(context.Context, *Executor) error { return errf("XX000", "the store refused") })
+	if out := runSQL(ctx, s, `SELECT pg_promote()`, ""); !strings.Contains(out, "ERROR XX000: the store refused") {
+		t.Fatalf("a failed promotion: %q", out)
+	}
+	if out := runSQL(ctx, s, `SELECT pg_is_in_recovery()`, ""); !strings.Contains(out, "t") {
+		t.Fatalf("after a failed promotion: %q", out)
+	}
+
+	started := make(chan struct{}, 2)
+	_, s = standby(func(ctx context.Context, _ *Executor) error {
+		started <- struct{}{}
+		<-ctx.Done() // a promotion that never ends unless given up on
+		return ctx.Err()
+	})
+	if out := runSQL(ctx, s, `SELECT pg_promote(true, 1)`, ""); !strings.Contains(out, "f") || strings.Contains(out, "ERROR") {
+		t.Fatalf("a promotion outlasting wait_seconds: %q", out)
+	}
+	<-started
+	_, s = standby(func(context.Context, *Executor) error { started <- struct{}{}; return nil })
+	if out := runSQL(ctx, s, `SELECT pg_promote(false)`, ""); !strings.Contains(out, "t") || strings.Contains(out, "ERROR") {
+		t.Fatalf("pg_promote(false): %q", out)
+	}
+	<-started // it was started
+
+	_, s = standby(func(context.Context, *Executor) error { t.Error("promoted on invalid arguments"); return nil })
+	for q, want := range map[string]string{
+		`SELECT pg_promote(true, 0)`: `ERROR 22023: "wait_seconds" must not be negative or zero`,
+		`SELECT pg_promote(NULL)`:    "NULL",
+		`SELECT pg_promote(1, 2, 3)`: "ERROR 42883",
+		`SELECT pg_promote('x', 1)`:  "ERROR 22P02",
+	} {
+		if out := runSQL(ctx, s, q, ""); !strings.Contains(out, want) {
+			t.Errorf("%s: %q, want %q", q, out, want)
 		}
 	}
 }

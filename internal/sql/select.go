@@ -103,7 +103,7 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 	out := &rel{cols: make([]colInfo, len(targets))}
 	// Probe the result types on a row of NULLs, so that an empty result
 	// still describes its columns.
-	probe := &env{cols: in.cols, row: make([]datum.Value, len(in.cols)), outer: outer}
+	probe := &env{cols: in.cols, row: make([]datum.Value, len(in.cols)), outer: outer, probe: true}
 	if len(aggs) > 0 {
 		probe.aggs = map[*pg.FuncCall]tv{}
 		for _, fc := range aggs {

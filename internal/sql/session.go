@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/moraine-db/moraine/internal/pgcode"
@@ -35,10 +36,15 @@ type Executor struct {
 	// StatementMem bounds the rows one statement may hold in memory, in
 	// bytes (work.go); 0 is no bound.
 	StatementMem int64
-	// Standby serves a read replica as PostgreSQL serves a hot standby:
-	// sessions are read-only (transaction_read_only and in_hot_standby on,
-	// pg_is_in_recovery() true) and every write is refused with 25006.
-	Standby bool
+	// standby serves a read replica as PostgreSQL serves a hot standby:
+	// every transaction is read-only (transaction_read_only and
+	// in_hot_standby on, pg_is_in_recovery() true) and every write is
+	// refused with 25006. Promotion turns it off under open sessions,
+	// whose next transactions may write, as on PostgreSQL.
+	standby atomic.Bool
+	// Promote, when set, promotes this replica to the writer of its store
+	// (pg_promote()); it returns once the catalog accepts commits.
+	Promote func(ctx context.Context) error
 	// WriteRefusal, when set and returning an error, refuses every write
 	// with it: a writer whose store refuses writes serves reads only.
 	WriteRefusal func() error
@@ -56,6 +62,12 @@ type Executor struct {
 func New(cat *memcat.Server) *Executor {
 	return &Executor{cat: cat, cache: newParseCache(4096), catalogReads: newCatalogCache(), copies: newCopyCache(copyCacheBytes), Now: time.Now, StatementMem: DefaultStatementMem}
 }
+
+// SetStandby makes the executor serve as a hot standby (on) or a primary.
+func (ex *Executor) SetStandby(on bool) { ex.standby.Store(on) }
+
+// InStandby reports whether the executor serves as a hot standby.
+func (ex *Executor) InStandby() bool { return ex.standby.Load() }
 
 var _ pgwire.Executor = (*Executor)(nil)
 
@@ -182,10 +194,6 @@ func (s *Session) resetSettings() {
 		s.settings[k] = v
 	}
 	s.settings["application_name"] = app
-	if s.ex.Standby {
-		s.settings["default_transaction_read_only"] = "on"
-		s.settings["in_hot_standby"] = "on"
-	}
 }
 
 // set changes a setting for the session.
@@ -202,7 +210,11 @@ func (s *Session) setting(name string) (string, bool) {
 			return "repeatable read", true
 		}
 	case "transaction_read_only":
-		if s.tx.readOnly {
+		if s.tx.readOnly || s.ex.InStandby() {
+			return "on", true
+		}
+	case "in_hot_standby":
+		if s.ex.InStandby() {
 			return "on", true
 		}
 	}
@@ -263,7 +275,7 @@ func (s *Session) beginTxn(ctx context.Context) error {
 
 // startTxn makes txn the session's implicit transaction.
 func (s *Session) startTxn(txn *memcat.Txn) {
-	s.tx.begin(txn, s.ex.Now(), s.settings["default_transaction_read_only"] == "on")
+	s.tx.begin(txn, s.ex.Now(), s.settings["default_transaction_read_only"] == "on" || s.ex.InStandby())
 }
 
 // endTxn rolls back the session's transaction, if any.

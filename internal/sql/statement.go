@@ -80,7 +80,7 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 }
 
 func (x *exec) checkWritable(verb string) error {
-	if x.s.tx.readOnly || x.s.ex.Standby {
+	if x.s.tx.readOnly || x.s.ex.InStandby() {
 		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	if r := x.s.ex.WriteRefusal; r != nil {
