@@ -55,10 +55,10 @@ type Metrics struct {
 	ReplicaLagHist prometheus.Histogram
 	// Promotions counts promotions of this replica to the writer (0 or 1).
 	Promotions prometheus.Counter
-	stack          atomic.Pointer[Stack]
-	ready          atomic.Bool
-	refusing       atomic.Bool // the store refuses writes: reads only (serveDegraded)
-	copies         atomic.Pointer[CopyCacheExecutor]
+	stack      atomic.Pointer[Stack]
+	ready      atomic.Bool
+	refusing   atomic.Bool // the store refuses writes: reads only (serveDegraded)
+	copies     atomic.Pointer[CopyCacheExecutor]
 }
 
 // CopyCacheExecutor is an executor with a binary COPY cache (the SQL
