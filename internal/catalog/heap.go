@@ -207,19 +207,48 @@ func makeLayout(types []datum.Type) []colLayout {
 	return out
 }
 
+// tupleLen is the t_len PostgreSQL gives a heap tuple of vals.
 func tupleLen(layout []colLayout, types []datum.Type, vals []datum.Value) int {
-	hasNull := false
-	for _, v := range vals {
-		if v.IsNull() {
+	// The common case in one pass, every value in line: it runs for every
+	// row a load places. Values are read in place (a Value is 40 bytes).
+	layout = layout[:len(vals)]
+	n, hasNull, toastable := 0, false, false
+	for i := range vals {
+		v := &vals[i]
+		if v.K == datum.KindNull {
 			hasNull = true
-			break
+			continue
 		}
+		c := layout[i]
+		if c.length > 0 {
+			n = alignUp(n, int(c.align)) + int(c.length)
+			continue
+		}
+		p := len(v.S)
+		if !c.raw {
+			p = varlenaPayload(types[i], *v)
+		}
+		toastable = toastable || p+4 > alignUp(toastPointerSize, maxAlign)
+		if p+1 <= shortVarlenaMax {
+			n += p + 1
+			continue
+		}
+		n = alignUp(n, int(c.align)) + p + 4
 	}
 	hoff := tupleHeaderSize
 	if hasNull {
 		hoff += (len(vals) + 7) / 8
 	}
 	hoff = alignUp(hoff, maxAlign)
+	if hoff+n <= toastTupleThreshold || !toastable {
+		return hoff + n
+	}
+	return toastedTupleLen(layout, types, vals, hoff)
+}
+
+// toastedTupleLen is tupleLen for a tuple over the TOAST threshold, whose
+// header takes hoff bytes.
+func toastedTupleLen(layout []colLayout, types []datum.Type, vals []datum.Value, hoff int) int {
 	var external []bool // attributes moved out of line (TOAST), lazily
 	for {
 		// Candidates are compared by their untoasted size with a 4-byte

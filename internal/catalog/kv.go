@@ -269,6 +269,7 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 	workers := max(1, runtime.GOMAXPROCS(0))
 	jobs := make(chan *loadBatch, workers*2)
 	ordered := make(chan *loadBatch, workers*4)
+	free := make(chan *loadBatch, workers*6+2) // applied batches, for reuse
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
@@ -302,6 +303,11 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 					cancel()
 				}
 			}
+			b.buf, b.offs, b.out = b.buf[:0], b.offs[:0], b.out[:0]
+			select {
+			case free <- b:
+			default:
+			}
 			applied.Done()
 		}
 	}()
@@ -315,12 +321,20 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 
 	var maxID uint32
 	nextID := uint32(1)
-	// A batch's buffers are made at full size once: grown by appends, the
+	// A batch's buffers are made at full size once (grown by appends, the
 	// reader — the one goroutine every pair passes through — spent a fifth
-	// of a large load copying them.
+	// of a large load copying them) and recycled once the batch is
+	// applied: a fresh megabyte per batch, page-faulted and zeroed, was a
+	// third of a large load's CPU.
 	newBatch := func() *loadBatch {
-		return &loadBatch{done: make(chan struct{}), buf: make([]byte, 0, loadBatchBytes+loadBatchBytes/8),
-			offs: make([][4]int, 0, loadBatchPairs)}
+		var b *loadBatch
+		select {
+		case b = <-free:
+		default:
+			b = &loadBatch{buf: make([]byte, 0, loadBatchBytes+loadBatchBytes/8), offs: make([][4]int, 0, loadBatchPairs)}
+		}
+		b.done, b.err = make(chan struct{}), nil
+		return b
 	}
 	cur := newBatch()
 	flush := func() {
@@ -448,7 +462,10 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 // decodeBatch decodes the rows of b (on a worker). It reads the catalogs'
 // definition maps, which the reader only changes behind a barrier.
 func (l *loader) decodeBatch(b *loadBatch, a *arena, scratch []datum.Value) ([]datum.Value, error) {
-	b.out = make([]loadedRow, 0, len(b.offs))
+	if cap(b.out) < len(b.offs) {
+		b.out = make([]loadedRow, 0, len(b.offs))
+	}
+	b.out = b.out[:0]
 	for i := range b.offs {
 		key, val := b.key(i), b.val(i)
 		id := binary.BigEndian.Uint32(key)
@@ -456,14 +473,15 @@ func (l *loader) decodeBatch(b *loadBatch, a *arena, scratch []datum.Value) ([]d
 		if !ok {
 			return scratch, fmt.Errorf("%w: row of unregistered catalog %d", ErrCorrupt, id)
 		}
-		e, err := keyspace.DecodeKV(key, val, func(_ uint32, name string) (*keyspace.Table, bool) {
+		e, vals, err := keyspace.DecodeKVValues(key, val, func(_ uint32, name string) (*keyspace.Table, bool) {
 			kt, ok := c.codecs[name]
 			return kt, ok
-		})
+		}, scratch)
+		scratch = vals
 		if err != nil {
 			return scratch, fmt.Errorf("load: %w", err)
 		}
-		if scratch, err = decodeLoaded(b, a, c, e.Table, e.Row, scratch); err != nil {
+		if err = placeLoaded(b, a, c, e.Table, e.Row, vals); err != nil {
 			return scratch, err
 		}
 		if f := l.srv.follow; f != nil && !indexed(b.out[len(b.out)-1].t) {
@@ -486,15 +504,33 @@ func (l *loader) decodeBatch(b *loadBatch, a *arena, scratch []datum.Value) ([]d
 	return scratch, nil
 }
 
+// decodeLoaded decodes a stored row of table and adds it to the batch.
 func decodeLoaded(b *loadBatch, a *arena, c *loadCat, table string, r datum.Row, scratch []datum.Value) ([]datum.Value, error) {
 	t, ok := c.tables[table]
 	if !ok {
 		return scratch, fmt.Errorf("%w: row of %s, which the catalog has no definition of", ErrCorrupt, table)
 	}
-	ti := t.info
-	vals, err := r.Decode(ti.types, scratch[:0])
+	vals, err := r.Decode(t.info.types, scratch[:0])
 	if err != nil {
 		return vals, fmt.Errorf("%w: %s: %v", ErrCorrupt, table, err)
+	}
+	return vals, placeLoaded(b, a, c, table, r, vals)
+}
+
+// placeLoaded adds a stored row of table, whose stored columns decode to
+// vals (the table's later columns are NULL), to the batch. vals may be
+// extended in place.
+func placeLoaded(b *loadBatch, a *arena, c *loadCat, table string, r datum.Row, vals []datum.Value) error {
+	t, ok := c.tables[table]
+	if !ok {
+		return fmt.Errorf("%w: row of %s, which the catalog has no definition of", ErrCorrupt, table)
+	}
+	ti := t.info
+	if len(vals) > len(ti.types) {
+		return fmt.Errorf("%w: %s: %d columns stored, table has %d", ErrCorrupt, table, len(vals), len(ti.types))
+	}
+	for len(vals) < len(ti.types) {
+		vals = append(vals, datum.Null)
 	}
 	lr := loadedRow{cat: c, t: t, row: a.copy(r), tlen: ti.tupleLen(vals)}
 	if t.pk != nil {
@@ -504,7 +540,7 @@ func decodeLoaded(b *loadBatch, a *arena, c *loadCat, table string, r datum.Row,
 		lr.look = ti.lookKeyOf(vals)
 	}
 	b.out = append(b.out, lr)
-	return vals, nil
+	return nil
 }
 
 // applyBatch places decoded rows in order (on the applier).
@@ -530,7 +566,6 @@ func (l *loader) applyBatch(b *loadBatch) error {
 			l.hashed[t] = append(l.hashed[t], hashedCTID{r.h, ct})
 		}
 	}
-	b.out, b.buf, b.offs = nil, nil, nil
 	return nil
 }
 

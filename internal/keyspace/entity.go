@@ -338,6 +338,20 @@ type DefLookup func(catalogID uint32, table string) (*Table, bool)
 // metadata (registry, meta, table definitions) are ErrUnknownShape here:
 // read them with their own decoders.
 func DecodeKV(key, value []byte, defs DefLookup) (Entity, error) {
+	e, _, err := DecodeKVValues(key, value, defs, nil)
+	return e, err
+}
+
+// DecodeKVValues is DecodeKV that also returns the values of the entity's
+// row, decoded (as checking it decodes them anyway) into vals, reused when
+// large enough: one per column the row stores, which may be fewer than
+// the table has. Text values alias value.
+func DecodeKVValues(key, value []byte, defs DefLookup, vals []datum.Value) (Entity, []datum.Value, error) {
+	e, err := decodeKV(key, value, defs, &vals)
+	return e, vals, err
+}
+
+func decodeKV(key, value []byte, defs DefLookup, out *[]datum.Value) (Entity, error) {
 	r := NewKeyReader(key)
 	e := Entity{CatalogID: r.Uint32(), Kind: Kind(r.Byte())}
 	if err := r.Err(); err != nil {
@@ -445,6 +459,9 @@ func DecodeKV(key, value []byte, defs DefLookup) (Entity, error) {
 		if err := t.checkChild(c, sc); err != nil {
 			return Entity{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
+	}
+	if out != nil {
+		*out = append((*out)[:0], vals...)
 	}
 	return e, nil
 }

@@ -137,7 +137,9 @@ func (st *Stack) reload(ctx context.Context, m *Metrics) error {
 	defer snap.Close()
 	seq := snap.Seq()
 	it := snap.ScanPrefix(ctx, nil)
+	restoreGC := boostGCForLoad()
 	next, err := catalog.Load(ctx, it, catalog.Options{Follow: true})
+	restoreGC()
 	if cerr := it.Close(); err == nil {
 		err = cerr
 	}

@@ -45,9 +45,46 @@ const gcFloorInterval = 250 * time.Millisecond
 // restored after the last.
 var gcFloors struct {
 	sync.Mutex
-	floors  map[*uint64]bool
-	prev    int // the percentage before the first floor
-	applied int // the percentage last set, 0 when none is
+	floors   map[*uint64]bool
+	prev     int // the percentage before the first floor
+	applied  int // the percentage last set, 0 when none is
+	loads    int // catalog loads under way (boostGCForLoad)
+	loadPrev int // the percentage before the first of them
+}
+
+// A catalog load grows the live heap from nothing to the catalog's size,
+// and at GOGC=100 the collector runs a cycle at every doubling, marking
+// (with write barriers on) everything loaded so far: a sixth of a large
+// load's CPU. While a load runs the percentage is at least loadGCPercent,
+// so a load collects a few times instead of a dozen; the heap may peak at
+// a few times the catalog's size once, while loading.
+const loadGCPercent = 400
+
+// boostGCForLoad raises the GC percentage to loadGCPercent until the
+// returned function is called (unless GOGC is set in the environment: the
+// operator's choice wins).
+func boostGCForLoad() (restore func()) {
+	if os.Getenv("GOGC") != "" {
+		return func() {}
+	}
+	g := &gcFloors
+	g.Lock()
+	defer g.Unlock()
+	if g.loads == 0 {
+		g.loadPrev = currentGCPercent()
+	}
+	g.loads++
+	if currentGCPercent() < loadGCPercent {
+		debug.SetGCPercent(loadGCPercent)
+	}
+	return func() {
+		g.Lock()
+		defer g.Unlock()
+		if g.loads--; g.loads == 0 {
+			// The floor loop, if one runs, sets its own at its next tick.
+			debug.SetGCPercent(g.loadPrev)
+		}
+	}
 }
 
 // runGCFloor keeps the collector's target at least floor bytes until ctx
@@ -87,7 +124,11 @@ func runGCFloor(ctx context.Context, floor uint64) {
 			}
 			// Compare with the runtime's setting, not the last one made
 			// here: anything else in the process may have changed it.
-			if p, cur := gcPercentFor(live, hi), currentGCPercent(); p != cur {
+			p := gcPercentFor(live, hi)
+			if g.loads > 0 {
+				p = max(p, loadGCPercent)
+			}
+			if cur := currentGCPercent(); p != cur {
 				debug.SetGCPercent(p)
 			}
 			g.Unlock()

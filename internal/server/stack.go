@@ -149,7 +149,10 @@ func OpenStackOn(ctx context.Context, store objstore.Store, opts StackOptions) (
 		return nil, fmt.Errorf("open slate: %w", err)
 	}
 	st := &Stack{Store: store, KV: kv}
-	if err := st.load(ctx, opts); err != nil {
+	restoreGC := boostGCForLoad()
+	err = st.load(ctx, opts)
+	restoreGC()
+	if err != nil {
 		kv.Close(context.Background())
 		return nil, err
 	}
