@@ -91,3 +91,40 @@ func TestGCFloorsShared(t *testing.T) {
 		t.Fatalf("after both stopped: %d, want the 100 found before", p)
 	}
 }
+
+// TestBoostGCForLoad: a load raises the percentage to loadGCPercent and the
+// last of overlapping loads restores what it found; a floor loop running
+// meanwhile keeps it raised; GOGC in the environment is left alone.
+func TestBoostGCForLoad(t *testing.T) {
+	t.Setenv("GOGC", "")
+	before := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(before)
+	a := boostGCForLoad()
+	if p := currentGCPercent(); p != loadGCPercent {
+		t.Fatalf("during a load: GC percent %d, want %d", p, loadGCPercent)
+	}
+	b := boostGCForLoad()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { runGCFloor(ctx, 1); close(done) }() // a floor that wants 100
+	time.Sleep(3 * gcFloorInterval)
+	if p := currentGCPercent(); p != loadGCPercent {
+		t.Fatalf("a floor loop during a load set GC percent %d", p)
+	}
+	cancel()
+	<-done
+	a()
+	if p := currentGCPercent(); p != loadGCPercent {
+		t.Fatalf("one of two loads ended: GC percent %d, want %d", p, loadGCPercent)
+	}
+	b()
+	if p := currentGCPercent(); p != 100 {
+		t.Fatalf("after the loads: GC percent %d, want the 100 found", p)
+	}
+	t.Setenv("GOGC", "50")
+	debug.SetGCPercent(50)
+	boostGCForLoad()()
+	if p := currentGCPercent(); p != 50 {
+		t.Fatalf("GOGC=50 set by the operator: a load left %d", p)
+	}
+}
