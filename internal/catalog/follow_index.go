@@ -54,39 +54,37 @@ func newRowIndex(t *Table, base []hashedCTID) *rowIndex {
 }
 
 // sortHashed sorts entries by hash. A big index (millions of statistics
-// rows at a replica's start) is scattered into 256 buckets by the hash's
-// top byte, which are then sorted on every processor.
+// rows at a replica's start) is scattered into 65536 buckets by the hash's
+// top 16 bits, which are then sorted on every processor: a bucket holds a
+// few hundred entries, so the sorting is a few comparisons per entry.
 func sortHashed(e []hashedCTID) []hashedCTID {
 	byHash := func(a, b hashedCTID) int { return cmp.Compare(a.h, b.h) }
 	if len(e) < 1<<16 {
 		slices.SortFunc(e, byHash)
 		return e
 	}
-	var start [257]int
+	const shift, buckets = 48, 1 << 16
+	start := make([]int, buckets+1)
 	for _, x := range e {
-		start[x.h>>56+1]++
+		start[x.h>>shift+1]++
 	}
-	for i := 1; i <= 256; i++ {
+	for i := 1; i <= buckets; i++ {
 		start[i] += start[i-1]
 	}
 	out := make([]hashedCTID, len(e))
-	next := start
+	next := slices.Clone(start)
 	for _, x := range e {
-		b := x.h >> 56
+		b := x.h >> shift
 		out[next[b]] = x
 		next[b]++
 	}
-	buckets := make(chan int, 256)
-	for b := range 256 {
-		buckets <- b
-	}
-	close(buckets)
+	workers := runtime.GOMAXPROCS(0)
 	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for b := range buckets {
+			for b := w; b < buckets; b += workers {
 				slices.SortFunc(out[start[b]:start[b+1]], byHash)
 			}
 		}()
