@@ -291,7 +291,7 @@ func TestBenchStoreVsPostgresSmoke(t *testing.T) {
 // TestBenchReplicaSmoke: a small catalog on both stores, one and two
 // replicas as child processes: every row measured, every commit seen on
 // every replica (the benchmark fails otherwise), applied one by one with no
-// reload.
+// reload; then a failover to a promoted replica on each store.
 func TestBenchReplicaSmoke(t *testing.T) {
 	t.Setenv("MORAINE_TEST_AS_MAIN", "1") // the children are this test binary run as moraine
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -316,6 +316,19 @@ func TestBenchReplicaSmoke(t *testing.T) {
 		}
 		if n, _ := strconv.Atoi(r[3]); n < 6 {
 			t.Errorf("%s: %d commits landed, want at least 2 writers x 3", r[1], n)
+		}
+	}
+	// One failover per store: the promoted replica took a commit after it
+	// returned from pg_promote().
+	failovers := regexp.MustCompile(`(?m)^\s+(local|s3)\s+300\s+(\d+\.\d+)\s+(\d+\.\d+)\s*$`).FindAllStringSubmatch(out, -1)
+	if len(failovers) != 2 {
+		t.Fatalf("want 2 failover rows:\n%s", out)
+	}
+	for _, f := range failovers {
+		promote, _ := strconv.ParseFloat(f[2], 64)
+		commit, _ := strconv.ParseFloat(f[3], 64)
+		if promote <= 0 || commit < promote {
+			t.Errorf("%s failover: promoted after %v s, first commit after %v s", f[1], promote, commit)
 		}
 	}
 	var bad bytes.Buffer

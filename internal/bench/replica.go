@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -61,19 +62,34 @@ type ReplicaRow struct {
 	Reloads        float64 `json:"reloads"`         // per replica, total
 }
 
+// FailoverRow is one measured failover: the writer killed (SIGKILL) while a
+// caught-up replica follows it, then pg_promote() on the replica.
+type FailoverRow struct {
+	Store string `json:"store"`
+	Files int    `json:"files"`
+	// PromoteS is the time from the kill to pg_promote() returning;
+	// CommitS to the first DuckLake commit the promoted replica
+	// acknowledged. Detecting the death is the operator's (or its
+	// orchestrator's) and not counted.
+	PromoteS float64 `json:"promote_s"`
+	CommitS  float64 `json:"first_commit_s"`
+}
+
 // RunReplica runs the benchmark and prints one table row per measurement.
 func RunReplica(ctx context.Context, o ReplicaOptions, stdout, stderr io.Writer) error {
 	if o.Exe == "" {
 		return errors.New("bench replica: replicas run as processes of the moraine executable")
 	}
 	var rows []ReplicaRow
+	var failovers []FailoverRow
 	for _, store := range o.Stores {
 		for _, files := range o.Files {
-			got, err := replicaRound(ctx, o, store, files, stderr)
+			got, fo, err := replicaRound(ctx, o, store, files, stderr)
 			rows = append(rows, got...)
 			if err != nil {
 				return fmt.Errorf("%s, %d files: %w", store, files, err)
 			}
+			failovers = append(failovers, fo)
 		}
 	}
 	tw := newTab(stdout)
@@ -85,50 +101,66 @@ func RunReplica(ctx context.Context, o ReplicaOptions, stdout, stderr io.Writer)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "lag: from the writer's answer to a commit to the replica serving its snapshot; replica poll %s\n", o.Poll)
+	fmt.Fprintf(stdout, "lag: from the writer's answer to a commit to the replica serving its snapshot; replica poll %s\n\n", o.Poll)
+	tw = newTab(stdout)
+	fmt.Fprintln(tw, "store\tdata files\tkill → promoted s\tkill → first commit s\t")
+	for _, f := range failovers {
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t\n", f.Store, f.Files, f.PromoteS, f.CommitS)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "failover: the writer killed (SIGKILL) under a caught-up replica, then pg_promote() on the replica")
 	if o.JSONOut != "" {
-		return WriteJSON(o.JSONOut, map[string]any{"benchmark": "replica", "machine": Machine(), "runs": rows})
+		return WriteJSON(o.JSONOut, map[string]any{"benchmark": "replica", "machine": Machine(), "runs": rows, "failovers": failovers})
 	}
 	return nil
 }
 
-// replicaRound builds one catalog on one store and measures every replica
-// count on it.
-func replicaRound(ctx context.Context, o ReplicaOptions, store string, files int, progress io.Writer) ([]ReplicaRow, error) {
+// replicaRound builds one catalog on one store, measures every replica
+// count on it and ends with a failover.
+func replicaRound(ctx context.Context, o ReplicaOptions, store string, files int, progress io.Writer) ([]ReplicaRow, FailoverRow, error) {
+	fo := FailoverRow{Store: store, Files: files}
 	m, err := StartMoraine(ctx, StoreSpec{Kind: store, PutLatency: o.PutLatency})
 	if err != nil {
-		return nil, err
+		return nil, fo, err
 	}
 	defer m.Stop()
 	shape := LakeShape{Tables: o.Tables, Files: files, Stats: o.Stats, FilesPerCommit: max(1, files/1000)}
 	t0 := time.Now()
 	if err := BuildLake(ctx, m.Server.Stack().Cat.Database("lake"), shape, progress); err != nil {
-		return nil, err
+		return nil, fo, err
 	}
 	fmt.Fprintf(progress, "%s: built %d data files in %.1fs\n", store, files, time.Since(t0).Seconds())
 	if err := m.ServeFromProcess(ctx, o.Exe); err != nil {
-		return nil, err
+		return nil, fo, err
 	}
 	writerReady, err := m.Restart(ctx, o.Exe)
 	if err != nil {
-		return nil, err
+		return nil, fo, err
 	}
 	cfg := workload.Config{ConnString: m.ConnInfo("lake"), Writers: o.Writers, CommitsPerWriter: o.Commits, Tables: 4,
 		RetryWait: 5 * time.Millisecond, MaxRetries: 1000, Seed: uint64(files)}
 	if err := workload.PrepareTables(ctx, cfg); err != nil {
-		return nil, err
+		return nil, fo, err
 	}
 	var rows []ReplicaRow
 	for _, n := range o.Replicas {
 		row, err := replicaRun(ctx, o, m, cfg, n)
 		if err != nil {
-			return rows, err
+			return rows, fo, err
 		}
 		row.Store, row.Files, row.WriterReadyS = store, files, writerReady.Seconds()
 		rows = append(rows, row)
 		fmt.Fprintf(progress, "%s, %d files, %d replicas: lag p50 %.1f ms, p99 %.1f ms\n", store, files, n, row.LagP50MS, row.LagP99MS)
 	}
-	return rows, nil
+	promote, commit, err := failover(ctx, o, m, cfg)
+	if err != nil {
+		return rows, fo, fmt.Errorf("failover: %w", err)
+	}
+	fo.PromoteS, fo.CommitS = promote.Seconds(), commit.Seconds()
+	fmt.Fprintf(progress, "%s, %d files: failover promoted in %.3f s, first commit after %.3f s\n", store, files, fo.PromoteS, fo.CommitS)
+	return rows, fo, nil
 }
 
 // replicaRun starts n replicas of m's store, drives the workload on m and
@@ -144,8 +176,7 @@ func replicaRun(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.
 	for range n {
 		r := &Moraine{done: make(chan error, 1)}
 		t := time.Now()
-		args := []string{"--store", m.StoreURL(), "--replica", "--replica-poll", o.Poll.String(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
-		if err := r.startProcess(ctx, o.Exe, args); err != nil {
+		if err := r.startProcess(ctx, o.Exe, replicaArgs(o, m)); err != nil {
 			return row, err
 		}
 		row.ReplicaReady = max(row.ReplicaReady, time.Since(t).Seconds())
@@ -257,6 +288,72 @@ func replicaRun(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.
 	}
 	row.Applied /= float64(n)
 	return row, nil
+}
+
+// replicaArgs are the command line of a replica of m's store.
+func replicaArgs(o ReplicaOptions, m *Moraine) []string {
+	return []string{"--store", m.StoreURL(), "--replica", "--replica-poll", o.Poll.String(), "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"}
+}
+
+// failover starts a replica of m, waits until it serves m's newest
+// snapshot, kills m's process and promotes the replica: it returns the
+// time from the kill to pg_promote() returning and to the first DuckLake
+// commit (cfg's, one writer) the promoted replica acknowledged.
+func failover(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.Config) (promote, commit time.Duration, err error) {
+	r := &Moraine{done: make(chan error, 1)}
+	if err := r.startProcess(ctx, o.Exe, replicaArgs(o, m)); err != nil {
+		return 0, 0, err
+	}
+	defer r.Stop()
+	wc, err := pgconn.Connect(ctx, m.ConnInfo("lake"))
+	if err != nil {
+		return 0, 0, err
+	}
+	want, err := headOf(ctx, wc)
+	wc.Close(context.Background())
+	if err != nil {
+		return 0, 0, err
+	}
+	rc, err := pgconn.Connect(ctx, r.ConnInfo("postgres"))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer rc.Close(context.Background())
+	lc, err := pgconn.Connect(ctx, r.ConnInfo("lake"))
+	if err != nil {
+		return 0, 0, err
+	}
+	for {
+		h, err := headOf(ctx, lc)
+		if err != nil {
+			lc.Close(context.Background())
+			return 0, 0, err
+		}
+		if h >= want {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	lc.Close(context.Background())
+
+	if err := syscall.Kill(m.PID, syscall.SIGKILL); err != nil {
+		return 0, 0, fmt.Errorf("kill the writer: %w", err)
+	}
+	killed := time.Now()
+	rs, err := rc.Exec(ctx, "SELECT pg_promote()").ReadAll()
+	if err != nil {
+		return 0, 0, fmt.Errorf("pg_promote(): %w", err)
+	}
+	promote = time.Since(killed)
+	if len(rs) != 1 || len(rs[0].Rows) != 1 || string(rs[0].Rows[0][0]) != "t" {
+		return 0, 0, fmt.Errorf("pg_promote() did not return true; the replica's log ends:\n%s", r.log)
+	}
+	one := cfg
+	one.ConnString, one.Writers, one.CommitsPerWriter = r.ConnInfo("lake"), 1, 1
+	if _, err := workload.Run(ctx, one); err != nil {
+		return 0, 0, fmt.Errorf("a commit on the promoted replica: %w", err)
+	}
+	return promote, time.Since(killed), nil
 }
 
 // replicaSample is what a replica process has done so far.
