@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"unsafe"
 )
 
@@ -234,23 +235,87 @@ func (r Row) decodeInto(v *Value, p int, t Type, i int) (int, error) {
 // storage readers call it so that a corrupt value is an error, never a
 // wrong row.
 func (r Row) Validate(types []Type) error {
-	n, err := r.Len()
-	if err != nil {
-		return err
-	}
-	if n > len(types) {
-		return fmt.Errorf("%w: %d columns stored, table has %d", ErrBadRow, n, len(types))
-	}
-	if _, err := r.Decode(types, nil); err != nil {
-		return err
-	}
-	if re := EncodeRow(nil, types[:n], mustDecode(r, types[:n])); string(re) != string(r) {
-		return fmt.Errorf("%w: trailing or non-canonical bytes", ErrBadRow)
-	}
-	return nil
+	_, err := r.DecodeCanonical(types, nil)
+	return err
 }
 
-func mustDecode(r Row, types []Type) []Value {
-	v, _ := r.Decode(types, nil)
-	return v
+// errNonCanonical reports a row that decodes but is not the encoding
+// EncodeRow gives its values.
+var errNonCanonical = fmt.Errorf("%w: trailing or non-canonical bytes", ErrBadRow)
+
+// DecodeCanonical decodes the columns r stores, at most len(types), into
+// dst (reused when large enough), and checks that r is exactly the encoding
+// EncodeRow gives those values: a value's bytes are as long as its
+// canonical encoding (a varint one byte longer than needed decodes to the
+// same value), no bitmap bit is set past the last column, a boolean is 0 or
+// 1, and nothing follows the last value. It answers as Decode followed by
+// comparing EncodeRow's bytes with r, without encoding. Text values alias r.
+func (r Row) DecodeCanonical(types []Type, dst []Value) ([]Value, error) {
+	n64, k := binary.Uvarint(r)
+	if k <= 0 || n64 > math.MaxInt32 {
+		return dst[:0], ErrBadRow
+	}
+	if n64 > uint64(len(types)) {
+		return dst[:0], fmt.Errorf("%w: %d columns stored, table has %d", ErrBadRow, n64, len(types))
+	}
+	n := int(n64)
+	bmLen := (n + 7) / 8
+	if k+bmLen > len(r) {
+		return dst[:0], ErrBadRow
+	}
+	if k != uvarintLen(n64) {
+		return dst[:0], errNonCanonical
+	}
+	bm := r[k : k+bmLen]
+	if n%8 != 0 && bm[bmLen-1]>>(n%8) != 0 {
+		return dst[:0], errNonCanonical
+	}
+	if cap(dst) >= n {
+		dst = dst[:n]
+	} else {
+		dst = make([]Value, n)
+	}
+	p := k + bmLen
+	for i := range n {
+		if bm[i>>3]&(1<<(i&7)) != 0 {
+			dst[i] = Null
+			continue
+		}
+		start := p
+		var err error
+		if p, err = r.decodeInto(&dst[i], p, types[i], i); err != nil {
+			return dst, err
+		}
+		if !canonicalLen(r[start], p-start, &dst[i]) {
+			return dst, errNonCanonical
+		}
+	}
+	if p != len(r) {
+		return dst, errNonCanonical
+	}
+	return dst, nil
 }
+
+// canonicalLen reports whether a value v decoded from size bytes, the
+// first of which is first, was stored as EncodeRow stores it.
+func canonicalLen(first byte, size int, v *Value) bool {
+	switch v.K {
+	case KindBool:
+		return first <= 1
+	case KindFloat, KindUUID:
+		return true // fixed sizes, any bits
+	case KindInterval, KindTimeTZ:
+		return size == varintLen(v.I)+varintLen(v.J)
+	case KindText, KindBytes, KindNumeric, KindArray:
+		return size == uvarintLen(uint64(len(v.S)))+len(v.S)
+	default:
+		return size == varintLen(v.I)
+	}
+}
+
+// uvarintLen is the length of binary.AppendUvarint's encoding of u.
+func uvarintLen(u uint64) int { return (bits.Len64(u|1) + 6) / 7 }
+
+// varintLen is the length of binary.AppendVarint's encoding of x.
+func varintLen(x int64) int { return uvarintLen(uint64(x)<<1 ^ uint64(x>>63)) }
+

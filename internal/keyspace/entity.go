@@ -220,7 +220,7 @@ func (t *Table) EncodeValue(dst []byte, row datum.Row, children []datum.Row) ([]
 // load path (millions of records) allocates nothing per record.
 type scratch struct {
 	vals, cvals []datum.Value
-	enc, key    []byte
+	key         []byte
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -235,32 +235,18 @@ func putScratch(s *scratch) {
 }
 
 // canonical verifies that r is the canonical row encoding of at most the
-// table's columns (what datum.Row.Validate checks, in one decode and one
-// re-encode into scratch) and returns its decoded values (into sc.vals, or
-// sc.cvals when child is set).
+// table's columns (datum.Row.DecodeCanonical) and returns its decoded
+// values (into sc.vals, or sc.cvals when child is set).
 func (t *Table) canonical(r datum.Row, sc *scratch, child bool) ([]datum.Value, error) {
-	n, err := r.Len()
-	if err == nil && n > len(t.types) {
-		err = fmt.Errorf("%w: %d columns stored, table has %d", datum.ErrBadRow, n, len(t.types))
+	buf := sc.vals
+	if child {
+		buf = sc.cvals
 	}
-	var vals []datum.Value
-	if err == nil {
-		buf := sc.vals
-		if child {
-			buf = sc.cvals
-		}
-		vals, err = r.Decode(t.types[:n], buf[:0])
-		if child {
-			sc.cvals = vals
-		} else {
-			sc.vals = vals
-		}
-	}
-	if err == nil {
-		sc.enc = datum.EncodeRow(sc.enc[:0], t.types[:n], vals)
-		if string(sc.enc) != string(r) {
-			err = fmt.Errorf("%w: trailing or non-canonical bytes", datum.ErrBadRow)
-		}
+	vals, err := r.DecodeCanonical(t.types, buf[:0])
+	if child {
+		sc.cvals = vals
+	} else {
+		sc.vals = vals
 	}
 	if err != nil {
 		return nil, fmt.Errorf("keyspace: %s: %w", t.Def.Name, err)
@@ -445,7 +431,14 @@ func decodeKV(key, value []byte, defs DefLookup, out *[]datum.Value) (Entity, er
 		}
 	}
 	sc := getScratch()
-	defer putScratch(sc)
+	if out != nil {
+		// Decode into the caller's buffer, which is handed back and
+		// never pooled.
+		sc.vals = (*out)[:0]
+		defer func() { *out, sc.vals = sc.vals, nil; putScratch(sc) }()
+	} else {
+		defer putScratch(sc)
+	}
 	vals, err := t.canonical(e.Row, sc, false)
 	if err != nil {
 		return Entity{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
@@ -459,9 +452,6 @@ func decodeKV(key, value []byte, defs DefLookup, out *[]datum.Value) (Entity, er
 		if err := t.checkChild(c, sc); err != nil {
 			return Entity{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
-	}
-	if out != nil {
-		*out = append((*out)[:0], vals...)
 	}
 	return e, nil
 }
