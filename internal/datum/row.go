@@ -318,4 +318,3 @@ func uvarintLen(u uint64) int { return (bits.Len64(u|1) + 6) / 7 }
 
 // varintLen is the length of binary.AppendVarint's encoding of x.
 func varintLen(x int64) int { return uvarintLen(uint64(x)<<1 ^ uint64(x>>63)) }
-
