@@ -2,7 +2,6 @@ package slate
 
 import (
 	"bytes"
-	"container/heap"
 )
 
 // internalIter yields entries (all versions, tombstones included) in
@@ -24,32 +23,56 @@ type mergeIter struct {
 	h    mergeHeap
 }
 
+// mergeHeap is a binary min-heap of the sources not yet exhausted, by
+// their current entry. Each item keeps its source's current entry, so
+// that the comparisons of a sift (every key a scan returns costs one)
+// read fields instead of calling into the sources.
 type mergeHeap struct {
 	items []heapItem
 }
 
 type heapItem struct {
 	it  internalIter
+	cur entry // it.cur(), refreshed whenever it moves
 	pri int
 }
 
-func (h *mergeHeap) Len() int { return len(h.items) }
-func (h *mergeHeap) Less(i, j int) bool {
-	a, b := h.items[i].it.cur(), h.items[j].it.cur()
-	if c := bytes.Compare(a.key, b.key); c != 0 {
+// less orders by key, then newer seq first, then newer source first.
+func (a *heapItem) less(b *heapItem) bool {
+	if c := bytes.Compare(a.cur.key, b.cur.key); c != 0 {
 		return c < 0
 	}
-	if a.seq != b.seq {
-		return a.seq > b.seq
+	if a.cur.seq != b.cur.seq {
+		return a.cur.seq > b.cur.seq
 	}
-	return h.items[i].pri < h.items[j].pri
+	return a.pri < b.pri
 }
-func (h *mergeHeap) Swap(i, j int) { h.items[i], h.items[j] = h.items[j], h.items[i] }
-func (h *mergeHeap) Push(x any)    { h.items = append(h.items, x.(heapItem)) }
-func (h *mergeHeap) Pop() any {
-	x := h.items[len(h.items)-1]
-	h.items = h.items[:len(h.items)-1]
-	return x
+
+// down restores the heap order below position i.
+func (h *mergeHeap) down(i int) {
+	items := h.items
+	n := len(items)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		j := l
+		if r := l + 1; r < n && items[r].less(&items[l]) {
+			j = r
+		}
+		if !items[j].less(&items[i]) {
+			return
+		}
+		items[i], items[j] = items[j], items[i]
+		i = j
+	}
+}
+
+func (h *mergeHeap) init() {
+	for i := len(h.items)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
 }
 
 func newMergeIter(srcs []internalIter) *mergeIter { return &mergeIter{srcs: srcs} }
@@ -61,30 +84,32 @@ func (m *mergeIter) seek(key []byte) error {
 			return err
 		}
 		if s.ok() {
-			m.h.items = append(m.h.items, heapItem{it: s, pri: i})
+			m.h.items = append(m.h.items, heapItem{it: s, cur: s.cur(), pri: i})
 		}
 	}
-	heap.Init(&m.h)
+	m.h.init()
 	return nil
 }
 
 func (m *mergeIter) next() error {
-	top := m.h.items[0].it
-	if err := top.next(); err != nil {
+	top := &m.h.items[0]
+	if err := top.it.next(); err != nil {
 		return err
 	}
-	if top.ok() {
-		if len(m.h.items) > 1 {
-			heap.Fix(&m.h, 0)
-		}
+	if top.it.ok() {
+		top.cur = top.it.cur()
 	} else {
-		heap.Pop(&m.h)
+		last := len(m.h.items) - 1
+		m.h.items[0] = m.h.items[last]
+		m.h.items[last] = heapItem{}
+		m.h.items = m.h.items[:last]
 	}
+	m.h.down(0)
 	return nil
 }
 
 func (m *mergeIter) ok() bool   { return len(m.h.items) > 0 }
-func (m *mergeIter) cur() entry { return m.h.items[0].it.cur() }
+func (m *mergeIter) cur() entry { return m.h.items[0].cur }
 func (m *mergeIter) close() error {
 	var first error
 	for _, s := range m.srcs {
