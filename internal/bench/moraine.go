@@ -161,16 +161,16 @@ func (m *Moraine) Stop() error {
 // minutes of its group before it allocates one).
 func (m *Moraine) Halt() error { return m.shutdown() }
 
-// shutdown asks the server to stop and waits for its exit, at most a
-// minute; once it has, later calls return the same outcome at once. A
+// shutdown asks the server to stop and waits for its exit, at most
+// processWait; once it has, later calls return the same outcome at once. A
 // Moraine is used by one goroutine at a time.
 func (m *Moraine) shutdown() error {
 	if !m.stopped {
 		m.cancel()
 		select {
 		case m.stopErr = <-m.done:
-		case <-time.After(60 * time.Second):
-			m.stopErr = errors.New("moraine did not stop within 60s")
+		case <-time.After(processWait):
+			m.stopErr = fmt.Errorf("moraine did not stop within %v", processWait)
 		}
 		m.stopped = true
 	}

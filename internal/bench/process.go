@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -79,12 +78,17 @@ func (m *Moraine) startProcess(ctx context.Context, exe string, args []string) e
 		m.cancel()
 		m.stopped, m.stopErr = true, err // for a Stop that follows
 		return fmt.Errorf("start moraine process: exited before ready: %v", err)
-	case <-time.After(60 * time.Second):
+	case <-time.After(processWait):
 		m.cancel()
 		cmd.Process.Kill()
-		return errors.New("start moraine process: not ready after 60s")
+		return fmt.Errorf("start moraine process: not ready after %v", processWait)
 	}
 }
+
+// processWait bounds a child's start and stop: loading (or flushing) a
+// catalog of ten million data files takes tens of seconds, a hung child
+// forever.
+const processWait = 10 * time.Minute
 
 // announcement reads serve's JSON log lines that announce an address:
 // "moraine is ready" (listen) and "metrics listening" (addr). It returns
