@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/johannesboyne/gofakes3"
@@ -189,6 +190,10 @@ func (m *Moraine) ServeFromProcess(ctx context.Context, exe string) error {
 		return fmt.Errorf("serve from process: stopping the in-process server: %w", err)
 	}
 	m.Server, m.stopped, m.stopErr = nil, false, nil
+	// The in-process catalog is garbage now: hand its memory back before
+	// the child loads the same catalog again (at ten million data files
+	// the two would not fit together).
+	debug.FreeOSMemory()
 	return m.startProcess(ctx, exe, m.args)
 }
 
