@@ -133,6 +133,18 @@ func (t *logTail) add(line string) {
 	t.lines = append(t.lines, line)
 }
 
+// find returns the last line holding s, "" if none of the tail does.
+func (t *logTail) find(s string) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.lines) - 1; i >= 0; i-- {
+		if strings.Contains(t.lines[i], s) {
+			return t.lines[i]
+		}
+	}
+	return ""
+}
+
 func (t *logTail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -154,7 +154,7 @@ func replicaRound(ctx context.Context, o ReplicaOptions, store string, files int
 		rows = append(rows, row)
 		fmt.Fprintf(progress, "%s, %d files, %d replicas: lag p50 %.1f ms, p99 %.1f ms\n", store, files, n, row.LagP50MS, row.LagP99MS)
 	}
-	promote, commit, err := failover(ctx, o, m, cfg)
+	promote, commit, err := failover(ctx, o, m, cfg, progress)
 	if err != nil {
 		return rows, fo, fmt.Errorf("failover: %w", err)
 	}
@@ -299,7 +299,7 @@ func replicaArgs(o ReplicaOptions, m *Moraine) []string {
 // snapshot, kills m's process and promotes the replica: it returns the
 // time from the kill to pg_promote() returning and to the first DuckLake
 // commit (cfg's, one writer) the promoted replica acknowledged.
-func failover(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.Config) (promote, commit time.Duration, err error) {
+func failover(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.Config, progress io.Writer) (promote, commit time.Duration, err error) {
 	r := &Moraine{done: make(chan error, 1)}
 	if err := r.startProcess(ctx, o.Exe, replicaArgs(o, m)); err != nil {
 		return 0, 0, err
@@ -348,6 +348,7 @@ func failover(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.Co
 	if len(rs) != 1 || len(rs[0].Rows) != 1 || string(rs[0].Rows[0][0]) != "t" {
 		return 0, 0, fmt.Errorf("pg_promote() did not return true; the replica's log ends:\n%s", r.log)
 	}
+	fmt.Fprintf(progress, "failover: the replica logged %s\n", r.log.find("promote: the catalog"))
 	one := cfg
 	one.ConnString, one.Writers, one.CommitsPerWriter = r.ConnInfo("lake"), 1, 1
 	if _, err := workload.Run(ctx, one); err != nil {

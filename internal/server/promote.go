@@ -37,10 +37,12 @@ func (st *Stack) Promote(ctx context.Context, opts StackOptions, m *Metrics) (*S
 	if so.WALInFlight == 0 {
 		so.WALInFlight = walInFlightFor(st.Store)
 	}
+	start := time.Now()
 	kv, err := slate.Open(ctx, st.Store, so)
 	if err != nil {
 		return nil, fmt.Errorf("promote: open the store for writing: %w", err)
 	}
+	opened := time.Now()
 	fail := func(err error) (*Stack, error) {
 		kv.Close(context.Background())
 		return nil, fmt.Errorf("promote: %w", err)
@@ -57,6 +59,7 @@ func (st *Stack) Promote(ctx context.Context, opts StackOptions, m *Metrics) (*S
 	if got := st.followed.Load(); got != seq {
 		return fail(fmt.Errorf("the catalog reflects store sequence %d, the store holds %d", got, seq))
 	}
+	caughtUp := time.Now()
 	snap, err := kv.Snapshot()
 	if err != nil {
 		return fail(err)
@@ -69,6 +72,8 @@ func (st *Stack) Promote(ctx context.Context, opts StackOptions, m *Metrics) (*S
 		return fail(err)
 	}
 	st.Cat.Promote(pipe)
+	log.Info("promote: the catalog is the writer's", "open_and_fence", opened.Sub(start).Round(time.Millisecond),
+		"last_commits", caughtUp.Sub(opened).Round(time.Millisecond), "prime", time.Since(caughtUp).Round(time.Millisecond))
 	if err := st.KV.Close(ctx); err != nil {
 		log.Warn("promote: closing the replica's reader", "err", err)
 	}
