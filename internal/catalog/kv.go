@@ -466,22 +466,48 @@ func (l *loader) decodeBatch(b *loadBatch, a *arena, scratch []datum.Value) ([]d
 		b.out = make([]loadedRow, 0, len(b.offs))
 	}
 	b.out = b.out[:0]
+	// Keys come in order, so consecutive rows are nearly always of one
+	// table: its codec and table are remembered instead of looked up by
+	// name for every row.
+	var c *loadCat
+	var memo struct {
+		c    *loadCat
+		name string
+		kt   *keyspace.Table
+		t    *Table
+	}
+	defs := func(_ uint32, name string) (*keyspace.Table, bool) {
+		if memo.c == c && memo.name == name {
+			return memo.kt, true
+		}
+		kt, ok := c.codecs[name]
+		if ok {
+			memo.c, memo.name, memo.kt, memo.t = c, name, kt, nil
+		}
+		return kt, ok
+	}
 	for i := range b.offs {
 		key, val := b.key(i), b.val(i)
 		id := binary.BigEndian.Uint32(key)
-		c, ok := l.cats[id]
-		if !ok {
+		var ok bool
+		if c, ok = l.cats[id]; !ok {
 			return scratch, fmt.Errorf("%w: row of unregistered catalog %d", ErrCorrupt, id)
 		}
-		e, vals, err := keyspace.DecodeKVValues(key, val, func(_ uint32, name string) (*keyspace.Table, bool) {
-			kt, ok := c.codecs[name]
-			return kt, ok
-		}, scratch)
+		e, vals, err := keyspace.DecodeKVValues(key, val, defs, scratch)
 		scratch = vals
 		if err != nil {
 			return scratch, fmt.Errorf("load: %w", err)
 		}
-		if err = placeLoaded(b, a, c, e.Table, e.Row, vals); err != nil {
+		t := memo.t
+		if memo.c != c || memo.name != e.Table || t == nil {
+			if t, ok = c.tables[e.Table]; !ok {
+				return scratch, fmt.Errorf("%w: row of %s, which the catalog has no definition of", ErrCorrupt, e.Table)
+			}
+			if memo.c == c && memo.name == e.Table {
+				memo.t = t
+			}
+		}
+		if err = placeLoaded(b, a, c, t, e.Row, vals); err != nil {
 			return scratch, err
 		}
 		if f := l.srv.follow; f != nil && !indexed(b.out[len(b.out)-1].t) {
@@ -514,20 +540,16 @@ func decodeLoaded(b *loadBatch, a *arena, c *loadCat, table string, r datum.Row,
 	if err != nil {
 		return vals, fmt.Errorf("%w: %s: %v", ErrCorrupt, table, err)
 	}
-	return vals, placeLoaded(b, a, c, table, r, vals)
+	return vals, placeLoaded(b, a, c, t, r, vals)
 }
 
-// placeLoaded adds a stored row of table, whose stored columns decode to
-// vals (the table's later columns are NULL), to the batch. vals may be
-// extended in place.
-func placeLoaded(b *loadBatch, a *arena, c *loadCat, table string, r datum.Row, vals []datum.Value) error {
-	t, ok := c.tables[table]
-	if !ok {
-		return fmt.Errorf("%w: row of %s, which the catalog has no definition of", ErrCorrupt, table)
-	}
+// placeLoaded adds a stored row of t, whose stored columns decode to vals
+// (the table's later columns are NULL), to the batch. vals may be extended
+// in place.
+func placeLoaded(b *loadBatch, a *arena, c *loadCat, t *Table, r datum.Row, vals []datum.Value) error {
 	ti := t.info
 	if len(vals) > len(ti.types) {
-		return fmt.Errorf("%w: %s: %d columns stored, table has %d", ErrCorrupt, table, len(vals), len(ti.types))
+		return fmt.Errorf("%w: %s: %d columns stored, table has %d", ErrCorrupt, ti.Def.Name, len(vals), len(ti.types))
 	}
 	for len(vals) < len(ti.types) {
 		vals = append(vals, datum.Null)
