@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/moraine-db/moraine/internal/commit"
@@ -26,14 +25,7 @@ import (
 // On error st is unchanged and may follow again; if the store was opened
 // for writing before the error, the previous writer stays fenced.
 func (st *Stack) Promote(ctx context.Context, opts StackOptions, m *Metrics) (*Stack, error) {
-	log := opts.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	so := opts.Slate
-	if so.Logf == nil {
-		so.Logf = func(format string, args ...any) { log.Warn("store: " + fmt.Sprintf(format, args...)) }
-	}
+	log, so := opts.logAndSlate()
 	if so.WALInFlight == 0 {
 		so.WALInFlight = walInFlightFor(st.Store)
 	}

@@ -111,16 +111,23 @@ func walInFlightFor(store objstore.Store) int {
 	return slate.MaxWALInFlight
 }
 
-// OpenStackOn is OpenStack over an already open object store (tests, tools).
-func OpenStackOn(ctx context.Context, store objstore.Store, opts StackOptions) (*Stack, error) {
-	log := opts.Log
+// logAndSlate are the options' logger (one that discards when unset) and
+// their slate options, whose messages go to that logger.
+func (o StackOptions) logAndSlate() (*slog.Logger, slate.Options) {
+	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	so := opts.Slate
+	so := o.Slate
 	if so.Logf == nil {
 		so.Logf = func(format string, args ...any) { log.Warn("store: " + fmt.Sprintf(format, args...)) }
 	}
+	return log, so
+}
+
+// OpenStackOn is OpenStack over an already open object store (tests, tools).
+func OpenStackOn(ctx context.Context, store objstore.Store, opts StackOptions) (*Stack, error) {
+	log, so := opts.logAndSlate()
 	var kv *slate.DB
 	var err error
 	start := time.Now()
