@@ -52,11 +52,19 @@ func (st *Stack) Promote(ctx context.Context, opts StackOptions, m *Metrics) (*S
 		return fail(fmt.Errorf("the catalog reflects store sequence %d, the store holds %d", got, seq))
 	}
 	caughtUp := time.Now()
-	snap, err := kv.Snapshot()
+	// The pipeline's heads are read through the replica's reader, which
+	// holds the same state at the same sequence with its table caches
+	// warm from following: the new writer's are cold, and a point read
+	// there loads the index of every sorted table that may hold the key
+	// (seconds on a large store).
+	snap, err := st.KV.Snapshot()
 	if err != nil {
 		return fail(err)
 	}
 	defer snap.Close()
+	if snap.Seq() != seq {
+		return fail(fmt.Errorf("the replica's reader is at store sequence %d, the store at %d", snap.Seq(), seq))
+	}
 	co := opts.Commit
 	co.CheckNew = checkNewCatalog
 	pipe := commit.New(kv, co)
@@ -66,6 +74,7 @@ func (st *Stack) Promote(ctx context.Context, opts StackOptions, m *Metrics) (*S
 	st.Cat.Promote(pipe)
 	log.Info("promote: the catalog is the writer's", "open_and_fence", opened.Sub(start).Round(time.Millisecond),
 		"last_commits", caughtUp.Sub(opened).Round(time.Millisecond), "prime", time.Since(caughtUp).Round(time.Millisecond))
+	snap.Close() // before the reader it reads
 	if err := st.KV.Close(ctx); err != nil {
 		log.Warn("promote: closing the replica's reader", "err", err)
 	}
