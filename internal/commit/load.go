@@ -1,6 +1,7 @@
 package commit
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 // Scanner is the read side of the store: slate.DB, slate.Snapshot.
 type Scanner interface {
 	ScanPrefix(ctx context.Context, prefix []byte) *slate.Iterator
+	Get(ctx context.Context, key []byte) ([]byte, error)
 }
 
 // StoredCatalog is one DuckLake catalog as the store holds it: its registry
@@ -102,7 +104,7 @@ func closeIter(it *slate.Iterator) error {
 }
 
 func readCatalog(ctx context.Context, s Scanner, c *StoredCatalog) error {
-	if v, err := scanOne(ctx, s, keyspace.HeadKey(c.ID)); err != nil {
+	if v, err := getOne(ctx, s, keyspace.HeadKey(c.ID)); err != nil {
 		return err
 	} else if v != nil {
 		h, err := keyspace.DecodeHead(v)
@@ -172,19 +174,15 @@ func readCatalog(ctx context.Context, s Scanner, c *StoredCatalog) error {
 	return nil
 }
 
-func scanOne(ctx context.Context, s Scanner, key []byte) ([]byte, error) {
-	it := s.ScanPrefix(ctx, key)
-	var out []byte
-	for it.Next() {
-		if string(it.Key()) == string(key) {
-			out = append([]byte(nil), it.Value()...)
-		}
-		break
+// getOne reads one key, nil when it is absent. A point read consults each
+// sorted table's filter; a prefix scan would read ahead in every table
+// that may hold the prefix.
+func getOne(ctx context.Context, s Scanner, key []byte) ([]byte, error) {
+	v, err := s.Get(ctx, key)
+	if errors.Is(err, slate.ErrNotFound) {
+		return nil, nil
 	}
-	if err := closeIter(it); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return bytes.Clone(v), err
 }
 
 // PrimeLoaded loads the pipeline's indexes from the catalog the server
@@ -195,7 +193,7 @@ func (p *Pipeline) PrimeLoaded(ctx context.Context, srv *catalog.Server, s Scann
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, ref := range srv.Catalogs() {
-		v, err := scanOne(ctx, s, keyspace.HeadKey(id))
+		v, err := getOne(ctx, s, keyspace.HeadKey(id))
 		if err != nil {
 			return fmt.Errorf("prime: catalog %d head: %w", id, err)
 		}
