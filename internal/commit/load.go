@@ -213,14 +213,16 @@ func (p *Pipeline) PrimeLoaded(ctx context.Context, srv *catalog.Server, s Scann
 			continue
 		}
 		for _, t := range sc.Tables() {
+			// Only embedded tables have rows to index; the codecs of the
+			// others are made when a commit first writes them.
+			if spec, ok := keyspace.Known(t.Name()); !ok || !spec.Embedded() {
+				continue
+			}
 			codec, err := p.codecs.get(id, t.Def())
 			if err != nil {
 				return err
 			}
 			spec := codec.Spec
-			if !spec.Embedded() {
-				continue
-			}
 			var ferr error
 			t.Scan(func(_ catalog.CTID, r datum.Row) bool {
 				link, err := linkValues(r, codec.Types(), spec.ParentLink, 0)
