@@ -97,35 +97,48 @@ func TestFullDiskServesReads(t *testing.T) {
 	t.Logf("%d commits acknowledged, then: %v", acked, failure)
 
 	// The server is still there: a new session reads what is durable and
-	// is refused writes with the store's error.
+	// is refused writes with the store's error. A session that connects
+	// before the server noticed the failed write (it looks every 50 ms)
+	// is on the failed catalog and is terminated with 57P01 when the
+	// server closes it; the client then reconnects, as DuckDB's pool does.
+	count := func(c *pgconn.PgConn) (string, error) {
+		rs, err := c.Exec(ctx, "SELECT count(*) FROM ducklake_metadata").ReadAll()
+		if err != nil {
+			return "", err
+		}
+		return string(rs[0].Rows[0][0]), nil
+	}
+	terminated := func(err error) bool {
+		var pe *pgconn.PgError
+		return errors.As(err, &pe) && (pe.Code == "57P03" || pe.Code == "57P01") // starting up; closed with the failed catalog
+	}
 	var rc *pgconn.PgConn
 	for rc == nil {
 		c2, err := pgconn.Connect(ctx, r.Conninfo("lake"))
+		if terminated(err) {
+			continue
+		}
 		if err != nil {
-			var pe *pgconn.PgError
-			if errors.As(err, &pe) && pe.Code == "57P03" { // between the failed catalog and the read-only one
-				continue
-			}
 			t.Fatalf("connect after the disk filled: %v", err)
+		}
+		got, err := count(c2)
+		if err == nil {
+			if got != fmt.Sprint(acked) {
+				t.Fatalf("read %s rows, want the %d acknowledged", got, acked)
+			}
+			_, err = c2.Exec(ctx, "INSERT INTO ducklake_metadata VALUES ('late', 'v', NULL, NULL)").ReadAll()
+		}
+		if terminated(err) {
+			c2.Close(ctx)
+			continue
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "58030" || !strings.Contains(pe.Message, "no space left on device") {
+			t.Fatalf("write on a full disk: %v, want 58030 naming the cause", err)
 		}
 		rc = c2
 	}
 	defer rc.Close(ctx)
-	count := func(c *pgconn.PgConn) string {
-		rs, err := c.Exec(ctx, "SELECT count(*) FROM ducklake_metadata").ReadAll()
-		if err != nil {
-			t.Fatalf("read: %v", err)
-		}
-		return string(rs[0].Rows[0][0])
-	}
-	if got := count(rc); got != fmt.Sprint(acked) {
-		t.Fatalf("read %s rows, want the %d acknowledged", got, acked)
-	}
-	_, err := rc.Exec(ctx, "INSERT INTO ducklake_metadata VALUES ('late', 'v', NULL, NULL)").ReadAll()
-	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "58030" || !strings.Contains(pe.Message, "no space left on device") {
-		t.Fatalf("write on a full disk: %v, want 58030 naming the cause", err)
-	}
 
 	// Space comes back: writes resume without a restart.
 	if err := os.Remove(filler); err != nil {
@@ -141,7 +154,11 @@ func TestFullDiskServesReads(t *testing.T) {
 		}
 		_, err = wc.Exec(ctx, "INSERT INTO ducklake_metadata VALUES ('after', 'v', NULL, NULL)").ReadAll()
 		if err == nil {
-			if got := count(wc); got != fmt.Sprint(acked+1) {
+			got, err := count(wc)
+			if err != nil {
+				t.Fatalf("read after resuming: %v", err)
+			}
+			if got != fmt.Sprint(acked+1) {
 				t.Fatalf("after resuming: %s rows, want %d", got, acked+1)
 			}
 			wc.Close(ctx)
