@@ -623,8 +623,10 @@ func (x *exec) evalFunc(fc *pg.FuncCall, e *env) (tv, error) {
 	if fc.Over != nil {
 		return tv{}, unsupported("window functions")
 	}
-	if t, ok := effectful[name]; ok && e.probe {
-		return tv{datum.Null, t}, nil
+	if e != nil && e.probe {
+		if t, ok := effectful[name]; ok {
+			return tv{datum.Null, t}, nil
+		}
 	}
 	args := make([]tv, len(fc.Args))
 	for i, a := range fc.Args {
