@@ -21,6 +21,7 @@ const (
 	OpDropTable
 	OpAddColumn
 	OpRenameColumn
+	OpDropColumn
 	// OpCreateDatabase and OpDropDatabase are each the only op of their
 	// transaction (Server.CreateDatabase, Server.DropDatabase): they change
 	// no version, and tell the committer to record or erase the database.
@@ -28,7 +29,7 @@ const (
 	OpDropDatabase
 )
 
-var opNames = [...]string{"?", "insert", "update", "delete", "create-schema", "create-table", "drop-table", "add-column", "rename-column", "create-database", "drop-database"}
+var opNames = [...]string{"?", "insert", "update", "delete", "create-schema", "create-table", "drop-table", "add-column", "rename-column", "drop-column", "create-database", "drop-database"}
 
 func (k OpKind) String() string {
 	if int(k) < len(opNames) {
@@ -51,6 +52,7 @@ func (k OpKind) String() string {
 //	drop-table     Schema, Table, Def (the definition dropped)
 //	add-column     Schema, Table, Column (Def, Default)
 //	rename-column  Schema, Table, Column (Def.Name: the old name, NewName)
+//	drop-column    Schema, Table, Column (Def.Name)
 //	create-database  (none: the database is the transaction's)
 //	drop-database    (none)
 //
@@ -95,6 +97,8 @@ func (o Op) String() string {
 		return fmt.Sprintf("add-column %s.%s %s %s", o.Schema, o.Table, o.Column.Def.Name, o.Column.Def.Type)
 	case OpRenameColumn:
 		return fmt.Sprintf("rename-column %s.%s %s->%s", o.Schema, o.Table, o.Column.Def.Name, o.Column.NewName)
+	case OpDropColumn:
+		return fmt.Sprintf("drop-column %s.%s %s", o.Schema, o.Table, o.Column.Def.Name)
 	}
 	return o.Kind.String()
 }
@@ -307,6 +311,20 @@ func (t *Txn) RenameColumn(schema, table, from, to string) error {
 	return nil
 }
 
+// DropColumn stages ALTER TABLE … DROP COLUMN name. Existing rows keep
+// their ctids and lose the column's value.
+func (t *Txn) DropColumn(schema, table, name string) error {
+	b, err := t.writer()
+	if err != nil {
+		return err
+	}
+	if err := b.dropColumn(schema, table, name); err != nil {
+		return err
+	}
+	t.ops = append(t.ops, Op{Kind: OpDropColumn, Schema: schema, Table: table, Column: &ColumnChange{Def: keyspace.ColumnDef{Name: name}}})
+	return nil
+}
+
 // Commit makes the transaction's writes the database's current version
 // (through the server's Committer when one is configured). A transaction
 // that wrote nothing commits trivially. After Commit, the Txn is done
@@ -438,6 +456,8 @@ func (v *Version) Apply(ops []Op) (*Version, error) {
 			err = b.addColumn(o.Schema, o.Table, o.Column.Def, o.Column.Default)
 		case OpRenameColumn:
 			err = b.renameColumn(o.Schema, o.Table, o.Column.Def.Name, o.Column.NewName)
+		case OpDropColumn:
+			err = b.dropColumn(o.Schema, o.Table, o.Column.Def.Name)
 		case OpCreateDatabase, OpDropDatabase:
 			// The database's existence is the server's registry, not a
 			// version's content.

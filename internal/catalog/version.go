@@ -358,6 +358,59 @@ func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt d
 	return t.syncLookup(old)
 }
 
+// dropColumn removes a column from a table's definition and re-encodes
+// its rows without it. PostgreSQL only marks the column dropped and keeps
+// the heap, so ctids stay; so do moraine's. A primary key column cannot be
+// dropped (DuckLake never does; PostgreSQL would drop the constraint).
+func (b *builder) dropColumn(schema, table, name string) error {
+	b.v.ddlSeq = b.base.ddlSeq + 1
+	t, err := b.ownTable(schema, table)
+	if err != nil {
+		return err
+	}
+	d := &t.info.Def
+	i := d.ColumnIndex(name)
+	if i < 0 {
+		return errNoColumn(table, name)
+	}
+	for _, pk := range d.PrimaryKey {
+		if pk == i {
+			return pgcode.Errorf(pgcode.FeatureNotSupported, "cannot drop primary key column %q of %q (DuckLake never does)", name, table)
+		}
+	}
+	if len(d.Columns) == 1 {
+		return pgcode.Errorf(pgcode.FeatureNotSupported, "cannot drop the only column %q of %q (DuckLake never does)", name, table)
+	}
+	nd := d.Clone()
+	nd.Columns = append(nd.Columns[:i], nd.Columns[i+1:]...)
+	for k, pk := range nd.PrimaryKey {
+		if pk > i {
+			nd.PrimaryKey[k] = pk - 1
+		}
+	}
+	t.heap.target = noBlock // as for addColumn
+	old := t.info
+	t.info = newTableInfo(nd, old.OID, old.IndexOID, old.ConstraintOID, old.SchemaOID)
+	var vals []datum.Value
+	var upd []rowItem
+	t.rows.Scan(func(it rowItem) bool {
+		vals, err = it.row.Decode(old.types, vals[:0])
+		if err != nil {
+			return false
+		}
+		vals = append(vals[:i], vals[i+1:]...)
+		upd = append(upd, rowItem{it.ctid, datum.EncodeRow(nil, t.info.types, vals)})
+		return true
+	})
+	if err != nil {
+		return fmt.Errorf("%w: table %q: %v", ErrCorrupt, table, err)
+	}
+	for _, it := range upd {
+		t.rows.Set(it)
+	}
+	return t.syncLookup(old)
+}
+
 func (b *builder) renameColumn(schema, table, from, to string) error {
 	b.v.ddlSeq = b.base.ddlSeq + 1
 	t, err := b.ownTable(schema, table)

@@ -83,7 +83,12 @@ type translator struct {
 	newCats  map[uint32]catalog.CatalogRef
 	// dropped are the catalogs a drop-database commit erases.
 	dropped map[uint32]bool
+	// rewrite are the tables whose stored rows all change encoding: a
+	// column dropped, or added with a default that every row now reads.
+	rewrite map[tableRef]bool
 }
+
+type tableRef struct{ schema, table string }
 
 type defRef struct {
 	catalogID uint32
@@ -105,7 +110,21 @@ func (p *Pipeline) translate(ctx context.Context, c *catalog.Commit) (*translati
 		newCats:  map[uint32]catalog.CatalogRef{},
 	}
 	for i := range c.Ops {
+		o := &c.Ops[i]
+		if o.Kind == catalog.OpDropColumn || o.Kind == catalog.OpAddColumn && !o.Column.Default.IsNull() {
+			if tr.rewrite == nil {
+				tr.rewrite = map[tableRef]bool{}
+			}
+			tr.rewrite[tableRef{o.Schema, o.Table}] = true
+		}
+	}
+	for i := range c.Ops {
 		if err := tr.op(&c.Ops[i]); err != nil {
+			return nil, err
+		}
+	}
+	for t := range tr.rewrite {
+		if err := tr.rewriteTable(t); err != nil {
 			return nil, err
 		}
 	}
@@ -162,11 +181,7 @@ func (tr *translator) op(o *catalog.Op) error {
 		return nil
 	case catalog.OpDropDatabase:
 		return tr.dropDatabase()
-	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn:
-		if o.Kind == catalog.OpAddColumn && !o.Column.Default.IsNull() {
-			return &Error{Kind: ErrShape, Code: pgcode.FeatureNotSupported, Message: fmt.Sprintf(
-				"moraine does not support ADD COLUMN %q with a non-NULL DEFAULT (DuckLake's migrations add nullable columns)", o.Column.Def.Name)}
-		}
+	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn, catalog.OpDropColumn:
 		id, err := tr.catalogID(o.Schema)
 		if err != nil {
 			return err
@@ -183,6 +198,9 @@ func (tr *translator) op(o *catalog.Op) error {
 			return err
 		}
 		tr.catalogs[id] = true
+		if tr.rewrite[tableRef{o.Schema, o.Table}] {
+			return nil // the whole table is rewritten from the next version
+		}
 		codec, err := tr.codec(id, o.Schema, o.Table)
 		if err != nil {
 			return err
@@ -229,6 +247,47 @@ func (tr *translator) dropRows(id uint32, o *catalog.Op) error {
 		return ferr == nil
 	})
 	return ferr
+}
+
+// rewriteTable replaces every stored row of a table whose encoding the
+// commit changed: the base version's rows go, the next version's come.
+// Its row ops are skipped, since they are encoded under whichever column
+// set the table had at the time, and the next version holds their outcome.
+// A parent kind's rows are touched from the next version first, so that
+// finishParents encodes them (with their children) under the next column
+// set; other rows are deleted first, so that the puts replace them.
+func (tr *translator) rewriteTable(ref tableRef) error {
+	id, err := tr.catalogID(ref.schema)
+	if err != nil {
+		return err
+	}
+	each := func(v *catalog.Version, put bool) error {
+		t, err := v.Table(ref.schema, ref.table)
+		if err != nil {
+			return nil // created or dropped by the commit
+		}
+		codec, err := tr.p.codecs.get(id, t.Def())
+		if err != nil {
+			return err
+		}
+		var ferr error
+		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+			ferr = tr.row(id, ref.schema, codec, r, put)
+			return ferr == nil
+		})
+		return ferr
+	}
+	spec, ok := keyspace.Known(ref.table)
+	if ok && spec.Child != "" {
+		if err := each(tr.c.Next, true); err != nil {
+			return err
+		}
+		return each(tr.c.Base, false)
+	}
+	if err := each(tr.c.Base, false); err != nil {
+		return err
+	}
+	return each(tr.c.Next, true)
 }
 
 // dropDatabase deletes every key of every catalog of the database: the

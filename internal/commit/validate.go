@@ -59,6 +59,7 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 	var minted []int64
 	var changesMade []string
 	var rowIDMoves []string
+	added := addedColumns(c, schema)
 	for _, o := range ops {
 		spec, ok := keyspace.Known(o.Table)
 		if !ok {
@@ -71,7 +72,7 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 		types := t.Types()
 		switch o.Kind {
 		case catalog.OpUpdate:
-			if err := checkUpdate(spec, t.Def(), types, o); err != nil {
+			if err := checkUpdate(spec, t.Def(), types, o, added[o.Table]); err != nil {
 				return err
 			}
 			if o.Table == "ducklake_table_stats" {
@@ -178,7 +179,7 @@ func (p *Pipeline) validateNewCatalog(ctx context.Context, c *catalog.Commit, sc
 		if err != nil {
 			return err
 		}
-		if err := checkUpdate(spec, t.Def(), t.Types(), o); err != nil {
+		if err := checkUpdate(spec, t.Def(), t.Types(), o, nil); err != nil {
 			return err
 		}
 	}
@@ -199,7 +200,31 @@ func tableOf(c *catalog.Commit, schema, name string) (*catalog.Table, error) {
 // table an update may only end a current row (end_snapshot NULL → N, all
 // else unchanged) or, on ducklake_data_file only, rebase a current row's
 // begin_snapshot in place (RFC 0008 rewrite step 3).
-func checkUpdate(spec *keyspace.TableSpec, def *keyspace.TableDef, types []datum.Type, o *catalog.Op) error {
+// addedColumns returns, per table of schema, the columns the commit adds:
+// a migration (DuckLake's 0.3 → 0.4 moves partial_max out of
+// partial_file_info, fills default_value_type) sets them on existing rows.
+func addedColumns(c *catalog.Commit, schema string) map[string]map[string]bool {
+	var out map[string]map[string]bool
+	for i := range c.Ops {
+		o := &c.Ops[i]
+		if o.Kind != catalog.OpAddColumn || o.Schema != schema {
+			continue
+		}
+		if out == nil {
+			out = map[string]map[string]bool{}
+		}
+		if out[o.Table] == nil {
+			out[o.Table] = map[string]bool{}
+		}
+		out[o.Table][o.Column.Def.Name] = true
+	}
+	return out
+}
+
+// checkUpdate refuses an UPDATE DuckLake does not make: on a versioned
+// table only ending a row, rebasing a live data file's begin_snapshot, and
+// filling a column the same commit added (filled) are DuckLake's.
+func checkUpdate(spec *keyspace.TableSpec, def *keyspace.TableDef, types []datum.Type, o *catalog.Op, filled map[string]bool) error {
 	if immutable[o.Table] {
 		return shapeErr("%s rows are never updated", o.Table)
 	}
@@ -219,7 +244,7 @@ func checkUpdate(spec *keyspace.TableSpec, def *keyspace.TableDef, types []datum
 	}
 	var changed []int
 	for i := range oldV {
-		if !datum.Equal(oldV[i], newV[i]) {
+		if !datum.Equal(oldV[i], newV[i]) && !filled[def.Columns[i].Name] {
 			changed = append(changed, i)
 		}
 	}

@@ -58,12 +58,21 @@ func newTable(def TableDef, spec *TableSpec) *Table {
 		t.keyCols = append(t.keyCols, spec.Begin)
 	}
 	for _, c := range t.keyCols {
-		t.keyStr = append(t.keyStr, t.types[c].Kind() == datum.KindText)
+		// A key column an older version's table lacks (0.3's
+		// schema_versions.table_id) reads as NULL.
+		var typ datum.Type
+		if c < len(t.types) {
+			typ = t.types[c]
+		} else {
+			typ = spec.Columns[c].Type
+		}
+		t.keyStr = append(t.keyStr, typ.Kind() == datum.KindText)
 		t.maxKeyCol = max(t.maxKeyCol, c)
 	}
 	if spec.End > t.maxKeyCol {
 		t.maxKeyCol = spec.End
 	}
+	t.maxKeyCol = min(t.maxKeyCol, len(t.types)-1)
 	if spec.Child != "" {
 		cs := fixedByName[spec.Child]
 		t.child = newTable(TableDef{Schema: def.Schema, Name: cs.Name, Columns: cs.Columns}, cs)

@@ -10,16 +10,43 @@ import (
 	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
-// Catalog versions whose table shapes moraine knows. DuckLake creates new
-// catalogs at 1.1-dev1 (or 1.0 when pinned) and refuses catalogs older than
-// 1.0 without migration; 1.0 → 1.1-dev1 appends row_group_count to the data
-// and delete file tables, adds ducklake_view_column_tag and renames the
-// inlined tables' metadata columns.
+// Catalog versions whose table shapes moraine knows: every version DuckLake
+// migrates from. DuckLake creates new catalogs at 1.1-dev1 (or 1.0 when
+// pinned) and migrates older ones, with AUTOMATIC_MIGRATION, through the
+// statements of its metadata manager, which moraine runs like PostgreSQL:
+//
+//   - 0.3 → 0.4 adds the macro, sort and variant statistics tables, appends
+//     default_value_type and default_value_dialect to ducklake_column,
+//     table_id to ducklake_schema_versions and partial_max to the data and
+//     delete file tables, and drops the data file table's
+//     partial_file_info (its partial_max moves to the new column);
+//   - 0.4 → 1.0 changes only the version string;
+//   - 1.0 → 1.1-dev1 appends row_group_count to the data and delete file
+//     tables, adds ducklake_view_column_tag and renames the inlined tables'
+//     metadata columns.
 const (
+	Version03   = "0.3"
+	Version04   = "0.4"
 	Version10   = "1.0"
 	Version11   = "1.1-dev1"
 	VersionNext = Version11 // the newest version moraine knows
 )
+
+// Versions lists the catalog versions moraine serves, oldest first.
+var Versions = []string{Version03, Version04, Version10, Version11}
+
+// versionIndex returns v's position in Versions, or -1.
+func versionIndex(v string) int {
+	for i, k := range Versions {
+		if k == v {
+			return i
+		}
+	}
+	return -1
+}
+
+// KnownVersion reports whether moraine serves catalogs at version v.
+func KnownVersion(v string) bool { return versionIndex(v) >= 0 }
 
 // ErrUnknownTable reports a table that is not one of DuckLake's.
 var ErrUnknownTable = errors.New("not a DuckLake catalog table")
@@ -41,6 +68,10 @@ type TableSpec struct {
 	// count at the oldest version the table exists in. A catalog whose table
 	// has fewer columns than len(Columns) is served at that shorter set.
 	MinColumns int
+	// Legacy lists the column lists an older version held that are not a
+	// prefix of Columns (0.3's data file table). The key, primary key,
+	// begin and end columns sit at the same positions in each of them.
+	Legacy [][]ColumnDef
 	PrimaryKey []int
 
 	// Begin and End are the begin_snapshot/end_snapshot column indexes of a
@@ -130,10 +161,13 @@ type fixedSpec struct {
 	name    string
 	kind    Kind
 	columns string
-	// added lists columns appended by the 1.0 → 1.1-dev1 migration; since11
-	// marks a table that exists only from 1.1-dev1.
-	added   int
-	since11 bool
+	// The table's column history: it holds the first n03 columns at 0.3
+	// and the first n10 at 0.4 and 1.0 (0: all of them); layout03, when
+	// set, is its 0.3 column list where that is not a prefix of columns.
+	// since is the first version the table exists at ("" for 0.3).
+	n03, n10 int
+	layout03 string
+	since    string
 	pk      string // primary key column, or ""
 	key     string // entity key columns, space separated
 	parent  string // embedded: parent table
@@ -142,7 +176,7 @@ type fixedSpec struct {
 }
 
 // fixedTables is DuckLake's schema at catalog version 1.1-dev1 (1.0 is the
-// same minus the columns counted in added and the 1.1-only table), as
+// its prefix or legacy layout, fixedSpec's column history), as
 // created by DuckLakeMetadataManager::InitializeDuckLake through the
 // postgres extension. testdata/shapes/inventory.md holds the captured DDL;
 // TestValidateDefInventory checks every CREATE TABLE there against this list.
@@ -162,11 +196,12 @@ var fixedTables = []fixedSpec{
 	{name: "ducklake_view", kind: KindView, columns: "view_id:b view_uuid:u begin_snapshot:b end_snapshot:b schema_id:b view_name:s dialect:s sql:s column_aliases:s", key: "view_id"},
 	{name: "ducklake_tag", kind: KindTag, columns: "object_id:b begin_snapshot:b end_snapshot:b key:s value:s", key: "object_id key"},
 	{name: "ducklake_column_tag", kind: KindColumnTag, columns: "table_id:b column_id:b begin_snapshot:b end_snapshot:b key:s value:s", key: "table_id column_id key"},
-	{name: "ducklake_data_file", kind: KindDataFile, columns: "data_file_id:b table_id:b begin_snapshot:b end_snapshot:b file_order:b path:s path_is_relative:t file_format:s record_count:b file_size_bytes:b footer_size:b row_id_start:b partition_id:b encryption_key:s mapping_id:b partial_max:b row_group_count:b", added: 1, pk: "data_file_id", key: "table_id data_file_id"},
+	{name: "ducklake_data_file", kind: KindDataFile, columns: "data_file_id:b table_id:b begin_snapshot:b end_snapshot:b file_order:b path:s path_is_relative:t file_format:s record_count:b file_size_bytes:b footer_size:b row_id_start:b partition_id:b encryption_key:s mapping_id:b partial_max:b row_group_count:b", n10: 16, pk: "data_file_id", key: "table_id data_file_id",
+		layout03: "data_file_id:b table_id:b begin_snapshot:b end_snapshot:b file_order:b path:s path_is_relative:t file_format:s record_count:b file_size_bytes:b footer_size:b row_id_start:b partition_id:b encryption_key:s partial_file_info:s mapping_id:b"},
 	{name: "ducklake_file_column_stats", kind: KindFileColumnStats, columns: "data_file_id:b table_id:b column_id:b column_size_bytes:b value_count:b null_count:b min_value:s max_value:s contains_nan:t extra_stats:s", key: "table_id data_file_id column_id"},
-	{name: "ducklake_file_variant_stats", kind: KindFileVariantStats, columns: "data_file_id:b table_id:b column_id:b variant_path:s shredded_type:s column_size_bytes:b value_count:b null_count:b min_value:s max_value:s contains_nan:t extra_stats:s", key: "table_id data_file_id column_id variant_path"},
-	{name: "ducklake_delete_file", kind: KindDeleteFile, columns: "delete_file_id:b table_id:b begin_snapshot:b end_snapshot:b data_file_id:b path:s path_is_relative:t format:s delete_count:b file_size_bytes:b footer_size:b encryption_key:s partial_max:b row_group_count:b", added: 1, pk: "delete_file_id", key: "table_id delete_file_id"},
-	{name: "ducklake_column", kind: KindColumn, columns: "column_id:b begin_snapshot:b end_snapshot:b table_id:b column_order:b column_name:s column_type:s initial_default:s default_value:s nulls_allowed:t parent_column:b default_value_type:s default_value_dialect:s", key: "table_id column_id", lookup: "table_id column_id"},
+	{name: "ducklake_file_variant_stats", since: Version04, kind: KindFileVariantStats, columns: "data_file_id:b table_id:b column_id:b variant_path:s shredded_type:s column_size_bytes:b value_count:b null_count:b min_value:s max_value:s contains_nan:t extra_stats:s", key: "table_id data_file_id column_id variant_path"},
+	{name: "ducklake_delete_file", kind: KindDeleteFile, columns: "delete_file_id:b table_id:b begin_snapshot:b end_snapshot:b data_file_id:b path:s path_is_relative:t format:s delete_count:b file_size_bytes:b footer_size:b encryption_key:s partial_max:b row_group_count:b", n03: 12, n10: 13, pk: "delete_file_id", key: "table_id delete_file_id"},
+	{name: "ducklake_column", kind: KindColumn, columns: "column_id:b begin_snapshot:b end_snapshot:b table_id:b column_order:b column_name:s column_type:s initial_default:s default_value:s nulls_allowed:t parent_column:b default_value_type:s default_value_dialect:s", n03: 11, key: "table_id column_id", lookup: "table_id column_id"},
 	{name: "ducklake_table_stats", kind: KindTableStats, columns: "table_id:b record_count:b next_row_id:b file_size_bytes:b", key: "table_id", lookup: "table_id"},
 	{name: "ducklake_table_column_stats", kind: KindTableColumnStats, columns: "table_id:b column_id:b contains_null:t contains_nan:t min_value:s max_value:s extra_stats:s", key: "table_id column_id", lookup: "table_id column_id"},
 	{name: "ducklake_partition_info", kind: KindPartition, columns: "partition_id:b table_id:b begin_snapshot:b end_snapshot:b", key: "table_id partition_id"},
@@ -176,31 +211,37 @@ var fixedTables = []fixedSpec{
 	{name: "ducklake_inlined_data_tables", kind: KindInlinedTables, columns: "table_id:b table_name:s schema_version:b", key: "table_id schema_version"},
 	{name: "ducklake_column_mapping", kind: KindColumnMapping, columns: "mapping_id:b table_id:b type:s", key: "table_id mapping_id"},
 	{name: "ducklake_name_mapping", kind: KindNameMapping, columns: "mapping_id:b column_id:b source_name:s target_field_id:b parent_column:b is_partition:t", key: "mapping_id column_id"},
-	{name: "ducklake_schema_versions", kind: KindSchemaVersions, columns: "begin_snapshot:b schema_version:b table_id:b", key: "table_id begin_snapshot schema_version"},
-	{name: "ducklake_macro", kind: KindMacro, columns: "schema_id:b macro_id:b macro_name:s begin_snapshot:b end_snapshot:b", key: "macro_id"},
-	{name: "ducklake_macro_impl", kind: KindMacroImpl, columns: "macro_id:b impl_id:b dialect:s sql:s type:s", key: "macro_id impl_id"},
-	{name: "ducklake_macro_parameters", kind: KindMacroParameters, columns: "macro_id:b impl_id:b column_id:b parameter_name:s parameter_type:s default_value:s default_value_type:s", key: "macro_id impl_id column_id parameter_name"},
-	{name: "ducklake_sort_info", kind: KindSort, columns: "sort_id:b table_id:b begin_snapshot:b end_snapshot:b", key: "table_id sort_id"},
-	{name: "ducklake_sort_expression", kind: KindSort, columns: "sort_id:b table_id:b sort_key_index:b expression:s dialect:s sort_direction:s null_order:s", parent: "ducklake_sort_info", link: "sort_id=sort_id table_id=table_id"},
-	{name: "ducklake_view_column_tag", kind: KindViewColumnTag, columns: "view_id:b column_name:s begin_snapshot:b end_snapshot:b key:s value:s", since11: true, key: "view_id column_name key"},
+	{name: "ducklake_schema_versions", kind: KindSchemaVersions, columns: "begin_snapshot:b schema_version:b table_id:b", n03: 2, key: "table_id begin_snapshot schema_version"},
+	{name: "ducklake_macro", since: Version04, kind: KindMacro, columns: "schema_id:b macro_id:b macro_name:s begin_snapshot:b end_snapshot:b", key: "macro_id"},
+	{name: "ducklake_macro_impl", since: Version04, kind: KindMacroImpl, columns: "macro_id:b impl_id:b dialect:s sql:s type:s", key: "macro_id impl_id"},
+	{name: "ducklake_macro_parameters", since: Version04, kind: KindMacroParameters, columns: "macro_id:b impl_id:b column_id:b parameter_name:s parameter_type:s default_value:s default_value_type:s", key: "macro_id impl_id column_id parameter_name"},
+	{name: "ducklake_sort_info", since: Version04, kind: KindSort, columns: "sort_id:b table_id:b begin_snapshot:b end_snapshot:b", key: "table_id sort_id"},
+	{name: "ducklake_sort_expression", since: Version04, kind: KindSort, columns: "sort_id:b table_id:b sort_key_index:b expression:s dialect:s sort_direction:s null_order:s", parent: "ducklake_sort_info", link: "sort_id=sort_id table_id=table_id"},
+	{name: "ducklake_view_column_tag", kind: KindViewColumnTag, columns: "view_id:b column_name:s begin_snapshot:b end_snapshot:b key:s value:s", since: Version11, key: "view_id column_name key"},
 }
 
 // FixedTableCount is the number of fixed DuckLake tables at VersionNext.
 const FixedTableCount = 29
 
 // fixedByName indexes the fixed tables; fixedOrder keeps fixedTables' order
-// for FixedDefs; since11 marks tables that do not exist at 1.0. They are
+// for FixedDefs; fixedHistory holds each table's column history. They are
 // package variables built by buildFixed, so that every init that reads them
 // runs after them.
-var fixedByName, fixedOrder, since11 = buildFixed()
+var fixedByName, fixedOrder, fixedHistory = buildFixed()
 
-func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]bool) {
+// history is when a fixed table exists and which columns it has at each
+// version moraine knows.
+type history struct {
+	since int           // index in Versions of the first version with the table
+	at    [][]ColumnDef // the column list at each version, by index in Versions
+}
+
+func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]*history) {
 	fixedByName := map[string]*TableSpec{}
 	var fixedOrder []*TableSpec
-	since11 := map[string]bool{}
+	fixedHistory := map[string]*history{}
 	for _, f := range fixedTables {
 		s := &TableSpec{Name: f.name, Kind: f.kind, Columns: cols(f.columns), Begin: -1, End: -1}
-		s.MinColumns = len(s.Columns) - f.added
 		idx := func(name string) int {
 			for i, c := range s.Columns {
 				if c.Name == name {
@@ -212,6 +253,35 @@ func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]bool) {
 		if f.pk != "" {
 			s.PrimaryKey = []int{idx(f.pk)}
 			s.Columns[s.PrimaryKey[0]].NotNull = true
+		}
+		h := &history{since: 0}
+		if f.since != "" {
+			h.since = versionIndex(f.since)
+		}
+		prefix := func(n int) []ColumnDef {
+			if n == 0 {
+				n = len(s.Columns)
+			}
+			return s.Columns[:n:n]
+		}
+		n03 := f.n03
+		if n03 == 0 {
+			n03 = f.n10
+		}
+		at03 := prefix(n03)
+		if f.layout03 != "" {
+			at03 = cols(f.layout03)
+			for _, pk := range s.PrimaryKey {
+				at03[pk].NotNull = true
+			}
+			s.Legacy = append(s.Legacy, at03)
+		}
+		h.at = [][]ColumnDef{at03, prefix(f.n10), prefix(f.n10), prefix(0)}
+		s.MinColumns = len(s.Columns)
+		for v := h.since; v < len(Versions); v++ {
+			if f.layout03 == "" || v > 0 {
+				s.MinColumns = min(s.MinColumns, len(h.at[v]))
+			}
 		}
 		for _, k := range strings.Fields(f.key) {
 			i := idx(k)
@@ -241,6 +311,15 @@ func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]bool) {
 			// not temporally versioned: they have no end.
 			s.Begin = -1
 		}
+		for _, l := range s.Legacy {
+			// A legacy layout must agree with Columns wherever the key, the
+			// primary key and the snapshot columns are read by position.
+			for _, i := range append(append([]int{s.Begin, s.End}, s.EntityKey...), s.PrimaryKey...) {
+				if i >= 0 && (i >= len(l) || l[i] != s.Columns[i]) {
+					panic("keyspace: " + f.name + ": legacy layout moves column " + s.Columns[i].Name)
+				}
+			}
+		}
 		if f.parent != "" {
 			s.Parent = f.parent
 			parent := fixedByName[f.parent]
@@ -256,16 +335,14 @@ func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]bool) {
 				s.ParentLink = append(s.ParentLink, [2]int{idx(c), pi})
 			}
 		}
-		if f.since11 {
-			since11[f.name] = true
-		}
 		fixedByName[f.name] = s
 		fixedOrder = append(fixedOrder, s)
+		fixedHistory[f.name] = h
 	}
 	if len(fixedOrder) != FixedTableCount {
 		panic("keyspace: fixed table list is incomplete")
 	}
-	return fixedByName, fixedOrder, since11
+	return fixedByName, fixedOrder, fixedHistory
 }
 
 // Name prefixes of DuckLake's dynamic per-table tables.
@@ -341,21 +418,19 @@ func Known(name string) (*TableSpec, bool) {
 var inlinedDeleteColumns = cols("file_id:b row_id:b begin_snapshot:b")
 
 // FixedDefs returns the definitions of the fixed tables of a fresh catalog at
-// version (Version10 or Version11) in schema, in DuckLake's creation order.
+// version (one of Versions) in schema, in DuckLake's creation order.
 func FixedDefs(schema, version string) ([]TableDef, error) {
-	if version != Version10 && version != Version11 {
+	vi := versionIndex(version)
+	if vi < 0 {
 		return nil, fmt.Errorf("keyspace: unknown DuckLake catalog version %q", version)
 	}
 	var out []TableDef
 	for _, s := range fixedOrder {
-		if version == Version10 && since11[s.Name] {
+		h := fixedHistory[s.Name]
+		if vi < h.since {
 			continue
 		}
-		n := len(s.Columns)
-		if version == Version10 {
-			n = s.MinColumns
-		}
-		d := TableDef{Schema: schema, Name: s.Name, Columns: append([]ColumnDef(nil), s.Columns[:n]...),
+		d := TableDef{Schema: schema, Name: s.Name, Columns: append([]ColumnDef(nil), h.at[vi]...),
 			PrimaryKey: append([]int(nil), s.PrimaryKey...)}
 		out = append(out, d)
 	}
@@ -367,7 +442,7 @@ func FixedDefs(schema, version string) ([]TableDef, error) {
 // version (which decides the metadata column names).
 func InlinedDataDef(schema, version string, tableID, schemaVersion int64, user []ColumnDef) TableDef {
 	meta := inlinedMeta11
-	if version == Version10 {
+	if versionIndex(version) < versionIndex(Version11) {
 		meta = inlinedMeta10
 	}
 	d := TableDef{Schema: schema, Name: InlinedDataTableName(tableID, schemaVersion)}
@@ -385,8 +460,9 @@ func InlinedDeleteDef(schema string, tableID int64) TableDef {
 }
 
 // ValidateDef accepts exactly the table shapes DuckLake creates: a fixed
-// table with a prefix (at least its 1.0 columns) of its known column list, in
-// order, with the same types, NOT NULLs and primary key; an inlined data table
+// table with a prefix (at least its columns at the oldest version moraine
+// knows) of its known column list or one of its legacy layouts, in order,
+// with the same types, NOT NULLs and primary key; an inlined data table
 // with the three metadata columns (each under its 1.0 or 1.1 name, since the
 // 1.1 migration renames them one by one) followed by user columns of types
 // moraine supports; an inlined delete table. Anything else is refused with an
@@ -413,10 +489,21 @@ func ValidateDef(def *TableDef) error {
 	if spec.Kind == KindInlinedRow {
 		return validateInlinedData(def)
 	}
-	want := spec.Columns
-	if len(def.Columns) < spec.MinColumns || len(def.Columns) > len(want) {
+	err := validateFixed(def, spec, spec.Columns, spec.MinColumns)
+	for _, l := range spec.Legacy {
+		if err != nil && validateFixed(def, spec, l, len(l)) == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+// validateFixed checks def against the column list want, of which it must
+// hold at least the first min columns.
+func validateFixed(def *TableDef, spec *TableSpec, want []ColumnDef, min int) error {
+	if len(def.Columns) < min || len(def.Columns) > len(want) {
 		return pgcode.Errorf(pgcode.FeatureNotSupported, "%w: table %q has %d columns, DuckLake creates it with %d to %d",
-			ErrBadDef, def.Name, len(def.Columns), spec.MinColumns, len(want))
+			ErrBadDef, def.Name, len(def.Columns), min, len(want))
 	}
 	for i, c := range def.Columns {
 		w := want[i]

@@ -19,7 +19,7 @@ func TestKnownFixedTables(t *testing.T) {
 	for _, v := range []struct {
 		version string
 		n       int
-	}{{Version10, FixedTableCount - 1}, {Version11, FixedTableCount}} {
+	}{{Version03, FixedTableCount - 7}, {Version04, FixedTableCount - 1}, {Version10, FixedTableCount - 1}, {Version11, FixedTableCount}} {
 		defs, err := FixedDefs("public", v.version)
 		if err != nil {
 			t.Fatal(err)
@@ -33,8 +33,10 @@ func TestKnownFixedTables(t *testing.T) {
 			}
 		}
 	}
-	if _, err := FixedDefs("public", "0.4"); err == nil {
-		t.Error("FixedDefs accepted version 0.4")
+	for _, v := range []string{"0.2", "0.4-dev1", "1.1"} {
+		if _, err := FixedDefs("public", v); err == nil {
+			t.Errorf("FixedDefs accepted version %s", v)
+		}
 	}
 	for _, c := range []struct {
 		name  string
@@ -89,6 +91,83 @@ func inventoryDDL(t *testing.T) (creates, alters []string) {
 		}
 	}
 	return creates, alters
+}
+
+// versionDDL returns the CREATE TABLE statements of DuckLake's fixed tables
+// at the older catalog versions, from the lake scripts in testdata/versions
+// (DuckLake's InitializeDuckLake at 0.3 and 0.4 as the postgres extension
+// sends it).
+func versionDDL(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, v := range []string{Version03, Version04} {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "versions", "lake-"+v+".sql"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(raw), "\n") {
+			if isDuckLakeDDL(line, "CREATE TABLE") && !strings.Contains(line, InlinedDataPrefix) {
+				out = append(out, strings.TrimSuffix(line, ";"))
+			}
+		}
+	}
+	if len(out) < 2*(FixedTableCount-7) {
+		t.Fatalf("only %d CREATE TABLE statements in testdata/versions", len(out))
+	}
+	return out
+}
+
+// TestValidateDefVersions accepts the tables of every catalog version,
+// including 0.3's data file table (partial_file_info where partial_max and
+// row_group_count come later), and refuses what no version holds: the
+// 0.3 → 0.4 migration's transient shapes, which exist only inside its
+// transaction, and columns out of order.
+func TestValidateDefVersions(t *testing.T) {
+	for _, sql := range versionDDL(t) {
+		def, err := parseCreate(sql)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ValidateDef(&def); err != nil {
+			t.Errorf("refused %s: %v", sql, err)
+		}
+	}
+	defs, _ := FixedDefs("public", Version03)
+	var df TableDef
+	for _, d := range defs {
+		if d.Name == "ducklake_data_file" {
+			df = d
+		}
+	}
+	if got := df.Columns[14].Name; got != "partial_file_info" {
+		t.Fatalf("0.3 data file column 15 is %q", got)
+	}
+	transient := df.Clone()
+	transient.Columns = append(transient.Columns, ColumnDef{Name: "partial_max", Type: tBig})
+	swapped := df.Clone()
+	swapped.Columns[14], swapped.Columns[15] = swapped.Columns[15], swapped.Columns[14]
+	short := df.Clone()
+	short.Columns = short.Columns[:15]
+	for name, d := range map[string]TableDef{"transient": transient, "swapped": swapped, "short": short} {
+		if err := ValidateDef(&d); !errors.Is(err, ErrBadDef) {
+			t.Errorf("%s 0.3 data file table %s: %v", name, d.String(), err)
+		}
+	}
+	// 0.3's schema_versions has no table_id, a key field: its rows key as
+	// the same rows with a NULL table_id at 0.4.
+	sv03, err := NewTable(TableDef{Schema: "public", Name: "ducklake_schema_versions", Columns: cols("begin_snapshot:b schema_version:b")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sv04, _ := NewTable(TableDef{Schema: "public", Name: "ducklake_schema_versions", Columns: cols("begin_snapshot:b schema_version:b table_id:b")})
+	k03, err := sv03.Key(1, datum.EncodeRow(nil, sv03.Types(), []datum.Value{datum.IntValue(5), datum.IntValue(2)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k04, _ := sv04.Key(1, datum.EncodeRow(nil, sv04.Types(), []datum.Value{datum.IntValue(5), datum.IntValue(2), datum.Null}))
+	if string(k03) != string(k04) {
+		t.Fatalf("0.3 key %s, 0.4 key with NULL table_id %s", FormatKey(k03), FormatKey(k04))
+	}
 }
 
 // TestValidateDefInventory accepts every CREATE TABLE DuckLake sent in the

@@ -31,11 +31,19 @@ func TestDefsMatchPostgres(t *testing.T) {
 	defer conn.Close(context.Background())
 
 	creates, _ := inventoryDDL(t)
-	// The captured DDL by (table, column count): the 1.0 and 1.1 data and
-	// delete file tables differ only in their column count.
+	creates = append(creates, versionDDL(t)...)
+	// The DDL by (table, column names): the data and delete file tables
+	// differ between versions only in their columns.
 	type shape struct {
 		name string
-		n    int
+		cols string
+	}
+	names := func(d TableDef) string {
+		var n []string
+		for _, c := range d.Columns {
+			n = append(n, c.Name)
+		}
+		return strings.Join(n, " ")
 	}
 	ddl := map[shape]string{}
 	var inlined []string
@@ -45,13 +53,13 @@ func TestDefsMatchPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, fixed := fixedByName[def.Name]; fixed {
-			ddl[shape{def.Name, len(def.Columns)}] = sql
+			ddl[shape{def.Name, names(def)}] = sql
 		} else {
 			inlined = append(inlined, sql)
 		}
 	}
 	suffix := fmt.Sprintf("%d_%d", os.Getpid(), rand.Int63())
-	for _, version := range []string{Version10, Version11} {
+	for _, version := range Versions {
 		schema := "ks_" + strings.NewReplacer(".", "", "-", "").Replace(version) + "_" + suffix
 		if _, err := conn.Exec(ctx, "CREATE SCHEMA "+schema); err != nil {
 			t.Fatal(err)
@@ -62,9 +70,9 @@ func TestDefsMatchPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range defs {
-			sql, ok := ddl[shape{want.Name, len(want.Columns)}]
+			sql, ok := ddl[shape{want.Name, names(want)}]
 			if !ok {
-				t.Errorf("%s: no captured DDL for %s with %d columns", version, want.Name, len(want.Columns))
+				t.Errorf("%s: no DuckLake DDL for %s(%s)", version, want.Name, names(want))
 				continue
 			}
 			got := pgTableDef(ctx, t, conn, schema, sql)

@@ -27,7 +27,7 @@ func tableDef(s *pg.CreateStmt) (memcat.TableDef, error) {
 		switch {
 		case el.GetColumnDef() != nil:
 			cd := el.GetColumnDef()
-			c, pk, err := columnDef(cd)
+			c, pk, err := columnDef(cd, false)
 			if err != nil {
 				return def, err
 			}
@@ -62,7 +62,12 @@ func tableDef(s *pg.CreateStmt) (memcat.TableDef, error) {
 	return def, nil
 }
 
-func columnDef(cd *pg.ColumnDef) (memcat.Column, bool, error) {
+// columnDef builds a column from its definition. withDefault allows a
+// constant DEFAULT, which ALTER TABLE … ADD COLUMN gives every existing row
+// (DuckLake's migrations add columns so); CREATE TABLE refuses defaults,
+// since moraine's tables take every value from the statement that inserts
+// the row.
+func columnDef(cd *pg.ColumnDef, withDefault bool) (memcat.Column, bool, error) {
 	t, err := typeFromName(cd.TypeName)
 	if err != nil {
 		return memcat.Column{}, false, err
@@ -78,6 +83,13 @@ func columnDef(cd *pg.ColumnDef) (memcat.Column, bool, error) {
 		case pg.ConstrType_CONSTR_PRIMARY:
 			pk = true
 			c.NotNull = true
+		case pg.ConstrType_CONSTR_DEFAULT:
+			if !withDefault {
+				return c, false, unsupported("column defaults in CREATE TABLE (%q)", cd.Colname)
+			}
+			if c.Default, err = constDefault(con.RawExpr, t); err != nil {
+				return c, false, err
+			}
 		default:
 			return c, false, unsupported("column constraint %s on %q", con.Contype, cd.Colname)
 		}
@@ -86,6 +98,37 @@ func columnDef(cd *pg.ColumnDef) (memcat.Column, bool, error) {
 		return c, false, unsupported("column defaults, collations, identity and generated columns (%q)", cd.Colname)
 	}
 	return c, pk, nil
+}
+
+// constDefault evaluates a DEFAULT expression that is a literal, possibly
+// cast (the forms DuckDB's postgres extension renders a constant in), as a
+// value of type t.
+func constDefault(n *pg.Node, t datum.Type) (datum.Value, error) {
+	var casts []*pg.TypeName
+	for n.GetTypeCast() != nil {
+		casts = append(casts, n.GetTypeCast().TypeName)
+		n = n.GetTypeCast().Arg
+	}
+	c := n.GetAConst()
+	if c == nil {
+		return datum.Null, unsupported("a DEFAULT other than a constant (%s)", nodeKind(n))
+	}
+	v, err := constValue(c)
+	if err != nil {
+		return datum.Null, err
+	}
+	for i := len(casts) - 1; i >= 0; i-- {
+		ct, err := typeFromName(casts[i])
+		if err != nil {
+			return datum.Null, err
+		}
+		cv, err := coerce(v, ct)
+		if err != nil {
+			return datum.Null, err
+		}
+		v = tv{cv, ct}
+	}
+	return coerce(v, t)
 }
 
 func (x *exec) createTable(s *pg.CreateStmt, out sink) error {
@@ -238,10 +281,16 @@ func (x *exec) alterTable(s *pg.AlterTableStmt, out sink) error {
 	}
 	for _, cn := range s.Cmds {
 		cmd := cn.GetAlterTableCmd()
+		if cmd.Subtype == pg.AlterTableType_AT_DropColumn {
+			if err := x.dropColumn(schema, t.Name, cmd, out); err != nil {
+				return err
+			}
+			continue
+		}
 		if cmd.Subtype != pg.AlterTableType_AT_AddColumn {
 			return unsupported("ALTER TABLE %s", strings.TrimPrefix(cmd.Subtype.String(), "AT_"))
 		}
-		c, pk, err := columnDef(cmd.Def.GetColumnDef())
+		c, pk, err := columnDef(cmd.Def.GetColumnDef(), true)
 		if err != nil {
 			return err
 		}
@@ -260,6 +309,19 @@ func (x *exec) alterTable(s *pg.AlterTableStmt, out sink) error {
 		}
 	}
 	return out.complete("ALTER TABLE")
+}
+
+// dropColumn runs ALTER TABLE … DROP COLUMN [IF EXISTS] name.
+func (x *exec) dropColumn(schema, table string, cmd *pg.AlterTableCmd, out sink) error {
+	err := x.s.tx.txn.DropColumn(schema, table, cmd.Name)
+	if errors.Is(err, catalog.ErrNoColumn) {
+		if cmd.MissingOk {
+			out.notice(&pgwire.Error{Code: pgcode.SuccessfulCompletion, Message: "column \"" + cmd.Name + "\" of relation \"" + table + "\" does not exist, skipping"})
+			return nil
+		}
+		return errf(pgcode.UndefinedColumn, "column %q of relation %q does not exist", cmd.Name, table)
+	}
+	return err
 }
 
 func (x *exec) rename(s *pg.RenameStmt, out sink) error {

@@ -79,8 +79,8 @@ func catalogVersion(ctx context.Context, c *pgconn.PgConn, schema string) (strin
 		return "", fmt.Errorf("%w: ducklake_metadata of schema %s records no version", ErrNotDuckLake, schema)
 	}
 	v := string(rs[0].Rows[0][0])
-	if v != keyspace.Version10 && v != keyspace.Version11 {
-		return "", fmt.Errorf("%w: catalog version %s (moraine serves %s and %s; let DuckLake migrate it first)", ErrNotDuckLake, v, keyspace.Version10, keyspace.Version11)
+	if !keyspace.KnownVersion(v) {
+		return "", fmt.Errorf("%w: catalog version %s (moraine serves %s; let DuckLake migrate it first)", ErrNotDuckLake, v, strings.Join(keyspace.Versions, ", "))
 	}
 	return v, nil
 }

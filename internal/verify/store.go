@@ -122,6 +122,24 @@ func (r *row) opt(name string) *int64 {
 	return &i
 }
 
+// partialMax reads a data file's partial_max: its own column from catalog
+// version 0.4, the "partial_max:N" of partial_file_info at 0.3 (any other
+// partial_file_info records no maximum snapshot).
+func (r *row) partialMax() *int64 {
+	if _, ok := r.c.idx["partial_max"]; ok || r.err != nil {
+		return r.opt("partial_max")
+	}
+	if _, ok := r.c.idx["partial_file_info"]; !ok {
+		return nil
+	}
+	if n, ok := strings.CutPrefix(r.str("partial_file_info"), "partial_max:"); ok {
+		if v, err := strconv.ParseInt(n, 10, 64); err == nil {
+			return &v
+		}
+	}
+	return nil
+}
+
 // first returns the first of names the table has (catalog version 1.0
 // names the inlined metadata columns without the _ducklake_ prefix).
 func (c *columns) first(names ...string) string {
@@ -172,7 +190,7 @@ func FromStored(c *commit.StoredCatalog) (*State, error) {
 				ID: r.int("data_file_id"), TableID: r.int("table_id"),
 				Begin: r.int("begin_snapshot"), End: r.opt("end_snapshot"),
 				RowIDStart: r.opt("row_id_start"), RecordCount: r.int("record_count"),
-				PartialMax: r.opt("partial_max"),
+				PartialMax: r.partialMax(),
 			})
 		}},
 		{"ducklake_delete_file", func(r *row) {

@@ -14,6 +14,9 @@ type Column struct {
 	Name    string
 	Type    datum.Type
 	NotNull bool
+	// Default is the value ALTER TABLE … ADD COLUMN … DEFAULT gives every
+	// existing row; NULL when none.
+	Default datum.Value
 }
 
 // TableDef is a table's shape.

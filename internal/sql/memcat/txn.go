@@ -186,9 +186,18 @@ func (t *Txn) DropTable(schema, name string) error {
 	return nil
 }
 
-// AddColumn appends a column (NULL in every existing row).
+// AddColumn appends a column, c.Default in every existing row.
 func (t *Txn) AddColumn(schema, table string, c Column) error {
-	if err := t.tx.AddColumn(schema, table, keyspace.ColumnDef{Name: c.Name, Type: c.Type, NotNull: c.NotNull}, datum.Null); err != nil {
+	if err := t.tx.AddColumn(schema, table, keyspace.ColumnDef{Name: c.Name, Type: c.Type, NotNull: c.NotNull}, c.Default); err != nil {
+		return err
+	}
+	t.wrote = true
+	return nil
+}
+
+// DropColumn removes a column.
+func (t *Txn) DropColumn(schema, table, name string) error {
+	if err := t.tx.DropColumn(schema, table, name); err != nil {
 		return err
 	}
 	t.wrote = true
