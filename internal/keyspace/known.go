@@ -71,7 +71,7 @@ type TableSpec struct {
 	// Legacy lists the column lists an older version held that are not a
 	// prefix of Columns (0.3's data file table). The key, primary key,
 	// begin and end columns sit at the same positions in each of them.
-	Legacy [][]ColumnDef
+	Legacy     [][]ColumnDef
 	PrimaryKey []int
 
 	// Begin and End are the begin_snapshot/end_snapshot column indexes of a
@@ -168,11 +168,11 @@ type fixedSpec struct {
 	n03, n10 int
 	layout03 string
 	since    string
-	pk      string // primary key column, or ""
-	key     string // entity key columns, space separated
-	parent  string // embedded: parent table
-	link    string // embedded: "childcol=parentcol ..."
-	lookup  string // TableSpec.Lookup columns, space separated
+	pk       string // primary key column, or ""
+	key      string // entity key columns, space separated
+	parent   string // embedded: parent table
+	link     string // embedded: "childcol=parentcol ..."
+	lookup   string // TableSpec.Lookup columns, space separated
 }
 
 // fixedTables is DuckLake's schema at catalog version 1.1-dev1 (1.0 is the
