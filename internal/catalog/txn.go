@@ -22,6 +22,7 @@ const (
 	OpAddColumn
 	OpRenameColumn
 	OpDropColumn
+	OpRenameTable
 	// OpCreateDatabase and OpDropDatabase are each the only op of their
 	// transaction (Server.CreateDatabase, Server.DropDatabase): they change
 	// no version, and tell the committer to record or erase the database.
@@ -29,7 +30,7 @@ const (
 	OpDropDatabase
 )
 
-var opNames = [...]string{"?", "insert", "update", "delete", "create-schema", "create-table", "drop-table", "add-column", "rename-column", "drop-column", "create-database", "drop-database"}
+var opNames = [...]string{"?", "insert", "update", "delete", "create-schema", "create-table", "drop-table", "add-column", "rename-column", "drop-column", "rename-table", "create-database", "drop-database"}
 
 func (k OpKind) String() string {
 	if int(k) < len(opNames) {
@@ -53,6 +54,7 @@ func (k OpKind) String() string {
 //	add-column     Schema, Table, Column (Def, Default)
 //	rename-column  Schema, Table, Column (Def.Name: the old name, NewName)
 //	drop-column    Schema, Table, Column (Def.Name)
+//	rename-table   Schema, Table (the old name), Column (NewName)
 //	create-database  (none: the database is the transaction's)
 //	drop-database    (none)
 //
@@ -99,6 +101,8 @@ func (o Op) String() string {
 		return fmt.Sprintf("rename-column %s.%s %s->%s", o.Schema, o.Table, o.Column.Def.Name, o.Column.NewName)
 	case OpDropColumn:
 		return fmt.Sprintf("drop-column %s.%s %s", o.Schema, o.Table, o.Column.Def.Name)
+	case OpRenameTable:
+		return fmt.Sprintf("rename-table %s.%s->%s", o.Schema, o.Table, o.Column.NewName)
 	}
 	return o.Kind.String()
 }
@@ -311,6 +315,19 @@ func (t *Txn) RenameColumn(schema, table, from, to string) error {
 	return nil
 }
 
+// RenameTable stages ALTER TABLE from RENAME TO to.
+func (t *Txn) RenameTable(schema, from, to string) error {
+	b, err := t.writer()
+	if err != nil {
+		return err
+	}
+	if err := b.renameTable(schema, from, to); err != nil {
+		return err
+	}
+	t.ops = append(t.ops, Op{Kind: OpRenameTable, Schema: schema, Table: from, Column: &ColumnChange{NewName: to}})
+	return nil
+}
+
 // DropColumn stages ALTER TABLE … DROP COLUMN name. Existing rows keep
 // their ctids and lose the column's value.
 func (t *Txn) DropColumn(schema, table, name string) error {
@@ -458,6 +475,8 @@ func (v *Version) Apply(ops []Op) (*Version, error) {
 			err = b.renameColumn(o.Schema, o.Table, o.Column.Def.Name, o.Column.NewName)
 		case OpDropColumn:
 			err = b.dropColumn(o.Schema, o.Table, o.Column.Def.Name)
+		case OpRenameTable:
+			err = b.renameTable(o.Schema, o.Table, o.Column.NewName)
 		case OpCreateDatabase, OpDropDatabase:
 			// The database's existence is the server's registry, not a
 			// version's content.

@@ -304,6 +304,31 @@ func (b *builder) dropTable(schema, name string) (*Table, error) {
 	return t.freeze(), nil
 }
 
+// renameTable gives a table a new name; its rows, ctids and OIDs stay, as
+// in PostgreSQL.
+func (b *builder) renameTable(schema, from, to string) error {
+	b.v.ddlSeq = b.base.ddlSeq + 1
+	if _, err := b.ownTable(schema, from); err != nil {
+		return err
+	}
+	s, err := b.ownSchema(schema)
+	if err != nil {
+		return err
+	}
+	if _, ok := s.tables[to]; ok {
+		return errTableExists(schema, to)
+	}
+	t := s.tables[from]
+	nd := t.info.Def.Clone()
+	nd.Name = to
+	t.heap.target = noBlock // as for addColumn
+	old := t.info
+	t.info = newTableInfo(nd, old.OID, old.IndexOID, old.ConstraintOID, old.SchemaOID)
+	delete(s.tables, from)
+	s.tables[to] = t
+	return t.syncLookup(old)
+}
+
 func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt datum.Value) error {
 	b.v.ddlSeq = b.base.ddlSeq + 1
 	t, err := b.ownTable(schema, table)

@@ -111,11 +111,17 @@ func (p *Pipeline) translate(ctx context.Context, c *catalog.Commit) (*translati
 	}
 	for i := range c.Ops {
 		o := &c.Ops[i]
-		if o.Kind == catalog.OpDropColumn || o.Kind == catalog.OpAddColumn && !o.Column.Default.IsNull() {
-			if tr.rewrite == nil {
-				tr.rewrite = map[tableRef]bool{}
-			}
-			tr.rewrite[tableRef{o.Schema, o.Table}] = true
+		rewrite := o.Kind == catalog.OpDropColumn || o.Kind == catalog.OpRenameTable ||
+			o.Kind == catalog.OpAddColumn && !o.Column.Default.IsNull()
+		if !rewrite {
+			continue
+		}
+		if tr.rewrite == nil {
+			tr.rewrite = map[tableRef]bool{}
+		}
+		tr.rewrite[tableRef{o.Schema, o.Table}] = true
+		if o.Kind == catalog.OpRenameTable {
+			tr.rewrite[tableRef{o.Schema, o.Column.NewName}] = true
 		}
 	}
 	for i := range c.Ops {
@@ -123,10 +129,8 @@ func (p *Pipeline) translate(ctx context.Context, c *catalog.Commit) (*translati
 			return nil, err
 		}
 	}
-	for t := range tr.rewrite {
-		if err := tr.rewriteTable(t); err != nil {
-			return nil, err
-		}
+	if err := tr.rewriteTables(); err != nil {
+		return nil, err
 	}
 	if err := tr.finishParents(); err != nil {
 		return nil, err
@@ -181,12 +185,15 @@ func (tr *translator) op(o *catalog.Op) error {
 		return nil
 	case catalog.OpDropDatabase:
 		return tr.dropDatabase()
-	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn, catalog.OpDropColumn:
+	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn, catalog.OpDropColumn, catalog.OpRenameTable:
 		id, err := tr.catalogID(o.Schema)
 		if err != nil {
 			return err
 		}
 		tr.defs[defRef{id, o.Schema, o.Table}] = true
+		if o.Kind == catalog.OpRenameTable {
+			tr.defs[defRef{id, o.Schema, o.Column.NewName}] = true
+		}
 		tr.catalogs[id] = true
 		if o.Kind == catalog.OpDropTable {
 			return tr.dropRows(id, o)
@@ -249,45 +256,52 @@ func (tr *translator) dropRows(id uint32, o *catalog.Op) error {
 	return ferr
 }
 
-// rewriteTable replaces every stored row of a table whose encoding the
-// commit changed: the base version's rows go, the next version's come.
-// Its row ops are skipped, since they are encoded under whichever column
-// set the table had at the time, and the next version holds their outcome.
-// A parent kind's rows are touched from the next version first, so that
+// rewriteTables replaces every stored row of the tables whose encoding,
+// kind or name the commit changed: the base version's rows go, the next
+// version's come (a renamed table is in the set under both names). Their
+// row ops are skipped, since each is encoded under whichever column set the
+// table had at the time, and the next version holds their outcome. Parent
+// kinds' rows are touched from the next version first, so that
 // finishParents encodes them (with their children) under the next column
-// set; other rows are deleted first, so that the puts replace them.
-func (tr *translator) rewriteTable(ref tableRef) error {
-	id, err := tr.catalogID(ref.schema)
-	if err != nil {
+// set; then every base row is deleted; then the other kinds' next rows are
+// put, replacing the deletes of the same keys.
+func (tr *translator) rewriteTables() error {
+	each := func(v *catalog.Version, put, parents bool) error {
+		for ref := range tr.rewrite {
+			spec, ok := keyspace.Known(ref.table)
+			if isParent := ok && spec.Child != ""; put && isParent != parents {
+				continue
+			}
+			t, err := v.Table(ref.schema, ref.table)
+			if err != nil {
+				continue // created, dropped or renamed by the commit
+			}
+			id, err := tr.catalogID(ref.schema)
+			if err != nil {
+				return err
+			}
+			codec, err := tr.p.codecs.get(id, t.Def())
+			if err != nil {
+				return err
+			}
+			var ferr error
+			t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+				ferr = tr.row(id, ref.schema, codec, r, put)
+				return ferr == nil
+			})
+			if ferr != nil {
+				return ferr
+			}
+		}
+		return nil
+	}
+	if err := each(tr.c.Next, true, true); err != nil {
 		return err
 	}
-	each := func(v *catalog.Version, put bool) error {
-		t, err := v.Table(ref.schema, ref.table)
-		if err != nil {
-			return nil // created or dropped by the commit
-		}
-		codec, err := tr.p.codecs.get(id, t.Def())
-		if err != nil {
-			return err
-		}
-		var ferr error
-		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
-			ferr = tr.row(id, ref.schema, codec, r, put)
-			return ferr == nil
-		})
-		return ferr
-	}
-	spec, ok := keyspace.Known(ref.table)
-	if ok && spec.Child != "" {
-		if err := each(tr.c.Next, true); err != nil {
-			return err
-		}
-		return each(tr.c.Base, false)
-	}
-	if err := each(tr.c.Base, false); err != nil {
+	if err := each(tr.c.Base, false, false); err != nil {
 		return err
 	}
-	return each(tr.c.Next, true)
+	return each(tr.c.Next, true, false)
 }
 
 // dropDatabase deletes every key of every catalog of the database: the
@@ -566,6 +580,10 @@ func (tr *translator) emit() (*translation, error) {
 				return nil, &Error{Kind: ErrShape, Code: pgcode.FeatureNotSupported, Message: fmt.Sprintf(
 					"moraine does not support this table definition: %s", err)}
 			}
+			if other := tr.sameKind(d.schema, d.table); other != "" {
+				return nil, &Error{Kind: ErrShape, Code: pgcode.FeatureNotSupported, Message: fmt.Sprintf(
+					"moraine does not support %s beside %s: DuckLake keeps one of them (the table was renamed at catalog version 0.3)", d.table, other)}
+			}
 			tr.put(k, keyspace.EncodeTableDef(t.Def()), d.catalogID, "")
 		} else {
 			tr.pending[string(k)] = pendingKV{catalogID: d.catalogID}
@@ -630,6 +648,26 @@ func (tr *translator) emit() (*translation, error) {
 		written[i] = keyWrite{k, e.put}
 	}
 	return &translation{batch: b, keys: written, children: tr.children, heads: heads, dropped: tr.dropped}, nil
+}
+
+// sameKind returns the other table of schema in the next version whose rows
+// are stored under the same kind as table's (a fixed table under its name
+// before and after a DuckLake rename), "" if there is none: the two would
+// share keys.
+func (tr *translator) sameKind(schema, table string) string {
+	spec, ok := keyspace.Known(table)
+	if !ok || spec.Dynamic || spec.Embedded() {
+		return ""
+	}
+	for _, name := range keyspace.KindTables(spec.Kind) {
+		if name == table {
+			continue
+		}
+		if _, err := tr.c.Next.Table(schema, name); err == nil {
+			return name
+		}
+	}
+	return ""
 }
 
 func (tr *translator) tableExists(id uint32, name string) bool {

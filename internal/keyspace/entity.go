@@ -388,6 +388,12 @@ func decodeKV(key, value []byte, defs DefLookup, out *[]datum.Value) (Entity, er
 	var t *Table
 	if defs != nil {
 		t, _ = defs(e.CatalogID, name)
+		if t == nil && kinds[e.Kind].legacy != "" {
+			// A catalog from before 0.3 holds the kind under its old name.
+			if t, _ = defs(e.CatalogID, kinds[e.Kind].legacy); t != nil {
+				name = kinds[e.Kind].legacy
+			}
+		}
 	}
 	switch {
 	case t != nil:

@@ -85,6 +85,7 @@ type kindInfo struct {
 	row       bool   // the kind stores DuckLake rows
 	versioned bool   // it has current/history subspaces
 	table     string // the table whose rows own its keys ("" for dynamic kinds)
+	legacy    string // the table's name before catalog version 0.3, if another
 }
 
 var kinds = buildKinds()
@@ -94,10 +95,19 @@ func buildKinds() (out [256]kindInfo) {
 	out[KindInlinedDelete] = kindInfo{row: true}
 	for _, s := range fixedOrder {
 		if !s.Embedded() {
-			out[s.Kind] = kindInfo{row: true, versioned: s.Versioned(), table: s.Name}
+			out[s.Kind] = kindInfo{row: true, versioned: s.Versioned(), table: s.Name, legacy: fixedHistory[s.Name].legacyName}
 		}
 	}
 	return out
+}
+
+// KindTables returns the names a fixed table whose rows own kind k's keys
+// has had: its name and, if DuckLake renamed it, its older name.
+func KindTables(k Kind) []string {
+	if kinds[k].legacy != "" {
+		return []string{kinds[k].table, kinds[k].legacy}
+	}
+	return []string{kinds[k].table}
 }
 
 // IsRowKind reports whether k stores DuckLake rows.

@@ -11,10 +11,16 @@ import (
 )
 
 // Catalog versions whose table shapes moraine knows: every version DuckLake
-// migrates from. DuckLake creates new catalogs at 1.1-dev1 (or 1.0 when
-// pinned) and migrates older ones, with AUTOMATIC_MIGRATION, through the
-// statements of its metadata manager, which moraine runs like PostgreSQL:
+// migrates from but the pre-release 0.1. DuckLake creates new catalogs at
+// 1.1-dev1 (or 1.0 when pinned) and migrates older ones, with
+// AUTOMATIC_MIGRATION, through the statements of its metadata manager,
+// which moraine runs like PostgreSQL:
 //
+//   - 0.2 → 0.3 appends author, commit_message and commit_extra_info to
+//     ducklake_snapshot_changes, is_partition to ducklake_name_mapping and
+//     extra_stats to the column statistics tables, renames
+//     ducklake_file_column_statistics to ducklake_file_column_stats and
+//     creates ducklake_schema_versions from the snapshots;
 //   - 0.3 → 0.4 adds the macro, sort and variant statistics tables, appends
 //     default_value_type and default_value_dialect to ducklake_column,
 //     table_id to ducklake_schema_versions and partial_max to the data and
@@ -25,6 +31,7 @@ import (
 //     tables, adds ducklake_view_column_tag and renames the inlined tables'
 //     metadata columns.
 const (
+	Version02   = "0.2"
 	Version03   = "0.3"
 	Version04   = "0.4"
 	Version10   = "1.0"
@@ -33,7 +40,7 @@ const (
 )
 
 // Versions lists the catalog versions moraine serves, oldest first.
-var Versions = []string{Version03, Version04, Version10, Version11}
+var Versions = []string{Version02, Version03, Version04, Version10, Version11}
 
 // versionIndex returns v's position in Versions, or -1.
 func versionIndex(v string) int {
@@ -161,18 +168,21 @@ type fixedSpec struct {
 	name    string
 	kind    Kind
 	columns string
-	// The table's column history: it holds the first n03 columns at 0.3
-	// and the first n10 at 0.4 and 1.0 (0: all of them); layout03, when
-	// set, is its 0.3 column list where that is not a prefix of columns.
-	// since is the first version the table exists at ("" for 0.3).
-	n03, n10 int
-	layout03 string
-	since    string
-	pk       string // primary key column, or ""
-	key      string // entity key columns, space separated
-	parent   string // embedded: parent table
-	link     string // embedded: "childcol=parentcol ..."
-	lookup   string // TableSpec.Lookup columns, space separated
+	// The table's column history. at lists "version:n" steps: from that
+	// version on the table holds the first n columns (0: all of them);
+	// before the first step, all of them. legacy, when set, is its column
+	// list before 0.4 where that is not a prefix of columns (the data
+	// file table's partial_file_info). since is the first version the
+	// table exists at ("" for the oldest); legacyName its name before 0.3.
+	at         string
+	legacy     string
+	since      string
+	legacyName string
+	pk         string // primary key column, or ""
+	key        string // entity key columns, space separated
+	parent     string // embedded: parent table
+	link       string // embedded: "childcol=parentcol ..."
+	lookup     string // TableSpec.Lookup columns, space separated
 }
 
 // fixedTables is DuckLake's schema at catalog version 1.1-dev1 (1.0 is the
@@ -190,28 +200,28 @@ type fixedSpec struct {
 var fixedTables = []fixedSpec{
 	{name: "ducklake_metadata", kind: KindOption, columns: "key:s! value:s! scope:s scope_id:b", key: "scope scope_id key"},
 	{name: "ducklake_snapshot", kind: KindSnapshot, columns: "snapshot_id:b snapshot_time:z schema_version:b next_catalog_id:b next_file_id:b", pk: "snapshot_id", key: "snapshot_id"},
-	{name: "ducklake_snapshot_changes", kind: KindSnapshotChanges, columns: "snapshot_id:b changes_made:s author:s commit_message:s commit_extra_info:s", pk: "snapshot_id", key: "snapshot_id"},
+	{name: "ducklake_snapshot_changes", kind: KindSnapshotChanges, at: "0.2:2 0.3:0", columns: "snapshot_id:b changes_made:s author:s commit_message:s commit_extra_info:s", pk: "snapshot_id", key: "snapshot_id"},
 	{name: "ducklake_schema", kind: KindSchema, columns: "schema_id:b schema_uuid:u begin_snapshot:b end_snapshot:b schema_name:s path:s path_is_relative:t", pk: "schema_id", key: "schema_id"},
 	{name: "ducklake_table", kind: KindTable, columns: "table_id:b table_uuid:u begin_snapshot:b end_snapshot:b schema_id:b table_name:s path:s path_is_relative:t", key: "table_id", lookup: "table_id"},
 	{name: "ducklake_view", kind: KindView, columns: "view_id:b view_uuid:u begin_snapshot:b end_snapshot:b schema_id:b view_name:s dialect:s sql:s column_aliases:s", key: "view_id"},
 	{name: "ducklake_tag", kind: KindTag, columns: "object_id:b begin_snapshot:b end_snapshot:b key:s value:s", key: "object_id key"},
 	{name: "ducklake_column_tag", kind: KindColumnTag, columns: "table_id:b column_id:b begin_snapshot:b end_snapshot:b key:s value:s", key: "table_id column_id key"},
-	{name: "ducklake_data_file", kind: KindDataFile, columns: "data_file_id:b table_id:b begin_snapshot:b end_snapshot:b file_order:b path:s path_is_relative:t file_format:s record_count:b file_size_bytes:b footer_size:b row_id_start:b partition_id:b encryption_key:s mapping_id:b partial_max:b row_group_count:b", n10: 16, pk: "data_file_id", key: "table_id data_file_id",
-		layout03: "data_file_id:b table_id:b begin_snapshot:b end_snapshot:b file_order:b path:s path_is_relative:t file_format:s record_count:b file_size_bytes:b footer_size:b row_id_start:b partition_id:b encryption_key:s partial_file_info:s mapping_id:b"},
-	{name: "ducklake_file_column_stats", kind: KindFileColumnStats, columns: "data_file_id:b table_id:b column_id:b column_size_bytes:b value_count:b null_count:b min_value:s max_value:s contains_nan:t extra_stats:s", key: "table_id data_file_id column_id"},
+	{name: "ducklake_data_file", kind: KindDataFile, columns: "data_file_id:b table_id:b begin_snapshot:b end_snapshot:b file_order:b path:s path_is_relative:t file_format:s record_count:b file_size_bytes:b footer_size:b row_id_start:b partition_id:b encryption_key:s mapping_id:b partial_max:b row_group_count:b", at: "0.4:16 1.1-dev1:0", pk: "data_file_id", key: "table_id data_file_id",
+		legacy: "data_file_id:b table_id:b begin_snapshot:b end_snapshot:b file_order:b path:s path_is_relative:t file_format:s record_count:b file_size_bytes:b footer_size:b row_id_start:b partition_id:b encryption_key:s partial_file_info:s mapping_id:b"},
+	{name: "ducklake_file_column_stats", legacyName: "ducklake_file_column_statistics", at: "0.2:9 0.3:0", kind: KindFileColumnStats, columns: "data_file_id:b table_id:b column_id:b column_size_bytes:b value_count:b null_count:b min_value:s max_value:s contains_nan:t extra_stats:s", key: "table_id data_file_id column_id"},
 	{name: "ducklake_file_variant_stats", since: Version04, kind: KindFileVariantStats, columns: "data_file_id:b table_id:b column_id:b variant_path:s shredded_type:s column_size_bytes:b value_count:b null_count:b min_value:s max_value:s contains_nan:t extra_stats:s", key: "table_id data_file_id column_id variant_path"},
-	{name: "ducklake_delete_file", kind: KindDeleteFile, columns: "delete_file_id:b table_id:b begin_snapshot:b end_snapshot:b data_file_id:b path:s path_is_relative:t format:s delete_count:b file_size_bytes:b footer_size:b encryption_key:s partial_max:b row_group_count:b", n03: 12, n10: 13, pk: "delete_file_id", key: "table_id delete_file_id"},
-	{name: "ducklake_column", kind: KindColumn, columns: "column_id:b begin_snapshot:b end_snapshot:b table_id:b column_order:b column_name:s column_type:s initial_default:s default_value:s nulls_allowed:t parent_column:b default_value_type:s default_value_dialect:s", n03: 11, key: "table_id column_id", lookup: "table_id column_id"},
+	{name: "ducklake_delete_file", kind: KindDeleteFile, columns: "delete_file_id:b table_id:b begin_snapshot:b end_snapshot:b data_file_id:b path:s path_is_relative:t format:s delete_count:b file_size_bytes:b footer_size:b encryption_key:s partial_max:b row_group_count:b", at: "0.2:12 0.4:13 1.1-dev1:0", pk: "delete_file_id", key: "table_id delete_file_id"},
+	{name: "ducklake_column", kind: KindColumn, columns: "column_id:b begin_snapshot:b end_snapshot:b table_id:b column_order:b column_name:s column_type:s initial_default:s default_value:s nulls_allowed:t parent_column:b default_value_type:s default_value_dialect:s", at: "0.2:11 0.4:0", key: "table_id column_id", lookup: "table_id column_id"},
 	{name: "ducklake_table_stats", kind: KindTableStats, columns: "table_id:b record_count:b next_row_id:b file_size_bytes:b", key: "table_id", lookup: "table_id"},
-	{name: "ducklake_table_column_stats", kind: KindTableColumnStats, columns: "table_id:b column_id:b contains_null:t contains_nan:t min_value:s max_value:s extra_stats:s", key: "table_id column_id", lookup: "table_id column_id"},
+	{name: "ducklake_table_column_stats", at: "0.2:6 0.3:0", kind: KindTableColumnStats, columns: "table_id:b column_id:b contains_null:t contains_nan:t min_value:s max_value:s extra_stats:s", key: "table_id column_id", lookup: "table_id column_id"},
 	{name: "ducklake_partition_info", kind: KindPartition, columns: "partition_id:b table_id:b begin_snapshot:b end_snapshot:b", key: "table_id partition_id"},
 	{name: "ducklake_partition_column", kind: KindPartition, columns: "partition_id:b table_id:b partition_key_index:b column_id:b transform:s", parent: "ducklake_partition_info", link: "partition_id=partition_id table_id=table_id"},
 	{name: "ducklake_file_partition_value", kind: KindDataFile, columns: "data_file_id:b table_id:b partition_key_index:b partition_value:s", parent: "ducklake_data_file", link: "data_file_id=data_file_id table_id=table_id"},
 	{name: "ducklake_files_scheduled_for_deletion", kind: KindScheduledDeletion, columns: "data_file_id:b path:s path_is_relative:t schedule_start:z", key: "data_file_id path path_is_relative schedule_start"},
 	{name: "ducklake_inlined_data_tables", kind: KindInlinedTables, columns: "table_id:b table_name:s schema_version:b", key: "table_id schema_version"},
 	{name: "ducklake_column_mapping", kind: KindColumnMapping, columns: "mapping_id:b table_id:b type:s", key: "table_id mapping_id"},
-	{name: "ducklake_name_mapping", kind: KindNameMapping, columns: "mapping_id:b column_id:b source_name:s target_field_id:b parent_column:b is_partition:t", key: "mapping_id column_id"},
-	{name: "ducklake_schema_versions", kind: KindSchemaVersions, columns: "begin_snapshot:b schema_version:b table_id:b", n03: 2, key: "table_id begin_snapshot schema_version"},
+	{name: "ducklake_name_mapping", at: "0.2:5 0.3:0", kind: KindNameMapping, columns: "mapping_id:b column_id:b source_name:s target_field_id:b parent_column:b is_partition:t", key: "mapping_id column_id"},
+	{name: "ducklake_schema_versions", kind: KindSchemaVersions, columns: "begin_snapshot:b schema_version:b table_id:b", since: Version03, at: "0.3:2 0.4:0", key: "table_id begin_snapshot schema_version"},
 	{name: "ducklake_macro", since: Version04, kind: KindMacro, columns: "schema_id:b macro_id:b macro_name:s begin_snapshot:b end_snapshot:b", key: "macro_id"},
 	{name: "ducklake_macro_impl", since: Version04, kind: KindMacroImpl, columns: "macro_id:b impl_id:b dialect:s sql:s type:s", key: "macro_id impl_id"},
 	{name: "ducklake_macro_parameters", since: Version04, kind: KindMacroParameters, columns: "macro_id:b impl_id:b column_id:b parameter_name:s parameter_type:s default_value:s default_value_type:s", key: "macro_id impl_id column_id parameter_name"},
@@ -229,11 +239,18 @@ const FixedTableCount = 29
 // runs after them.
 var fixedByName, fixedOrder, fixedHistory = buildFixed()
 
+// legacyByName holds the fixed tables under their names before 0.3 (filled
+// by buildFixed): the same kind, columns and keys as the renamed table.
+var legacyByName = map[string]*TableSpec{}
+
 // history is when a fixed table exists and which columns it has at each
 // version moraine knows.
 type history struct {
 	since int           // index in Versions of the first version with the table
 	at    [][]ColumnDef // the column list at each version, by index in Versions
+	// legacyName is the table's name before 0.3 (the file column
+	// statistics table was renamed then), "" if it kept its name.
+	legacyName string
 }
 
 func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]*history) {
@@ -254,34 +271,40 @@ func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]*history) {
 			s.PrimaryKey = []int{idx(f.pk)}
 			s.Columns[s.PrimaryKey[0]].NotNull = true
 		}
-		h := &history{since: 0}
+		h := &history{since: 0, legacyName: f.legacyName}
 		if f.since != "" {
 			h.since = versionIndex(f.since)
 		}
-		prefix := func(n int) []ColumnDef {
-			if n == 0 {
-				n = len(s.Columns)
-			}
-			return s.Columns[:n:n]
-		}
-		n03 := f.n03
-		if n03 == 0 {
-			n03 = f.n10
-		}
-		at03 := prefix(n03)
-		if f.layout03 != "" {
-			at03 = cols(f.layout03)
+		var legacy []ColumnDef
+		if f.legacy != "" {
+			legacy = cols(f.legacy)
 			for _, pk := range s.PrimaryKey {
-				at03[pk].NotNull = true
+				legacy[pk].NotNull = true
 			}
-			s.Legacy = append(s.Legacy, at03)
+			s.Legacy = append(s.Legacy, legacy)
 		}
-		h.at = [][]ColumnDef{at03, prefix(f.n10), prefix(f.n10), prefix(0)}
+		n := 0
+		steps := strings.Fields(f.at)
 		s.MinColumns = len(s.Columns)
-		for v := h.since; v < len(Versions); v++ {
-			if f.layout03 == "" || v > 0 {
-				s.MinColumns = min(s.MinColumns, len(h.at[v]))
+		for v, version := range Versions {
+			for len(steps) > 0 && strings.HasPrefix(steps[0], version+":") {
+				n, _ = strconv.Atoi(strings.TrimPrefix(steps[0], version+":"))
+				steps = steps[1:]
 			}
+			c := s.Columns
+			switch {
+			case legacy != nil && v < versionIndex(Version04):
+				c = legacy
+			case n > 0:
+				c = s.Columns[:n:n]
+			}
+			h.at = append(h.at, c)
+			if v >= h.since && (legacy == nil || v >= versionIndex(Version04)) {
+				s.MinColumns = min(s.MinColumns, len(c))
+			}
+		}
+		if len(steps) > 0 {
+			panic("keyspace: " + f.name + ": bad column history " + f.at)
 		}
 		for _, k := range strings.Fields(f.key) {
 			i := idx(k)
@@ -338,6 +361,11 @@ func buildFixed() (map[string]*TableSpec, []*TableSpec, map[string]*history) {
 		fixedByName[f.name] = s
 		fixedOrder = append(fixedOrder, s)
 		fixedHistory[f.name] = h
+		if f.legacyName != "" {
+			old := *s
+			old.Name = f.legacyName
+			legacyByName[f.legacyName] = &old
+		}
 	}
 	if len(fixedOrder) != FixedTableCount {
 		panic("keyspace: fixed table list is incomplete")
@@ -390,6 +418,9 @@ func Known(name string) (*TableSpec, bool) {
 	if s, ok := fixedByName[name]; ok {
 		return s, true
 	}
+	if s, ok := legacyByName[name]; ok {
+		return s, true
+	}
 	if rest, ok := strings.CutPrefix(name, InlinedDataPrefix); ok {
 		ts, vs, ok := strings.Cut(rest, "_")
 		t, ok1 := parseID(ts)
@@ -430,7 +461,11 @@ func FixedDefs(schema, version string) ([]TableDef, error) {
 		if vi < h.since {
 			continue
 		}
-		d := TableDef{Schema: schema, Name: s.Name, Columns: append([]ColumnDef(nil), h.at[vi]...),
+		name := s.Name
+		if h.legacyName != "" && vi < versionIndex(Version03) {
+			name = h.legacyName
+		}
+		d := TableDef{Schema: schema, Name: name, Columns: append([]ColumnDef(nil), h.at[vi]...),
 			PrimaryKey: append([]int(nil), s.PrimaryKey...)}
 		out = append(out, d)
 	}

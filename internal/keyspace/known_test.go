@@ -19,7 +19,7 @@ func TestKnownFixedTables(t *testing.T) {
 	for _, v := range []struct {
 		version string
 		n       int
-	}{{Version03, FixedTableCount - 7}, {Version04, FixedTableCount - 1}, {Version10, FixedTableCount - 1}, {Version11, FixedTableCount}} {
+	}{{Version02, FixedTableCount - 8}, {Version03, FixedTableCount - 7}, {Version04, FixedTableCount - 1}, {Version10, FixedTableCount - 1}, {Version11, FixedTableCount}} {
 		defs, err := FixedDefs("public", v.version)
 		if err != nil {
 			t.Fatal(err)
@@ -33,7 +33,7 @@ func TestKnownFixedTables(t *testing.T) {
 			}
 		}
 	}
-	for _, v := range []string{"0.2", "0.4-dev1", "1.1"} {
+	for _, v := range []string{"0.1", "0.4-dev1", "1.1"} {
 		if _, err := FixedDefs("public", v); err == nil {
 			t.Errorf("FixedDefs accepted version %s", v)
 		}
@@ -56,7 +56,8 @@ func TestKnownFixedTables(t *testing.T) {
 		{"ducklake_inlined_data_1_2_3", 0, false, 0, 0},
 		{"ducklake_inlined_delete_", 0, false, 0, 0},
 		{"ducklake_inlined_delete_99999999999999999999", 0, false, 0, 0},
-		{"ducklake_file_column_statistics", 0, false, 0, 0},
+		{"ducklake_file_column_statistics", KindFileColumnStats, true, 0, 0},
+		{"ducklake_file_column_statistic", 0, false, 0, 0},
 		{"pg_class", 0, false, 0, 0},
 	} {
 		s, ok := Known(c.name)
@@ -100,7 +101,7 @@ func inventoryDDL(t *testing.T) (creates, alters []string) {
 func versionDDL(t *testing.T) []string {
 	t.Helper()
 	var out []string
-	for _, v := range []string{Version03, Version04} {
+	for _, v := range []string{Version02, Version03, Version04} {
 		raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "versions", "lake-"+v+".sql"))
 		if err != nil {
 			t.Fatal(err)
@@ -111,7 +112,7 @@ func versionDDL(t *testing.T) []string {
 			}
 		}
 	}
-	if len(out) < 2*(FixedTableCount-7) {
+	if len(out) < 3*(FixedTableCount-8) {
 		t.Fatalf("only %d CREATE TABLE statements in testdata/versions", len(out))
 	}
 	return out

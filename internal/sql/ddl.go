@@ -324,12 +324,19 @@ func (x *exec) dropColumn(schema, table string, cmd *pg.AlterTableCmd, out sink)
 	return err
 }
 
+// rename runs ALTER TABLE … RENAME COLUMN and ALTER TABLE [IF EXISTS] …
+// RENAME TO (DuckLake's 0.2 → 0.3 migration renames a table).
 func (x *exec) rename(s *pg.RenameStmt, out sink) error {
-	if s.RenameType != pg.ObjectType_OBJECT_COLUMN || s.RelationType != pg.ObjectType_OBJECT_TABLE {
+	column := s.RenameType == pg.ObjectType_OBJECT_COLUMN && s.RelationType == pg.ObjectType_OBJECT_TABLE
+	if !column && s.RenameType != pg.ObjectType_OBJECT_TABLE {
 		return unsupported("ALTER ... RENAME of %s", strings.TrimPrefix(s.RenameType.String(), "OBJECT_"))
 	}
 	t, schema, err := x.lookupTable(s.Relation)
 	if err != nil {
+		if !column && s.MissingOk {
+			out.notice(&pgwire.Error{Code: pgcode.SuccessfulCompletion, Message: "relation \"" + s.Relation.Relname + "\" does not exist, skipping"})
+			return out.complete("ALTER TABLE")
+		}
 		return err
 	}
 	if schema == "" {
@@ -337,6 +344,15 @@ func (x *exec) rename(s *pg.RenameStmt, out sink) error {
 	}
 	if err := x.checkWritable("ALTER TABLE"); err != nil {
 		return err
+	}
+	if !column {
+		if err := x.s.tx.txn.RenameTable(schema, t.Name, s.Newname); err != nil {
+			if errors.Is(err, catalog.ErrTableExists) {
+				return errf(pgcode.DuplicateTable, "relation %q already exists", s.Newname)
+			}
+			return err
+		}
+		return out.complete("ALTER TABLE")
 	}
 	if err := x.s.tx.txn.RenameColumn(schema, t.Name, s.Subname, s.Newname); err != nil {
 		switch {

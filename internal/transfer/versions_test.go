@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,7 +23,7 @@ import (
 	"github.com/moraine-db/moraine/internal/workload"
 )
 
-// TestOlderCatalogVersions serves catalogs DuckLake created at 0.3 and 0.4
+// TestOlderCatalogVersions serves catalogs DuckLake created at 0.2, 0.3 and 0.4
 // and runs DuckLake's own automatic migration of them to 1.1-dev1 through
 // the wire, against moraine and PostgreSQL side by side. Each lake is
 // written by the script of what DuckLake at that version writes
@@ -34,7 +35,7 @@ func TestOlderCatalogVersions(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pg := testenv.Postgres(t)
-	for _, version := range []string{"0.3", "0.4"} {
+	for _, version := range []string{"0.2", "0.3", "0.4"} {
 		t.Run(version, func(t *testing.T) {
 			store := "file://" + t.TempDir()
 			r := testserver.Start(t, store, "--row-id-hold=false")
@@ -135,7 +136,8 @@ func runScript(t *testing.T, ctx context.Context, conninfo string, commits []str
 
 // migration sends what DuckLake's LoadExistingDuckLake sends through DuckDB's
 // postgres extension when AUTOMATIC_MIGRATION brings a catalog to 1.1-dev1:
-// one transaction holding each step (MigrateV03, MigrateV04, MigrateV10).
+// one transaction holding each step (MigrateV02, MigrateV03, MigrateV04,
+// MigrateV10).
 // DDL goes as the extension renders it; what DuckDB evaluates itself — the
 // WHERE of an UPDATE, the temporary table of CREATE TEMP TABLE … AS, the
 // join of UPDATE … FROM and INSERT … SELECT — it does over a binary COPY of
@@ -157,6 +159,10 @@ func migrate(t *testing.T, ctx context.Context, conninfo, from string) {
 	defer c.Close(ctx)
 	m := &migration{t: t, ctx: ctx, c: c}
 	m.exec("BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+	if from == "0.2" {
+		m.v02()
+		from = "0.3"
+	}
 	if from == "0.3" {
 		m.v03()
 		from = "0.4"
@@ -171,6 +177,38 @@ func migrate(t *testing.T, ctx context.Context, conninfo, from string) {
 	m.exec("BEGIN TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 	m.v10(true)
 	m.exec("COMMIT")
+}
+
+// v02 is MigrateV02 (0.2 → 0.3).
+func (m *migration) v02() {
+	m.exec(`ALTER TABLE "public"."ducklake_name_mapping" ADD COLUMN  "is_partition" BOOLEAN DEFAULT false`)
+	m.exec(`ALTER TABLE "public"."ducklake_snapshot_changes" ADD COLUMN  "author" VARCHAR DEFAULT NULL`)
+	m.exec(`ALTER TABLE "public"."ducklake_snapshot_changes" ADD COLUMN  "commit_message" VARCHAR DEFAULT NULL`)
+	m.exec(`ALTER TABLE "public"."ducklake_snapshot_changes" ADD COLUMN  "commit_extra_info" VARCHAR DEFAULT NULL`)
+	m.setVersion("0.3")
+	m.exec(`CREATE TABLE "public"."ducklake_schema_versions"("begin_snapshot" BIGINT, "schema_version" BIGINT);`)
+	// INSERT INTO ducklake_schema_versions SELECT * FROM (SELECT MIN(snapshot_id),
+	// schema_version FROM ducklake_snapshot GROUP BY schema_version ORDER BY schema_version) t
+	first := map[int64]int64{}
+	var order []int64
+	for _, r := range m.scan("ducklake_snapshot", "snapshot_id", "schema_version") {
+		id, sv := int8Of(r.vals[0]), int8Of(r.vals[1])
+		if cur, ok := first[sv]; !ok || id < cur {
+			if !ok {
+				order = append(order, sv)
+			}
+			first[sv] = id
+		}
+	}
+	slices.Sort(order)
+	var rows [][]*int64
+	for _, sv := range order {
+		rows = append(rows, []*int64{ptrInt(first[sv]), ptrInt(sv)})
+	}
+	m.insert("ducklake_schema_versions", nil, rows)
+	m.exec(`ALTER TABLE "public"."ducklake_file_column_statistics" RENAME TO "ducklake_file_column_stats"`)
+	m.exec(`ALTER TABLE "public"."ducklake_file_column_stats" ADD COLUMN  "extra_stats" VARCHAR DEFAULT NULL`)
+	m.exec(`ALTER TABLE "public"."ducklake_table_column_stats" ADD COLUMN  "extra_stats" VARCHAR DEFAULT NULL`)
 }
 
 // v03 is MigrateV03 (0.3 → 0.4) with its per-table schema versions.
@@ -406,8 +444,8 @@ func (m *migration) delete(table string, ctids []string) {
 	m.exec(fmt.Sprintf(`DELETE FROM "public".%q WHERE ctid IN (%s)`, table, strings.Join(list, ",")))
 }
 
-// insert appends bigint rows with a binary COPY naming the columns, as the
-// postgres extension's INSERT with a column list does.
+// insert appends bigint rows with a binary COPY, naming the columns when
+// cols is not nil, as the postgres extension's INSERT does.
 func (m *migration) insert(table string, cols []string, rows [][]*int64) {
 	m.t.Helper()
 	if len(rows) == 0 {
@@ -428,17 +466,22 @@ func (m *migration) insert(table string, cols []string, rows [][]*int64) {
 		}
 	}
 	b.Write([]byte{0xff, 0xff})
-	var list []string
-	for _, c := range cols {
-		list = append(list, strconv.Quote(c))
+	q := fmt.Sprintf(`COPY "public".%q FROM STDIN (FORMAT BINARY)`, table)
+	if cols != nil {
+		var list []string
+		for _, c := range cols {
+			list = append(list, strconv.Quote(c))
+		}
+		q = fmt.Sprintf(`COPY "public".%q (%s) FROM STDIN (FORMAT BINARY)`, table, strings.Join(list, ", "))
 	}
-	q := fmt.Sprintf(`COPY "public".%q (%s) FROM STDIN (FORMAT BINARY)`, table, strings.Join(list, ", "))
 	if _, err := m.c.CopyFrom(m.ctx, &b, q); err != nil {
 		m.t.Fatalf("%s: %v", q, err)
 	}
 }
 
 func ptr(s string) *string { return &s }
+
+func ptrInt(v int64) *int64 { return &v }
 
 func int8Of(b []byte) int64 { return int64(binary.BigEndian.Uint64(b)) }
 

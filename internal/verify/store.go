@@ -201,6 +201,7 @@ func FromStored(c *commit.StoredCatalog) (*State, error) {
 			})
 		}},
 		{"ducklake_file_column_stats", fileRef(st, "ducklake_file_column_stats")},
+		{"ducklake_file_column_statistics", fileRef(st, "ducklake_file_column_statistics")}, // its name before 0.3
 		{"ducklake_file_variant_stats", fileRef(st, "ducklake_file_variant_stats")},
 		{"ducklake_file_partition_value", fileRef(st, "ducklake_file_partition_value")},
 		{"ducklake_files_scheduled_for_deletion", func(r *row) { st.Scheduled = append(st.Scheduled, r.int("data_file_id")) }},

@@ -195,6 +195,15 @@ func (t *Txn) AddColumn(schema, table string, c Column) error {
 	return nil
 }
 
+// RenameTable renames a table.
+func (t *Txn) RenameTable(schema, from, to string) error {
+	if err := t.tx.RenameTable(schema, from, to); err != nil {
+		return err
+	}
+	t.wrote = true
+	return nil
+}
+
 // DropColumn removes a column.
 func (t *Txn) DropColumn(schema, table, name string) error {
 	if err := t.tx.DropColumn(schema, table, name); err != nil {
