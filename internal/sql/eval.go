@@ -100,10 +100,13 @@ func (x *exec) eval(n *pg.Node, e *env) (tv, error) {
 	switch {
 	case n.GetColumnRef() != nil:
 		cr := n.GetColumnRef()
+		if i, ok := e.slots[cr]; ok && e.row != nil {
+			return tv{e.row[i], e.cols[i].typ}, nil
+		}
 		if len(cr.Fields) > 0 && cr.Fields[len(cr.Fields)-1].GetAStar() != nil {
 			return tv{}, unsupported("* in this position")
 		}
-		return e.lookup(names(cr.Fields))
+		return e.lookupRef(cr)
 	case n.GetAConst() != nil:
 		return x.constValue(n.GetAConst())
 	case n.GetTypeCast() != nil:

@@ -43,6 +43,24 @@ type env struct {
 	// probe: the row is a row of NULLs evaluated only for the result
 	// types; functions with effects beyond their result do not run.
 	probe bool
+	// slots memoizes where the column references found in cols are: an
+	// env's columns are fixed while its rows change, and resolving a name
+	// for every row of every scan showed in profiles.
+	slots map[*pg.ColumnRef]int
+}
+
+// lookupRef is lookup of a column reference node, remembering its slot
+// when it resolves to one of e's own columns.
+func (e *env) lookupRef(cr *pg.ColumnRef) (tv, error) {
+	fields := names(cr.Fields)
+	if i, err := e.resolve(fields); err == nil && e.row != nil {
+		if e.slots == nil {
+			e.slots = map[*pg.ColumnRef]int{}
+		}
+		e.slots[cr] = i
+		return tv{e.row[i], e.cols[i].typ}, nil
+	}
+	return e.lookup(fields)
 }
 
 // lookup evaluates a column reference, trying enclosing queries when the
