@@ -43,7 +43,7 @@ type catalogCache struct {
 	mu        sync.Mutex
 	entries   map[catalogKey]*rel
 	order     []catalogKey
-	cacheable sync.Map // *pg.SelectStmt → bool
+	cacheable treeMemo[bool]
 	disabled  bool     // tests: always evaluate
 }
 
@@ -80,12 +80,7 @@ func (x *exec) catalogReadKey(sel *pg.SelectStmt) (catalogKey, bool) {
 	if c.disabled || len(x.params) > 0 || len(x.s.temps) > 0 || (x.s.tx.txn != nil && x.s.tx.txn.HasDDL()) || x.text == "" {
 		return catalogKey{}, false
 	}
-	ok, seen := c.cacheable.Load(sel)
-	if !seen {
-		ok = readsOnlyDDLCatalogs(sel)
-		c.cacheable.Store(sel, ok)
-	}
-	if !ok.(bool) {
+	if !c.cacheable.get(sel, readsOnlyDDLCatalogs) {
 		return catalogKey{}, false
 	}
 	text := x.text

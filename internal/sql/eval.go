@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/moraine-db/moraine/internal/pgcode"
@@ -34,6 +35,12 @@ type exec struct {
 	matched *valueScratch
 	// work counts the statement's rows and steps (work.go).
 	work work
+	// needed are the column names a SELECT refers to, nil when its base
+	// relations keep every column (prune.go).
+	needed map[string]bool
+	// inLists memoizes the coerced string literals of IN lists
+	// (stringList); a nil entry: the list does not qualify.
+	inLists map[inListKey][]string
 }
 
 // valueScratch hands out value buffers from chunks that an UPDATE or DELETE
@@ -91,6 +98,51 @@ func (x *exec) constValue(c *pg.A_Const) (tv, error) {
 		return v, nil
 	}
 	return constValue(c)
+}
+
+// stringList returns the items of an IN list as strings of type t when t
+// compares as plain bytes (text, varchar, name, "char") and every item is a
+// string literal, which it coerces to t once per statement: catalog reads
+// test relkind and contype against such lists on every row.
+func (x *exec) stringList(list *pg.List, t datum.Type) ([]string, bool) {
+	switch t.OID {
+	case datum.OIDText, datum.OIDVarchar, datum.OIDName, datum.OIDChar:
+	default:
+		return nil, false
+	}
+	k := inListKey{list, t}
+	if set, ok := x.inLists[k]; ok {
+		return set, set != nil
+	}
+	var set []string
+	for _, it := range list.Items {
+		c := it.GetAConst()
+		if c == nil || c.GetSval() == nil {
+			set = nil
+			break
+		}
+		v, err := x.constValue(c)
+		if err != nil || v.t != unknownType || v.v.IsNull() {
+			set = nil
+			break
+		}
+		cv, err := coerce(v, t)
+		if err != nil {
+			set = nil
+			break
+		}
+		set = append(set, cv.S)
+	}
+	if x.inLists == nil {
+		x.inLists = map[inListKey][]string{}
+	}
+	x.inLists[k] = set
+	return set, set != nil
+}
+
+type inListKey struct {
+	list *pg.List
+	t    datum.Type
 }
 
 func (x *exec) eval(n *pg.Node, e *env) (tv, error) {
@@ -360,6 +412,10 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 		list := a.Rexpr.GetList()
 		if list == nil {
 			return tv{}, unsupported("IN without a list")
+		}
+		if set, ok := x.stringList(list, l.t); ok && !l.v.IsNull() {
+			in := slices.Contains(set, l.v.S)
+			return boolTV(in == (op == "=")), nil
 		}
 		in, err := fold3(len(list.Items), true, func(i int) (tv, error) {
 			r, err := x.eval(list.Items[i], e)

@@ -2,7 +2,6 @@ package sql
 
 import (
 	"slices"
-	"strconv"
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgcode"
@@ -19,16 +18,7 @@ func (x *exec) fromItem(n *pg.Node) (*rel, error) { return x.fromItemFiltered(n,
 func (x *exec) fromItemFiltered(n *pg.Node, filters []*pg.Node) (*rel, error) {
 	switch {
 	case n.GetRangeVar() != nil:
-		if len(filters) > 0 {
-			if r, ok, err := x.scanLakeFiltered(n.GetRangeVar(), filters); ok || err != nil {
-				return r, err
-			}
-		}
-		r, err := x.scan(n.GetRangeVar())
-		if err != nil || len(filters) == 0 {
-			return r, err
-		}
-		return x.prefilter(r, filters)
+		return x.fromRangeVar(n.GetRangeVar(), filters, true)
 	case n.GetJoinExpr() != nil:
 		j := n.GetJoinExpr()
 		if j.IsNatural || len(j.UsingClause) > 0 {
@@ -42,7 +32,15 @@ func (x *exec) fromItemFiltered(n *pg.Node, filters []*pg.Node) (*rel, error) {
 		if j.Jointype != pg.JoinType_JOIN_INNER {
 			rf = nil
 		}
-		r, err := x.fromItemFiltered(j.Rarg, rf)
+		var r *rel
+		if rv := j.Rarg.GetRangeVar(); rv != nil && len(rf) > 0 && len(l.rows) <= lazyJoinRows {
+			// The join with a few rows narrows the right side more cheaply
+			// than filtering every row of it first; the WHERE clause,
+			// evaluated on the joined rows, holds the filters anyway.
+			r, err = x.fromRangeVar(rv, rf, false)
+		} else {
+			r, err = x.fromItemFiltered(j.Rarg, rf)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -122,6 +120,30 @@ func (x *exec) rangeFunction(rf *pg.RangeFunction) (*rel, error) {
 // join combines two relations. An equality between a column of each side
 // in the join condition is answered through a hash table; the full
 // condition is then checked on each candidate pair.
+// joinChunkRows is the most output rows of a join that share one
+// allocation.
+const joinChunkRows = 256
+
+// lazyJoinRows is the most rows a join's left side may have for its right
+// side to enter the join unfiltered.
+const lazyJoinRows = 16
+
+// fromRangeVar reads a table or catalog named in FROM: through an index when
+// filters allow it, else whole, with the filters applied to its rows when
+// prefilter is set (otherwise the WHERE clause alone applies them).
+func (x *exec) fromRangeVar(rv *pg.RangeVar, filters []*pg.Node, prefilter bool) (*rel, error) {
+	if len(filters) > 0 {
+		if r, ok, err := x.scanLakeFiltered(rv, filters); ok || err != nil {
+			return r, err
+		}
+	}
+	r, err := x.scan(rv)
+	if err != nil || len(filters) == 0 || !prefilter {
+		return r, err
+	}
+	return x.prefilter(r, filters)
+}
+
 func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
 	switch jt {
 	case pg.JoinType_JOIN_INNER, pg.JoinType_JOIN_LEFT:
@@ -129,79 +151,158 @@ func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
 		return nil, unsupported("join type %s", jt)
 	}
 	cols := append(slices.Clone(l.cols), r.cols...)
+	keep := x.keep(cols)
 	out := &rel{cols: cols}
+	if keep != nil {
+		out.cols = make([]colInfo, len(keep))
+		for j, i := range keep {
+			out.cols[j] = cols[i]
+		}
+	}
 	li, ri := -1, -1
 	if quals != nil {
 		li, ri = equiJoinCols(quals, l.cols, r.cols)
 	}
-	var hash map[string][]int
-	if li >= 0 {
-		hash = make(map[string][]int, len(r.rows))
-		for i, row := range r.rows {
-			if row[ri].IsNull() {
-				continue
-			}
-			k := joinKey(row[ri])
-			hash[k] = append(hash[k], i)
-		}
-	}
+	// An ON that is nothing but the hashed equality holds for every pair
+	// the hash table offers: equal, non-NULL integers or strings.
+	onlyHashed := li >= 0 && quals.GetAExpr() != nil
 	e := &env{cols: cols, row: make([]datum.Value, len(cols))}
-	nulls := make([]datum.Value, len(r.cols))
-	for _, lrow := range l.rows {
-		matched := false
-		try := func(rrow []datum.Value) error {
-			if err := x.step(); err != nil {
-				return err
-			}
-			copy(e.row, lrow)
-			copy(e.row[len(lrow):], rrow)
-			if quals != nil {
-				if ok, err := x.condition("JOIN/ON", quals, e); err != nil || !ok {
-					return err
-				}
-			}
-			matched = true
-			if err := x.hold(e.row); err != nil {
-				return err
-			}
-			out.rows = append(out.rows, slices.Clone(e.row))
-			return nil
+	// add appends the joined row in e.row, narrowed to the kept columns.
+	// Rows are carved from chunks of joinChunkRows: one allocation for
+	// many rows, which a catalog join produces thousands of.
+	width := len(out.cols)
+	var chunk []datum.Value
+	add := func() error {
+		if len(chunk) < width {
+			// Chunks grow with the output, so a join of a row or two
+			// allocates little.
+			chunk = make([]datum.Value, width*min(joinChunkRows, max(4, len(out.rows))))
 		}
-		if hash != nil {
-			if !lrow[li].IsNull() {
-				for _, i := range hash[joinKey(lrow[li])] {
-					if err := try(r.rows[i]); err != nil {
-						return nil, err
-					}
+		row := chunk[:width:width]
+		chunk = chunk[width:]
+		if keep == nil {
+			copy(row, e.row)
+		} else {
+			for j, i := range keep {
+				row[j] = e.row[i]
+			}
+		}
+		if err := x.hold(row); err != nil {
+			return err
+		}
+		out.rows = append(out.rows, row)
+		return nil
+	}
+	// emit evaluates the ON condition on a pair of rows and adds the joined
+	// row when it holds.
+	emit := func(lrow, rrow []datum.Value) (bool, error) {
+		if err := x.step(); err != nil {
+			return false, err
+		}
+		copy(e.row, lrow)
+		copy(e.row[len(lrow):], rrow)
+		if quals != nil && !onlyHashed {
+			if ok, err := x.condition("JOIN/ON", quals, e); err != nil || !ok {
+				return false, err
+			}
+		}
+		return true, add()
+	}
+	nulls := make([]datum.Value, len(r.cols))
+	var pairs []joinPair // with an equality to hash: the candidate pairs
+	if li >= 0 {
+		pairs = hashPairs(l.rows, r.rows, li, ri)
+	}
+	p := 0
+	for i, lrow := range l.rows {
+		matched := false
+		if li >= 0 {
+			for ; p < len(pairs) && pairs[p].l == i; p++ {
+				ok, err := emit(lrow, r.rows[pairs[p].r])
+				if err != nil {
+					return nil, err
 				}
+				matched = matched || ok
 			}
 		} else {
 			for _, rrow := range r.rows {
-				if err := try(rrow); err != nil {
+				ok, err := emit(lrow, rrow)
+				if err != nil {
 					return nil, err
 				}
+				matched = matched || ok
 			}
 		}
 		if !matched && jt == pg.JoinType_JOIN_LEFT {
-			row := append(slices.Clone(lrow), nulls...)
-			if err := x.hold(row); err != nil {
+			copy(e.row, lrow)
+			copy(e.row[len(lrow):], nulls)
+			if err := add(); err != nil {
 				return nil, err
 			}
-			out.rows = append(out.rows, row)
 		}
 	}
 	return out, nil
 }
 
+// joinPair is a left and a right row index whose join columns are equal.
+type joinPair struct{ l, r int }
+
+// hashPairs returns the pairs of rows of l and r whose columns li and ri
+// are equal and not NULL, ordered by left row and then right row — the
+// order a nested loop visits them in. The hash table is built over the
+// smaller side: a catalog join's filtered side is often a row or two
+// against hundreds.
+func hashPairs(l, r [][]datum.Value, li, ri int) []joinPair {
+	build, probe, bi, pi := r, l, ri, li
+	if len(l) < len(r) {
+		build, probe, bi, pi = l, r, li, ri
+	}
+	hash := make(map[joinKey][]int, len(build))
+	for i, row := range build {
+		if !row[bi].IsNull() {
+			k := keyOf(row[bi])
+			hash[k] = append(hash[k], i)
+		}
+	}
+	var out []joinPair
+	for j, row := range probe {
+		if row[pi].IsNull() {
+			continue
+		}
+		for _, i := range hash[keyOf(row[pi])] {
+			if len(l) < len(r) {
+				out = append(out, joinPair{l: i, r: j})
+			} else {
+				out = append(out, joinPair{l: j, r: i})
+			}
+		}
+	}
+	if len(l) < len(r) {
+		slices.SortFunc(out, func(a, b joinPair) int {
+			if a.l != b.l {
+				return a.l - b.l
+			}
+			return a.r - b.r
+		})
+	}
+	return out
+}
+
 // joinKey is a hash key under which equal values of joinable kinds meet.
-func joinKey(v datum.Value) string {
+type joinKey struct {
+	k datum.Kind
+	i int64
+	s string
+}
+
+func keyOf(v datum.Value) joinKey {
 	switch v.K {
 	case datum.KindInt:
-		return "i" + strconv.FormatInt(v.I, 10)
+		return joinKey{k: datum.KindInt, i: v.I}
 	case datum.KindText:
-		return "t" + v.S
+		return joinKey{k: datum.KindText, s: v.S}
 	}
-	return strconv.Itoa(int(v.K)) + ":" + strconv.FormatInt(v.I, 10) + ":" + v.S
+	return joinKey{k: v.K, i: v.I, s: v.S}
 }
 
 // equiJoinCols finds a conjunct "a = b" with a a column of l and b of r
@@ -378,6 +479,11 @@ func (x *exec) prefilter(r *rel, filters []*pg.Node) (*rel, error) {
 	if len(mine) == 0 {
 		return r, nil
 	}
+	// An equality with a constant usually keeps the fewest rows: test it
+	// first, and the rest only on the rows it keeps.
+	slices.SortStableFunc(mine, func(a, b *pg.Node) int {
+		return boolInt(!isConstEquality(a)) - boolInt(!isConstEquality(b))
+	})
 	out := &rel{cols: r.cols}
 	for _, row := range r.rows {
 		e.row = row
@@ -398,6 +504,24 @@ func (x *exec) prefilter(r *rel, filters []*pg.Node) (*rel, error) {
 		}
 	}
 	return out, nil
+}
+
+// isConstEquality reports whether n is column = constant (either way
+// round).
+func isConstEquality(n *pg.Node) bool {
+	a := n.GetAExpr()
+	if a == nil || a.Kind != pg.A_Expr_Kind_AEXPR_OP || opName(a.Name) != "=" || a.Lexpr == nil || a.Rexpr == nil {
+		return false
+	}
+	return a.Lexpr.GetColumnRef() != nil && a.Rexpr.GetAConst() != nil ||
+		a.Rexpr.GetColumnRef() != nil && a.Lexpr.GetAConst() != nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func hasColumnRef(n *pg.Node) bool {

@@ -30,7 +30,9 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 				return out.rows(r.cols, r.rows, "SELECT "+strconv.Itoa(len(r.rows)))
 			}
 		}
+		x.needed = referencedNames(sel)
 		r, err := x.runSelect(sel, nil)
+		x.needed = nil
 		if err != nil {
 			return err
 		}
