@@ -44,7 +44,7 @@ type catalogCache struct {
 	entries   map[catalogKey]*rel
 	order     []catalogKey
 	cacheable treeMemo[bool]
-	disabled  bool     // tests: always evaluate
+	disabled  bool // tests: always evaluate
 }
 
 func newCatalogCache() *catalogCache { return &catalogCache{entries: map[catalogKey]*rel{}} }
