@@ -31,6 +31,17 @@ var ddlCatalogs = map[string]bool{
 
 const catalogCacheEntries = 64
 
+// catalogRelationEntries bounds the built DDL-derived relations kept: a
+// database's ten at a few DDL versions each, for a few dozen databases.
+const catalogRelationEntries = 512
+
+// relationKey names a DDL-derived relation of a database at a DDL version.
+type relationKey struct {
+	db   *memcat.DB
+	ddl  uint64
+	name string
+}
+
 type catalogKey struct {
 	db   *memcat.DB
 	ddl  uint64
@@ -45,9 +56,42 @@ type catalogCache struct {
 	order     []catalogKey
 	cacheable treeMemo[bool]
 	disabled  bool // tests: always evaluate
+	// relations holds the DDL-derived relations as built (pgcatalog), for
+	// statements the answer cache does not cover: the postgres extension's
+	// per-table loads name each table in a literal.
+	relations map[relationKey]*rel
 }
 
-func newCatalogCache() *catalogCache { return &catalogCache{entries: map[catalogKey]*rel{}} }
+func newCatalogCache() *catalogCache {
+	return &catalogCache{entries: map[catalogKey]*rel{}, relations: map[relationKey]*rel{}}
+}
+
+func (c *catalogCache) relation(k relationKey) (*rel, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.relations[k]
+	return r, ok
+}
+
+func (c *catalogCache) putRelation(k relationKey, r *rel) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.relations) >= catalogRelationEntries {
+		clear(c.relations)
+	}
+	c.relations[k] = r
+}
+
+// relationKey returns the key of the DDL-derived catalog name as the
+// session sees it, ok false when the session's view is not a published
+// version's (its own temp tables or staged DDL show in the catalogs).
+func (x *exec) relationKey(schema, name string) (relationKey, bool) {
+	if x.s.ex.catalogReads.disabled || schema != "pg_catalog" || !ddlCatalogs[name] ||
+		len(x.s.temps) > 0 || (x.s.tx.txn != nil && x.s.tx.txn.HasDDL()) {
+		return relationKey{}, false
+	}
+	return relationKey{db: x.s.db, ddl: x.s.view().DDLSeq(), name: name}, true
+}
 
 func (c *catalogCache) get(k catalogKey) (*rel, bool) {
 	c.mu.Lock()

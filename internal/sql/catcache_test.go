@@ -71,3 +71,61 @@ func TestCatalogReadCache(t *testing.T) {
 		t.Fatalf("a read calling a function was cached (%d → %d entries)", before, entries())
 	}
 }
+
+// TestCatalogRelationCache: reads the answer cache does not keep (they call
+// a function) take the DDL-derived relations from the relation cache, and
+// see what a fresh build shows: after DDL, with staged DDL, with a temp
+// table of their own, and after a sort of the shared rows.
+func TestCatalogRelationCache(t *testing.T) {
+	ex, s := lakeSession(t, `CREATE TABLE ducklake_metadata(key varchar NOT NULL, value varchar NOT NULL, scope varchar, scope_id bigint)`)
+	ctx := context.Background()
+	queries := []string{
+		`SELECT current_user, c.relname, a.attname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid WHERE a.attnum > 0 AND c.relname LIKE 'ducklake%' ORDER BY 2, 3`,
+		`SELECT relname FROM pg_class ORDER BY relname DESC LIMIT 3`,
+		`SELECT current_user, relname FROM pg_class`,
+		`SELECT current_user, count(*) FROM pg_attribute`,
+	}
+	relations := func() int {
+		ex.catalogReads.mu.Lock()
+		defer ex.catalogReads.mu.Unlock()
+		return len(ex.catalogReads.relations)
+	}
+	check := func(what string) {
+		t.Helper()
+		for _, q := range queries {
+			got := runSQL(ctx, s, q, "")
+			ex.catalogReads.disabled = true
+			want := runSQL(ctx, s, q, "")
+			ex.catalogReads.disabled = false
+			if got != want {
+				t.Fatalf("%s: %s\ncached relations:\n%s\nfresh build:\n%s", what, q, got, want)
+			}
+		}
+	}
+	check("first reads")
+	check("second reads")
+	if relations() == 0 {
+		t.Fatal("no relation was cached")
+	}
+	other := ex.Open("lake", "postgres", "", 9)
+	defer other.Close()
+	if out := runSQL(ctx, other, `CREATE TABLE ducklake_snapshot(snapshot_id bigint primary key, snapshot_time timestamptz, schema_version bigint, next_catalog_id bigint, next_file_id bigint)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	check("after DDL")
+	if out := runSQL(ctx, s, `BEGIN; CREATE TABLE ducklake_tag(object_id bigint, begin_snapshot bigint, end_snapshot bigint, key varchar, value varchar)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	check("with staged DDL")
+	runSQL(ctx, s, `ROLLBACK`, "")
+	// The rolled-back DDL's catalogs must not stand for the next DDL that
+	// is published.
+	if out := runSQL(ctx, other, `CREATE TABLE ducklake_view(view_id bigint, view_uuid uuid, begin_snapshot bigint, end_snapshot bigint, schema_id bigint, view_name varchar, dialect varchar, sql varchar, column_aliases varchar)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	check("after the rollback and other DDL")
+	if out := runSQL(ctx, s, `CREATE TEMP TABLE ducklake_scratch(a bigint)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	check("with a temp table")
+}

@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/moraine-db/moraine/internal/sql/pgcatalog"
@@ -8,7 +9,16 @@ import (
 
 // virtual returns the system relation schema.name as the session sees it
 // (pgcatalog), or ok=false if it is not one.
+// The relations built from the DDL alone come from the catalog cache while
+// the DDL stays: their rows are shared, and read only; each caller gets
+// its own slice of them.
 func (x *exec) virtual(schema, name string) (*rel, bool) {
+	key, cacheable := x.relationKey(schema, name)
+	if cacheable {
+		if r, ok := x.s.ex.catalogReads.relation(key); ok {
+			return &rel{cols: r.cols, rows: slices.Clone(r.rows)}, true
+		}
+	}
 	r, ok := pgcatalog.Lookup(x.catalogContext(), schema, name)
 	if !ok {
 		return nil, false
@@ -16,6 +26,9 @@ func (x *exec) virtual(schema, name string) (*rel, bool) {
 	out := &rel{cols: make([]colInfo, len(r.Cols)), rows: r.Rows}
 	for i, c := range r.Cols {
 		out.cols[i] = colInfo{name: c.Name, typ: c.Type, tableOID: c.TableOID, attnum: c.Attnum}
+	}
+	if cacheable {
+		x.s.ex.catalogReads.putRelation(key, &rel{cols: out.cols, rows: slices.Clone(out.rows)})
 	}
 	return out, true
 }
