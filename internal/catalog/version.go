@@ -363,24 +363,34 @@ func (b *builder) addColumn(schema, table string, col keyspace.ColumnDef, dflt d
 	// PostgreSQL keeps the default as the column's "missing value" and does
 	// not rewrite the heap, so ctids stay; moraine re-encodes the rows so
 	// that readers see the default, and leaves their ctids alone.
+	if err := t.reencode(old, func(vals []datum.Value) []datum.Value { return append(vals, dflt) }); err != nil {
+		return err
+	}
+	return t.syncLookup(old)
+}
+
+// reencode rewrites every row of t, encoded under old's columns, as edit
+// makes its values, under t's current columns; ctids stay.
+func (t *Table) reencode(old *TableInfo, edit func([]datum.Value) []datum.Value) error {
 	var vals []datum.Value
 	var upd []rowItem
+	var err error
 	t.rows.Scan(func(it rowItem) bool {
 		vals, err = it.row.Decode(old.types, vals[:0])
 		if err != nil {
 			return false
 		}
-		vals = append(vals, dflt)
+		vals = edit(vals)
 		upd = append(upd, rowItem{it.ctid, datum.EncodeRow(nil, t.info.types, vals)})
 		return true
 	})
 	if err != nil {
-		return fmt.Errorf("%w: table %q: %v", ErrCorrupt, table, err)
+		return fmt.Errorf("%w: table %q: %v", ErrCorrupt, t.info.Def.Name, err)
 	}
 	for _, it := range upd {
 		t.rows.Set(it)
 	}
-	return t.syncLookup(old)
+	return nil
 }
 
 // dropColumn removes a column from a table's definition and re-encodes
@@ -416,22 +426,8 @@ func (b *builder) dropColumn(schema, table, name string) error {
 	t.heap.target = noBlock // as for addColumn
 	old := t.info
 	t.info = newTableInfo(nd, old.OID, old.IndexOID, old.ConstraintOID, old.SchemaOID)
-	var vals []datum.Value
-	var upd []rowItem
-	t.rows.Scan(func(it rowItem) bool {
-		vals, err = it.row.Decode(old.types, vals[:0])
-		if err != nil {
-			return false
-		}
-		vals = append(vals[:i], vals[i+1:]...)
-		upd = append(upd, rowItem{it.ctid, datum.EncodeRow(nil, t.info.types, vals)})
-		return true
-	})
-	if err != nil {
-		return fmt.Errorf("%w: table %q: %v", ErrCorrupt, table, err)
-	}
-	for _, it := range upd {
-		t.rows.Set(it)
+	if err := t.reencode(old, func(vals []datum.Value) []datum.Value { return append(vals[:i], vals[i+1:]...) }); err != nil {
+		return err
 	}
 	return t.syncLookup(old)
 }

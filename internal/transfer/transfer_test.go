@@ -147,17 +147,7 @@ func TestImportExportRoundTrip(t *testing.T) {
 			}
 			same(t, "imported into moraine", want, contents(t, ctx, r.Conninfo(imported)))
 
-			dial, drop, err := workload.FreshDatabase(ctx, pg, "exported")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer drop(context.Background())
-			c, err := dial(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dst := withDatabase(t, pg, dbName(t, ctx, c))
-			c.Close(ctx)
+			dst := freshPostgres(t, ctx, pg, "exported")
 			if _, err := transfer.Export(ctx, admin, imported, dst, "public", nil); err != nil {
 				t.Fatal(err)
 			}
@@ -190,6 +180,23 @@ func TestImportExportRoundTrip(t *testing.T) {
 			t.Fatalf("a refused import left a database behind: %v", has)
 		}
 	})
+}
+
+// freshPostgres makes an empty PostgreSQL database named prefix_<random>,
+// dropped when the test ends, and returns its conninfo.
+func freshPostgres(t *testing.T, ctx context.Context, pg, prefix string) string {
+	t.Helper()
+	dial, drop, err := workload.FreshDatabase(ctx, pg, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drop(context.Background()) })
+	c, err := dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	return withDatabase(t, pg, dbName(t, ctx, c))
 }
 
 func dbName(t *testing.T, ctx context.Context, c *pgconn.PgConn) string {

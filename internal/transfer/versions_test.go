@@ -20,7 +20,6 @@ import (
 	"github.com/moraine-db/moraine/internal/testenv"
 	"github.com/moraine-db/moraine/internal/testenv/testserver"
 	"github.com/moraine-db/moraine/internal/transfer"
-	"github.com/moraine-db/moraine/internal/workload"
 )
 
 // TestOlderCatalogVersions serves catalogs DuckLake created at 0.2, 0.3 and 0.4
@@ -41,17 +40,7 @@ func TestOlderCatalogVersions(t *testing.T) {
 			r := testserver.Start(t, store, "--row-id-hold=false")
 			admin := r.Conninfo("postgres")
 			script := lakeScript(t, version)
-			dial, drop, err := workload.FreshDatabase(ctx, pg, "lake")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer drop(context.Background())
-			c, err := dial(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			onPG := withDatabase(t, pg, dbName(t, ctx, c))
-			c.Close(ctx)
+			onPG := freshPostgres(t, ctx, pg, "lake")
 			suffix := strings.ReplaceAll(version, ".", "")
 			served, imported := "served_"+suffix, "imported_"+suffix
 			sqlExec(t, ctx, admin, "CREATE DATABASE "+served)
@@ -84,10 +73,7 @@ func TestOlderCatalogVersions(t *testing.T) {
 			admin = r.Conninfo("postgres")
 			same(t, "served, migrated, reopened", want, contents(t, ctx, r.Conninfo(served)))
 
-			dst := withDatabase(t, pg, "exported_"+suffix)
-			sqlExec(t, ctx, pg, "DROP DATABASE IF EXISTS exported_"+suffix)
-			sqlExec(t, ctx, pg, "CREATE DATABASE exported_"+suffix)
-			defer sqlExec(t, context.Background(), pg, "DROP DATABASE IF EXISTS exported_"+suffix+" WITH (FORCE)")
+			dst := freshPostgres(t, ctx, pg, "exported")
 			if _, err := transfer.Export(ctx, admin, served, dst, "public", nil); err != nil {
 				t.Fatal(err)
 			}
