@@ -257,23 +257,42 @@ func hashPairs(l, r [][]datum.Value, li, ri int) []joinPair {
 	if len(l) < len(r) {
 		build, probe, bi, pi = l, r, li, ri
 	}
-	hash := make(map[joinKey][]int, len(build))
-	for i, row := range build {
-		if !row[bi].IsNull() {
-			k := keyOf(row[bi])
-			hash[k] = append(hash[k], i)
+	var out []joinPair
+	pair := func(i, j int) {
+		if len(l) < len(r) {
+			out = append(out, joinPair{l: i, r: j})
+		} else {
+			out = append(out, joinPair{l: j, r: i})
 		}
 	}
-	var out []joinPair
-	for j, row := range probe {
-		if row[pi].IsNull() {
-			continue
+	if allInts(build, bi) && allInts(probe, pi) {
+		// Integer keys (oids, ids) hash without the string of joinKey.
+		hash := make(map[int64][]int, len(build))
+		for i, row := range build {
+			if !row[bi].IsNull() {
+				hash[row[bi].I] = append(hash[row[bi].I], i)
+			}
 		}
-		for _, i := range hash[keyOf(row[pi])] {
-			if len(l) < len(r) {
-				out = append(out, joinPair{l: i, r: j})
-			} else {
-				out = append(out, joinPair{l: j, r: i})
+		for j, row := range probe {
+			if !row[pi].IsNull() {
+				for _, i := range hash[row[pi].I] {
+					pair(i, j)
+				}
+			}
+		}
+	} else {
+		hash := make(map[joinKey][]int, len(build))
+		for i, row := range build {
+			if !row[bi].IsNull() {
+				k := keyOf(row[bi])
+				hash[k] = append(hash[k], i)
+			}
+		}
+		for j, row := range probe {
+			if !row[pi].IsNull() {
+				for _, i := range hash[keyOf(row[pi])] {
+					pair(i, j)
+				}
 			}
 		}
 	}
@@ -286,6 +305,16 @@ func hashPairs(l, r [][]datum.Value, li, ri int) []joinPair {
 		})
 	}
 	return out
+}
+
+// allInts reports whether column c of rows holds integers or NULLs only.
+func allInts(rows [][]datum.Value, c int) bool {
+	for _, row := range rows {
+		if k := row[c].K; k != datum.KindInt && !row[c].IsNull() {
+			return false
+		}
+	}
+	return true
 }
 
 // joinKey is a hash key under which equal values of joinable kinds meet.

@@ -1,7 +1,6 @@
 package sql
 
 import (
-	"slices"
 	"sort"
 
 	"github.com/moraine-db/moraine/internal/sql/pgcatalog"
@@ -10,13 +9,15 @@ import (
 // virtual returns the system relation schema.name as the session sees it
 // (pgcatalog), or ok=false if it is not one.
 // The relations built from the DDL alone come from the catalog cache while
-// the DDL stays: their rows are shared, and read only; each caller gets
-// its own slice of them.
+// the DDL stays, shared by every statement that reads them.
+//
+// INVARIANT: the executor never writes into a relation's rows or its row
+// slice: filters, joins, ORDER BY and LIMIT make new slices.
 func (x *exec) virtual(schema, name string) (*rel, bool) {
 	key, cacheable := x.relationKey(schema, name)
 	if cacheable {
 		if r, ok := x.s.ex.catalogReads.relation(key); ok {
-			return &rel{cols: r.cols, rows: slices.Clone(r.rows)}, true
+			return r, true
 		}
 	}
 	r, ok := pgcatalog.Lookup(x.catalogContext(), schema, name)
@@ -28,7 +29,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool) {
 		out.cols[i] = colInfo{name: c.Name, typ: c.Type, tableOID: c.TableOID, attnum: c.Attnum}
 	}
 	if cacheable {
-		x.s.ex.catalogReads.putRelation(key, &rel{cols: out.cols, rows: slices.Clone(out.rows)})
+		x.s.ex.catalogReads.putRelation(key, out)
 	}
 	return out, true
 }
