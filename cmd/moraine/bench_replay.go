@@ -70,6 +70,11 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "%v\n", err)
 		return 1
 	}
+	if err := bench.WriteReplayKinds(stdout, rows); err != nil {
+		fmt.Fprintf(stderr, "bench replay: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout)
 	if err := bench.WriteReplayTable(stdout, rows); err != nil {
 		fmt.Fprintf(stderr, "bench replay: %v\n", err)
 		return 1

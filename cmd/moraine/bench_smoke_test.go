@@ -336,3 +336,21 @@ func TestBenchReplicaSmoke(t *testing.T) {
 		t.Fatalf("bad --replicas: exit %d", code)
 	}
 }
+
+// TestBenchReplaySmoke replays one small conversation once on each server
+// (the child is this test binary run as moraine) and checks the per-kind
+// table and the final ratio.
+func TestBenchReplaySmoke(t *testing.T) {
+	pg := testenv.Postgres(t)
+	t.Setenv("MORAINE_TEST_AS_MAIN", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb bytes.Buffer
+	if code := benchReplayMain(ctx, []string{"--postgres", pg, "--transcripts", "s01_basic", "--clients", "1", "--rounds", "1"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
+	}
+	checkRatio(t, out.String())
+	if !regexp.MustCompile(`(?m)^\s*s01_basic\s+inlined_insert\s+1\s`).MatchString(out.String()) {
+		t.Fatalf("no per-kind row for s01's inlined insert:\n%s", out.String())
+	}
+}

@@ -88,3 +88,52 @@ func ParentPID(pid int) (int, error) {
 	st, err := readProcStat(pid)
 	return st.ppid, err
 }
+
+// ThreadsCPU is the CPU time the live threads of process pid have used, in
+// nanoseconds as /proc/<pid>/task/<tid>/schedstat reports it: finer than
+// stat's clock ticks, so that the CPU of a single commit can be told.
+// Threads that ended are not counted.
+func ThreadsCPU(pid int) (time.Duration, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(b))
+		if len(f) == 0 {
+			continue
+		}
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("bench: schedstat of %d/%s: %w", pid, t.Name(), err)
+		}
+		total += time.Duration(ns)
+	}
+	return total, nil
+}
+
+// TreeCPU is ThreadsCPU of pid and of each of its live children: for
+// PostgreSQL's postmaster, the server with its running backends.
+func TreeCPU(pid int) (time.Duration, error) {
+	total, err := ThreadsCPU(pid)
+	if err != nil {
+		return 0, err
+	}
+	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return total, nil
+	}
+	for _, k := range strings.Fields(string(kids)) {
+		if kp, err := strconv.Atoi(k); err == nil {
+			if d, err := ThreadsCPU(kp); err == nil {
+				total += d
+			}
+		}
+	}
+	return total, nil
+}

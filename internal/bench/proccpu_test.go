@@ -39,3 +39,25 @@ func TestProcessCPUGrows(t *testing.T) {
 		t.Fatalf("parent %d, %v; want %d", ppid, err, os.Getppid())
 	}
 }
+
+// TestThreadsCPUGrows: the nanosecond reading of this process's threads
+// grows while it burns CPU, and the tree's reading holds at least it.
+func TestThreadsCPUGrows(t *testing.T) {
+	before, err := ThreadsCPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		now, err := ThreadsCPU(os.Getpid())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now > before {
+			break
+		}
+	}
+	tree, err := TreeCPU(os.Getpid())
+	if err != nil || tree <= before {
+		t.Fatalf("tree %v (%v), threads before %v", tree, err, before)
+	}
+}

@@ -27,8 +27,9 @@ type ReplayTarget struct {
 	// Addr is where the replayer connects (host:port or conninfo);
 	// Admin a conninfo for CREATE and DROP DATABASE.
 	Addr, Admin string
-	// CPU reads the server's CPU time so far.
-	CPU func() (time.Duration, error)
+	// CPU reads the server's CPU time so far; FineCPU its running
+	// processes' to the nanosecond (nil: no per-kind figures).
+	CPU, FineCPU func() (time.Duration, error)
 }
 
 // PostgresTarget is the PostgreSQL server at conninfo (an admin
@@ -45,13 +46,17 @@ func PostgresTarget(ctx context.Context, conninfo string) (ReplayTarget, error) 
 	if err != nil {
 		return ReplayTarget{}, fmt.Errorf("bench: postgres: its processes must be on this machine: %w", err)
 	}
-	return ReplayTarget{Name: "postgres", Addr: conninfo, Admin: conninfo, CPU: func() (time.Duration, error) { return ProcessCPU(pm) }}, nil
+	return ReplayTarget{Name: "postgres", Addr: conninfo, Admin: conninfo,
+		CPU:     func() (time.Duration, error) { return ProcessCPU(pm) },
+		FineCPU: func() (time.Duration, error) { return TreeCPU(pm) }}, nil
 }
 
 // MoraineTarget is a moraine server running as a child process.
 func MoraineTarget(m *Moraine) ReplayTarget {
 	ci := m.ConnInfo("postgres")
-	return ReplayTarget{Name: "moraine", Addr: ci, Admin: ci, CPU: func() (time.Duration, error) { return ProcessCPU(m.PID) }}
+	return ReplayTarget{Name: "moraine", Addr: ci, Admin: ci,
+		CPU:     func() (time.Duration, error) { return ProcessCPU(m.PID) },
+		FineCPU: func() (time.Duration, error) { return ThreadsCPU(m.PID) }}
 }
 
 // ReplayRow is one transcript at one concurrency: totals per target over
@@ -62,6 +67,9 @@ type ReplayRow struct {
 	Commits     map[string]int64 // snapshots the replays committed
 	Wall        map[string]time.Duration
 	CPU         map[string]time.Duration
+	// ByKind splits the server CPU of one-client replays by kind of
+	// commit (replay_kinds.go); empty for concurrent ones.
+	ByKind map[string]*KindCPU
 }
 
 // PerCommit is d spread over the row's commits on target.
@@ -79,13 +87,21 @@ func (r ReplayRow) PerCommit(d map[string]time.Duration, target string) time.Dur
 func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int, rounds int, targets []ReplayTarget, progress io.Writer) ([]ReplayRow, error) {
 	var out []ReplayRow
 	for _, tr := range trs {
+		kinds, err := commitKinds(tr)
+		if err != nil {
+			return out, err
+		}
 		for _, c := range concurrency {
 			row := ReplayRow{Transcript: tr.Name, Concurrency: c, Commits: map[string]int64{},
-				Wall: map[string]time.Duration{}, CPU: map[string]time.Duration{}}
+				Wall: map[string]time.Duration{}, CPU: map[string]time.Duration{}, ByKind: map[string]*KindCPU{}}
 			for r := 0; r < rounds; r++ {
 				for k := range targets {
 					t := targets[(k+r)%len(targets)]
-					commits, wall, cpu, err := replayRound(ctx, tr, c, r, t)
+					var meter *kindMeter
+					if c == 1 && t.FineCPU != nil {
+						meter = newKindMeter(kinds, t.FineCPU, t.Name, row.ByKind)
+					}
+					commits, wall, cpu, err := replayRound(ctx, tr, c, r, t, meter)
 					if err != nil {
 						return out, fmt.Errorf("bench replay: %s ×%d on %s: %w", tr.Name, c, t.Name, err)
 					}
@@ -106,7 +122,7 @@ func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int,
 // replayRound runs c replays of tr at once, each on a fresh database of
 // its own, and returns the snapshots they committed, the wall time and the
 // server's CPU between start and end.
-func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t ReplayTarget) (commits int64, wall, cpu time.Duration, err error) {
+func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t ReplayTarget, meter *kindMeter) (commits int64, wall, cpu time.Duration, err error) {
 	dbs := tr.Databases()
 	if len(dbs) != 1 {
 		return 0, 0, 0, fmt.Errorf("transcript uses %d databases; the benchmark replays single-lake conversations", len(dbs))
@@ -126,9 +142,18 @@ func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t Rep
 	start := time.Now()
 	errs := make([]error, c)
 	var wg sync.WaitGroup
+	opts := replay.Options{Addr: t.Addr, Timeout: time.Minute}
+	if meter != nil {
+		if err := meter.restart(); err != nil {
+			return 0, 0, 0, err
+		}
+		opts.Answered = meter.answered
+	}
 	for i, name := range names {
 		wg.Go(func() {
-			res := replay.Replay(ctx, tr, replay.Options{Addr: t.Addr, Timeout: time.Minute, Databases: map[string]string{dbs[0]: name}})
+			opts := opts
+			opts.Databases = map[string]string{dbs[0]: name}
+			res := replay.Replay(ctx, tr, opts)
 			if !res.Passed() {
 				errs[i] = res.Err
 			}
@@ -144,6 +169,9 @@ func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t Rep
 		if e != nil {
 			return 0, 0, 0, e
 		}
+	}
+	if meter != nil && meter.err != nil {
+		return 0, 0, 0, meter.err
 	}
 	for _, name := range names {
 		n, err := countSnapshots(ctx, t.Admin, name)

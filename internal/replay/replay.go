@@ -37,6 +37,12 @@ type Options struct {
 	// name → name to use), so that several replays of one transcript can
 	// run side by side on one server, each on its own lake.
 	Databases map[string]string
+	// Answered, when set, is called with the index in Transcript.Messages
+	// of each recorded server message compared on its own (a
+	// CommandComplete, a ReadyForQuery, …) once the server's answer has
+	// arrived and matched, on the replaying goroutine. Benchmarks time
+	// the server between such points.
+	Answered func(i int)
 }
 
 // DefaultAddr is where `moraine replay` looks for a server by default.
@@ -545,6 +551,9 @@ func (r *replayer) expect(ctx context.Context, it *item) error {
 		c.in.pop()
 		if err := r.single(first, a); err != nil {
 			return err
+		}
+		if r.opts.Answered != nil {
+			r.opts.Answered(first)
 		}
 	case "params":
 		var want, got []string

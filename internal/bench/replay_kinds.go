@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/moraine-db/moraine/internal/commit/changes"
+	"github.com/moraine-db/moraine/internal/replay"
+)
+
+// Server CPU per kind of commit. With one client a conversation is one
+// sequence of DuckLake transactions, so the server's CPU between the
+// answers to two consecutive commits belongs to the later one: its own
+// statements and every read DuckLake made for it (schema loads, the latest
+// snapshot, statistics). A commit's kind is what the changes_made of the
+// snapshot it inserts says it changed.
+
+// KindCPU is what the commits of one kind cost on each target.
+type KindCPU struct {
+	Commits map[string]int64
+	CPU     map[string]time.Duration
+}
+
+// changesMadeRE finds the changes_made literal of the snapshot a
+// transaction inserts.
+var changesMadeRE = regexp.MustCompile(`ducklake_snapshot_changes VALUES \(\d+, '((?:[^']|'')*)'`)
+
+// commitKinds maps the index of each recorded COMMIT's CommandComplete to
+// the kind of the commit: the entry kinds of its changes_made, in
+// DuckLake's order, joined by "+". A transaction that inserts no snapshot
+// (a read) commits nothing of the lake and has no kind.
+func commitKinds(tr *replay.Transcript) (map[int]string, error) {
+	out := map[int]string{}
+	pending := map[int]string{} // per connection: the open transaction's changes_made
+	for i, m := range tr.Messages {
+		if m.Dir == replay.Frontend {
+			var q struct{ String, Query string }
+			if m.Type != "Query" && m.Type != "Parse" {
+				continue
+			}
+			if err := json.Unmarshal(m.Raw, &q); err != nil {
+				return nil, fmt.Errorf("bench: %s message %d: %w", tr.Name, m.Seq, err)
+			}
+			if g := changesMadeRE.FindStringSubmatch(q.String + q.Query); g != nil {
+				pending[m.Conn] = strings.ReplaceAll(g[1], "''", "'")
+			}
+			continue
+		}
+		if m.Type != "CommandComplete" {
+			continue
+		}
+		var cc struct{ CommandTag string }
+		if err := json.Unmarshal(m.Raw, &cc); err != nil {
+			return nil, fmt.Errorf("bench: %s message %d: %w", tr.Name, m.Seq, err)
+		}
+		if cc.CommandTag != "COMMIT" && cc.CommandTag != "ROLLBACK" {
+			continue
+		}
+		made, ok := pending[m.Conn]
+		delete(pending, m.Conn)
+		if !ok || cc.CommandTag == "ROLLBACK" {
+			continue
+		}
+		set, err := changes.Parse(made)
+		if err != nil {
+			return nil, fmt.Errorf("bench: %s message %d: changes_made %q: %w", tr.Name, m.Seq, made, err)
+		}
+		var kinds []changes.Kind
+		for _, e := range set {
+			if !slices.Contains(kinds, e.Kind) {
+				kinds = append(kinds, e.Kind)
+			}
+		}
+		slices.Sort(kinds)
+		names := make([]string, len(kinds))
+		for j, k := range kinds {
+			names[j] = k.String()
+		}
+		out[i] = strings.Join(names, "+")
+	}
+	return out, nil
+}
+
+// kindMeter adds the server's CPU between consecutive commits to the later
+// commit's kind.
+type kindMeter struct {
+	kinds  map[int]string
+	cpu    func() (time.Duration, error)
+	last   time.Duration
+	target string
+	into   map[string]*KindCPU
+	err    error
+}
+
+func newKindMeter(kinds map[int]string, cpu func() (time.Duration, error), target string, into map[string]*KindCPU) *kindMeter {
+	return &kindMeter{kinds: kinds, cpu: cpu, target: target, into: into}
+}
+
+// restart starts the next interval now: what the server did before (the
+// round's database set-up) belongs to no commit.
+func (k *kindMeter) restart() error {
+	last, err := k.cpu()
+	k.last = last
+	return err
+}
+
+// answered is replay.Options.Answered.
+func (k *kindMeter) answered(i int) {
+	kind, ok := k.kinds[i]
+	if !ok || k.err != nil {
+		return
+	}
+	now, err := k.cpu()
+	if err != nil {
+		k.err = err
+		return
+	}
+	kc := k.into[kind]
+	if kc == nil {
+		kc = &KindCPU{Commits: map[string]int64{}, CPU: map[string]time.Duration{}}
+		k.into[kind] = kc
+	}
+	kc.Commits[k.target]++
+	kc.CPU[k.target] += now - k.last
+	k.last = now
+}
+
+// WriteReplayKinds prints, for the one-client rows, the server CPU per
+// commit of each kind on each target and their ratio (PostgreSQL ÷
+// moraine).
+func WriteReplayKinds(w io.Writer, rows []ReplayRow) error {
+	tw := newTab(w)
+	fmt.Fprintln(tw, "transcript\tkind\tcommits\tCPU/commit PG\tCPU/commit moraine\tCPU ratio\t")
+	for _, r := range rows {
+		names := make([]string, 0, len(r.ByKind))
+		for k := range r.ByKind {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, name := range names {
+			kc := r.ByKind[name]
+			per := func(t string) time.Duration {
+				if n := kc.Commits[t]; n > 0 {
+					return kc.CPU[t] / time.Duration(n)
+				}
+				return 0
+			}
+			pg, mo := per("postgres"), per("moraine")
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%v\t%.2f×\t\n", r.Transcript, name, kc.Commits["moraine"],
+				pg.Round(time.Microsecond), mo.Round(time.Microsecond), ratio(pg, mo))
+		}
+	}
+	return tw.Flush()
+}
