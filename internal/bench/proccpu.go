@@ -89,18 +89,22 @@ func ParentPID(pid int) (int, error) {
 	return st.ppid, err
 }
 
-// ThreadsCPU is the CPU time the live threads of process pid have used, in
-// nanoseconds as /proc/<pid>/task/<tid>/schedstat reports it: finer than
-// stat's clock ticks, so that the CPU of a single commit can be told.
-// Threads that ended are not counted.
-func ThreadsCPU(pid int) (time.Duration, error) {
+// ThreadsCPU adds to into the CPU time each live thread of process pid
+// has used, keyed by thread id, in nanoseconds as
+// /proc/<pid>/task/<tid>/schedstat reports it: finer than stat's clock
+// ticks, so that the CPU of a single commit can be told. A thread that
+// ended is missing.
+func ThreadsCPU(pid int, into map[int]time.Duration) error {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return 0, err
+		return err
 	}
-	var total time.Duration
 	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
 		if err != nil {
 			continue // the thread ended
 		}
@@ -110,30 +114,40 @@ func ThreadsCPU(pid int) (time.Duration, error) {
 		}
 		ns, err := strconv.ParseInt(f[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("bench: schedstat of %d/%s: %w", pid, t.Name(), err)
+			return fmt.Errorf("bench: schedstat of %d/%d: %w", pid, tid, err)
 		}
-		total += time.Duration(ns)
+		into[tid] = time.Duration(ns)
 	}
-	return total, nil
+	return nil
 }
 
 // TreeCPU is ThreadsCPU of pid and of each of its live children: for
 // PostgreSQL's postmaster, the server with its running backends.
-func TreeCPU(pid int) (time.Duration, error) {
-	total, err := ThreadsCPU(pid)
-	if err != nil {
-		return 0, err
+func TreeCPU(pid int, into map[int]time.Duration) error {
+	if err := ThreadsCPU(pid, into); err != nil {
+		return err
 	}
 	kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
 	if err != nil {
-		return total, nil
+		return nil
 	}
 	for _, k := range strings.Fields(string(kids)) {
 		if kp, err := strconv.Atoi(k); err == nil {
-			if d, err := ThreadsCPU(kp); err == nil {
-				total += d
-			}
+			_ = ThreadsCPU(kp, into) // a backend that ended is missing
 		}
 	}
-	return total, nil
+	return nil
+}
+
+// CPUSince is the CPU the threads of now used since then: a thread new
+// since then counts whole, one that ended in between not at all (its last
+// moments are lost, never counted twice).
+func CPUSince(then, now map[int]time.Duration) time.Duration {
+	var d time.Duration
+	for tid, t := range now {
+		if t > then[tid] {
+			d += t - then[tid]
+		}
+	}
+	return d
 }

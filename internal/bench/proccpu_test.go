@@ -40,24 +40,28 @@ func TestProcessCPUGrows(t *testing.T) {
 	}
 }
 
-// TestThreadsCPUGrows: the nanosecond reading of this process's threads
-// grows while it burns CPU, and the tree's reading holds at least it.
+// TestThreadsCPUGrows: the nanosecond readings of this process's threads
+// grow while it burns CPU, and the tree's reading holds them.
 func TestThreadsCPUGrows(t *testing.T) {
-	before, err := ThreadsCPU(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
+	before := map[int]time.Duration{}
+	if err := ThreadsCPU(os.Getpid(), before); err != nil || len(before) == 0 {
+		t.Fatalf("%d threads: %v", len(before), err)
 	}
 	for {
-		now, err := ThreadsCPU(os.Getpid())
-		if err != nil {
+		now := map[int]time.Duration{}
+		if err := ThreadsCPU(os.Getpid(), now); err != nil {
 			t.Fatal(err)
 		}
-		if now > before {
+		if CPUSince(before, now) > 0 {
 			break
 		}
 	}
-	tree, err := TreeCPU(os.Getpid())
-	if err != nil || tree <= before {
-		t.Fatalf("tree %v (%v), threads before %v", tree, err, before)
+	tree := map[int]time.Duration{}
+	if err := TreeCPU(os.Getpid(), tree); err != nil || CPUSince(before, tree) <= 0 {
+		t.Fatalf("tree readings %v (%v) did not grow from %v", tree, err, before)
+	}
+	// A thread that ended counts nothing; a new one counts whole.
+	if d := CPUSince(map[int]time.Duration{1: 5, 2: 7}, map[int]time.Duration{2: 9, 3: 4}); d != 6 {
+		t.Fatalf("CPUSince = %v, want 6ns", d)
 	}
 }

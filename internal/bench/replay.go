@@ -27,9 +27,10 @@ type ReplayTarget struct {
 	// Addr is where the replayer connects (host:port or conninfo);
 	// Admin a conninfo for CREATE and DROP DATABASE.
 	Addr, Admin string
-	// CPU reads the server's CPU time so far; FineCPU its running
-	// processes' to the nanosecond (nil: no per-kind figures).
-	CPU, FineCPU func() (time.Duration, error)
+	// CPU reads the server's CPU time so far; Threads its running
+	// threads' by thread id, to the nanosecond (nil: no per-kind figures).
+	CPU     func() (time.Duration, error)
+	Threads func(into map[int]time.Duration) error
 }
 
 // PostgresTarget is the PostgreSQL server at conninfo (an admin
@@ -48,7 +49,7 @@ func PostgresTarget(ctx context.Context, conninfo string) (ReplayTarget, error) 
 	}
 	return ReplayTarget{Name: "postgres", Addr: conninfo, Admin: conninfo,
 		CPU:     func() (time.Duration, error) { return ProcessCPU(pm) },
-		FineCPU: func() (time.Duration, error) { return TreeCPU(pm) }}, nil
+		Threads: func(into map[int]time.Duration) error { return TreeCPU(pm, into) }}, nil
 }
 
 // MoraineTarget is a moraine server running as a child process.
@@ -56,7 +57,7 @@ func MoraineTarget(m *Moraine) ReplayTarget {
 	ci := m.ConnInfo("postgres")
 	return ReplayTarget{Name: "moraine", Addr: ci, Admin: ci,
 		CPU:     func() (time.Duration, error) { return ProcessCPU(m.PID) },
-		FineCPU: func() (time.Duration, error) { return ThreadsCPU(m.PID) }}
+		Threads: func(into map[int]time.Duration) error { return ThreadsCPU(m.PID, into) }}
 }
 
 // ReplayRow is one transcript at one concurrency: totals per target over
@@ -98,8 +99,8 @@ func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int,
 				for k := range targets {
 					t := targets[(k+r)%len(targets)]
 					var meter *kindMeter
-					if c == 1 && t.FineCPU != nil {
-						meter = newKindMeter(kinds, t.FineCPU, t.Name, row.ByKind)
+					if c == 1 && t.Threads != nil {
+						meter = newKindMeter(kinds, t.Threads, t.Name, row.ByKind)
 					}
 					commits, wall, cpu, err := replayRound(ctx, tr, c, r, t, meter)
 					if err != nil {

@@ -90,24 +90,23 @@ func commitKinds(tr *replay.Transcript) (map[int]string, error) {
 // kindMeter adds the server's CPU between consecutive commits to the later
 // commit's kind.
 type kindMeter struct {
-	kinds  map[int]string
-	cpu    func() (time.Duration, error)
-	last   time.Duration
-	target string
-	into   map[string]*KindCPU
-	err    error
+	kinds   map[int]string
+	threads func(map[int]time.Duration) error
+	last    map[int]time.Duration
+	target  string
+	into    map[string]*KindCPU
+	err     error
 }
 
-func newKindMeter(kinds map[int]string, cpu func() (time.Duration, error), target string, into map[string]*KindCPU) *kindMeter {
-	return &kindMeter{kinds: kinds, cpu: cpu, target: target, into: into}
+func newKindMeter(kinds map[int]string, threads func(map[int]time.Duration) error, target string, into map[string]*KindCPU) *kindMeter {
+	return &kindMeter{kinds: kinds, threads: threads, target: target, into: into}
 }
 
 // restart starts the next interval now: what the server did before (the
 // round's database set-up) belongs to no commit.
 func (k *kindMeter) restart() error {
-	last, err := k.cpu()
-	k.last = last
-	return err
+	k.last = map[int]time.Duration{}
+	return k.threads(k.last)
 }
 
 // answered is replay.Options.Answered.
@@ -116,8 +115,8 @@ func (k *kindMeter) answered(i int) {
 	if !ok || k.err != nil {
 		return
 	}
-	now, err := k.cpu()
-	if err != nil {
+	now := map[int]time.Duration{}
+	if err := k.threads(now); err != nil {
 		k.err = err
 		return
 	}
@@ -127,7 +126,7 @@ func (k *kindMeter) answered(i int) {
 		k.into[kind] = kc
 	}
 	kc.Commits[k.target]++
-	kc.CPU[k.target] += now - k.last
+	kc.CPU[k.target] += CPUSince(k.last, now)
 	k.last = now
 }
 
