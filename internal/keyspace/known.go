@@ -185,11 +185,14 @@ type fixedSpec struct {
 	lookup     string // TableSpec.Lookup columns, space separated
 }
 
-// fixedTables is DuckLake's schema at catalog version 1.1-dev1 (1.0 is the
-// its prefix or legacy layout, fixedSpec's column history), as
-// created by DuckLakeMetadataManager::InitializeDuckLake through the
-// postgres extension. testdata/shapes/inventory.md holds the captured DDL;
-// TestValidateDefInventory checks every CREATE TABLE there against this list.
+// fixedTables is DuckLake's schema at catalog version 1.1-dev1, as created
+// by DuckLakeMetadataManager::InitializeDuckLake through the postgres
+// extension, with each table's history back to 0.2 (fixedSpec: when it
+// appeared, the prefix or legacy column list it had, its older name).
+// testdata/shapes/inventory.md holds the captured DDL and
+// testdata/versions the older versions'; TestValidateDefInventory,
+// TestValidateDefVersions and TestDefsMatchPostgres check them against
+// this list.
 //
 // Key choices (the entity key, documented in docs/storage-format.md):
 // tables with a primary key use it (table_id first for per-table files);
