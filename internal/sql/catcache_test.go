@@ -84,6 +84,11 @@ func TestCatalogRelationCache(t *testing.T) {
 		`SELECT relname FROM pg_class ORDER BY relname DESC LIMIT 3`,
 		`SELECT current_user, relname FROM pg_class`,
 		`SELECT current_user, count(*) FROM pg_attribute`,
+		// Equalities a shared relation answers through its indexes.
+		`SELECT current_user, c.relname, a.attname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid WHERE c.relname = 'ducklake_metadata' AND a.attnum > 0 ORDER BY 3`,
+		`SELECT current_user, relname FROM pg_class WHERE relkind = 'r' AND relname = 'ducklake_snapshot'`,
+		`SELECT current_user, attname FROM pg_attribute WHERE attnum = 2 AND attname = 'value' ORDER BY 2`,
+		`SELECT current_user, relname FROM pg_class WHERE relname = 'no_such_relation'`,
 	}
 	relations := func() int {
 		ex.catalogReads.mu.Lock()

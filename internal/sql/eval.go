@@ -39,8 +39,10 @@ type exec struct {
 	// relations keep every column (prune.go).
 	needed map[string]bool
 	// inLists memoizes the coerced string literals of IN lists
-	// (stringList); a nil entry: the list does not qualify.
+	// (stringList); a nil entry: the list does not qualify. consts
+	// memoizes literals compared with typed values (coercedConst).
 	inLists map[inListKey][]string
+	consts  map[constKey]tv
 }
 
 // valueScratch hands out value buffers from chunks that an UPDATE or DELETE
@@ -143,6 +145,34 @@ func (x *exec) stringList(list *pg.List, t datum.Type) ([]string, bool) {
 type inListKey struct {
 	list *pg.List
 	t    datum.Type
+}
+
+// coercedConst returns the literal n (evaluated as v) as a value of type t,
+// coerced once per statement; v itself when n is not a literal or does not
+// convert (the comparison then reports the error as it would).
+func (x *exec) coercedConst(n *pg.Node, v tv, t datum.Type) tv {
+	c := n.GetAConst()
+	if c == nil {
+		return v
+	}
+	k := constKey{c, t}
+	if cv, ok := x.consts[k]; ok {
+		return cv
+	}
+	out := v
+	if cv, err := coerce(v, t); err == nil {
+		out = tv{cv, t}
+	}
+	if x.consts == nil {
+		x.consts = map[constKey]tv{}
+	}
+	x.consts[k] = out
+	return out
+}
+
+type constKey struct {
+	c *pg.A_Const
+	t datum.Type
 }
 
 func (x *exec) eval(n *pg.Node, e *env) (tv, error) {
@@ -345,6 +375,13 @@ func (x *exec) evalAExpr(a *pg.A_Expr, e *env) (tv, error) {
 		}
 		switch op {
 		case "=", "<>", "!=", "<", "<=", ">", ">=":
+			// A string literal compared with a typed value takes the value's
+			// type; the conversion is the same on every row.
+			if r.t == unknownType && l.t != unknownType && !r.v.IsNull() {
+				r = x.coercedConst(a.Rexpr, r, l.t)
+			} else if l.t == unknownType && r.t != unknownType && !l.v.IsNull() {
+				l = x.coercedConst(a.Lexpr, l, r.t)
+			}
 			return compareOp(op, l, r)
 		case "~", "!~":
 			if l.v.IsNull() || r.v.IsNull() {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/moraine-db/moraine/internal/pgcode"
 
@@ -32,6 +33,73 @@ type colInfo struct {
 type rel struct {
 	cols []colInfo
 	rows [][]datum.Value
+	// ix holds the join indexes of a relation shared by many statements
+	// (a catalog relation of the relation cache); nil for the others.
+	ix *relIndexes
+}
+
+// relIndexes are hash indexes of a shared relation's integer columns,
+// built the first time a join probes the column and kept as long as the
+// relation: DuckDB's postgres extension joins a table's few rows of
+// pg_class with all of pg_attribute, pg_type and pg_description, and
+// looking them up beats probing every row. Safe for concurrent use.
+type relIndexes struct {
+	mu     sync.Mutex
+	byCol  map[int]map[int64][]int
+	byText map[int]map[string][]int
+}
+
+// textIndex returns the index of text column c of rows (row numbers in
+// ascending order by value), ok false when it holds something else.
+func (x *relIndexes) textIndex(rows [][]datum.Value, c int) (map[string][]int, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if m, ok := x.byText[c]; ok {
+		return m, m != nil
+	}
+	m := make(map[string][]int, len(rows))
+	for i, row := range rows {
+		switch {
+		case row[c].IsNull():
+		case row[c].K == datum.KindText:
+			m[row[c].S] = append(m[row[c].S], i)
+		default:
+			m = nil
+		}
+		if m == nil {
+			break
+		}
+	}
+	if x.byText == nil {
+		x.byText = map[int]map[string][]int{}
+	}
+	x.byText[c] = m
+	return m, m != nil
+}
+
+// intIndex returns the index of column c of rows (row numbers in ascending
+// order by value), ok false when the column holds something other than
+// integers and NULLs.
+func (x *relIndexes) intIndex(rows [][]datum.Value, c int) (map[int64][]int, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if m, ok := x.byCol[c]; ok {
+		return m, m != nil
+	}
+	var m map[int64][]int
+	if allInts(rows, c) {
+		m = make(map[int64][]int, len(rows))
+		for i, row := range rows {
+			if !row[c].IsNull() {
+				m[row[c].I] = append(m[row[c].I], i)
+			}
+		}
+	}
+	if x.byCol == nil {
+		x.byCol = map[int]map[int64][]int{}
+	}
+	x.byCol[c] = m
+	return m, m != nil
 }
 
 // env is the scope an expression is evaluated in: one row of a relation.

@@ -211,7 +211,7 @@ func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
 	nulls := make([]datum.Value, len(r.cols))
 	var pairs []joinPair // with an equality to hash: the candidate pairs
 	if li >= 0 {
-		pairs = hashPairs(l.rows, r.rows, li, ri)
+		pairs = hashPairs(l, r, li, ri)
 	}
 	p := 0
 	for i, lrow := range l.rows {
@@ -252,7 +252,8 @@ type joinPair struct{ l, r int }
 // order a nested loop visits them in. The hash table is built over the
 // smaller side: a catalog join's filtered side is often a row or two
 // against hundreds.
-func hashPairs(l, r [][]datum.Value, li, ri int) []joinPair {
+func hashPairs(lr, rr *rel, li, ri int) []joinPair {
+	l, r := lr.rows, rr.rows
 	build, probe, bi, pi := r, l, ri, li
 	if len(l) < len(r) {
 		build, probe, bi, pi = l, r, li, ri
@@ -263,6 +264,25 @@ func hashPairs(l, r [][]datum.Value, li, ri int) []joinPair {
 			out = append(out, joinPair{l: i, r: j})
 		} else {
 			out = append(out, joinPair{l: j, r: i})
+		}
+	}
+	// The larger side a shared relation with an index of its column: look
+	// the smaller side's keys up in it instead of probing every row.
+	big, bc := rr, ri
+	if len(l) >= len(r) {
+		big, bc = lr, li
+	}
+	if big.ix != nil && allInts(build, bi) {
+		if ix, ok := big.ix.intIndex(big.rows, bc); ok {
+			for i, row := range build {
+				if !row[bi].IsNull() {
+					for _, j := range ix[row[bi].I] {
+						pair(i, j)
+					}
+				}
+			}
+			sortPairs(out)
+			return out
 		}
 	}
 	if allInts(build, bi) && allInts(probe, pi) {
@@ -297,14 +317,19 @@ func hashPairs(l, r [][]datum.Value, li, ri int) []joinPair {
 		}
 	}
 	if len(l) < len(r) {
-		slices.SortFunc(out, func(a, b joinPair) int {
-			if a.l != b.l {
-				return a.l - b.l
-			}
-			return a.r - b.r
-		})
+		sortPairs(out)
 	}
 	return out
+}
+
+// sortPairs puts pairs in left-major order, as a nested loop visits them.
+func sortPairs(pairs []joinPair) {
+	slices.SortFunc(pairs, func(a, b joinPair) int {
+		if a.l != b.l {
+			return a.l - b.l
+		}
+		return a.r - b.r
+	})
 }
 
 // allInts reports whether column c of rows holds integers or NULLs only.
@@ -514,7 +539,15 @@ func (x *exec) prefilter(r *rel, filters []*pg.Node) (*rel, error) {
 		return boolInt(!isConstEquality(a)) - boolInt(!isConstEquality(b))
 	})
 	out := &rel{cols: r.cols}
-	for _, row := range r.rows {
+	rows := r.rows
+	if r.ix != nil && isConstEquality(mine[0]) {
+		// A shared catalog relation: the rows the equality can keep come
+		// from an index of its column (the filters still run on them).
+		if cand, ok := x.indexedRows(r, mine[0], e); ok {
+			rows = cand
+		}
+	}
+	for _, row := range rows {
 		e.row = row
 		keep := true
 		for _, f := range mine {
@@ -533,6 +566,61 @@ func (x *exec) prefilter(r *rel, filters []*pg.Node) (*rel, error) {
 		}
 	}
 	return out, nil
+}
+
+// indexedRows returns the rows of the shared relation r whose column equals
+// the constant of the equality f, through the relation's index of that
+// column; ok false when the column has no index or the constant does not
+// convert to its type.
+func (x *exec) indexedRows(r *rel, f *pg.Node, e *env) ([][]datum.Value, bool) {
+	a := f.GetAExpr()
+	col, cst := a.Lexpr, a.Rexpr
+	if col.GetColumnRef() == nil {
+		col, cst = cst, col
+	}
+	i, err := e.resolve(names(col.GetColumnRef().Fields))
+	if err != nil {
+		return nil, false
+	}
+	v, err := x.constValue(cst.GetAConst())
+	if err != nil || v.v.IsNull() {
+		return nil, false
+	}
+	t := r.cols[i].typ
+	if v.t == unknownType {
+		cv, err := coerce(v, t)
+		if err != nil {
+			return nil, false
+		}
+		v = tv{cv, t}
+	} else if v.t.Kind() != t.Kind() {
+		return nil, false
+	}
+	var hits []int
+	switch t.Kind() {
+	case datum.KindText:
+		if t.OID == datum.OIDBPChar {
+			return nil, false // blank-padded: equal values differ in bytes
+		}
+		ix, ok := r.ix.textIndex(r.rows, i)
+		if !ok {
+			return nil, false
+		}
+		hits = ix[v.v.S]
+	case datum.KindInt:
+		ix, ok := r.ix.intIndex(r.rows, i)
+		if !ok {
+			return nil, false
+		}
+		hits = ix[v.v.I]
+	default:
+		return nil, false
+	}
+	out := make([][]datum.Value, len(hits))
+	for k, h := range hits {
+		out[k] = r.rows[h]
+	}
+	return out, true
 }
 
 // isConstEquality reports whether n is column = constant (either way

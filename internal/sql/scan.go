@@ -120,7 +120,7 @@ func requalify(r *rel, qual string) *rel {
 	for i := range cols {
 		cols[i].qual = qual
 	}
-	return &rel{cols: cols, rows: r.rows}
+	return &rel{cols: cols, rows: r.rows, ix: r.ix}
 }
 
 // tableRel exposes a table's rows with the hidden ctid column last.

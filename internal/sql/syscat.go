@@ -29,6 +29,7 @@ func (x *exec) virtual(schema, name string) (*rel, bool) {
 		out.cols[i] = colInfo{name: c.Name, typ: c.Type, tableOID: c.TableOID, attnum: c.Attnum}
 	}
 	if cacheable {
+		out.ix = &relIndexes{}
 		x.s.ex.catalogReads.putRelation(key, out)
 	}
 	return out, true
