@@ -2,7 +2,9 @@ package sql
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -133,4 +135,60 @@ func TestCatalogRelationCache(t *testing.T) {
 		t.Fatal(out)
 	}
 	check("with a temp table")
+}
+
+// TestCatalogCachesConcurrent: sessions read the catalogs through both
+// caches — answers and shared relations with their indexes — while another
+// session keeps changing the DDL; every read succeeds, and once the DDL
+// stops each session's answers equal a fresh build. .ci/run runs it under
+// the race detector.
+func TestCatalogCachesConcurrent(t *testing.T) {
+	ex, s := lakeSession(t, `CREATE TABLE ducklake_metadata(key varchar NOT NULL, value varchar NOT NULL, scope varchar, scope_id bigint)`)
+	ctx := context.Background()
+	queries := []string{
+		`SELECT c.relname, a.attname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid WHERE c.relname = 'ducklake_metadata' AND a.attnum > 0 ORDER BY 2`,
+		`SELECT current_user, c.relname, a.attname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid WHERE c.relname LIKE 'ducklake%' AND a.attnum > 0 ORDER BY 2, 3`,
+	}
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	errs := make(chan string, 8)
+	for r := 0; r < 4; r++ {
+		wg.Go(func() {
+			rs := ex.Open("lake", "postgres", "", uint32(10+r))
+			defer rs.Close()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for _, q := range queries {
+					if out := runSQL(ctx, rs, q, ""); strings.Contains(out, "ERROR") {
+						errs <- out
+						return
+					}
+				}
+			}
+		})
+	}
+	for i := 0; i < 20; i++ {
+		if out := runSQL(ctx, s, fmt.Sprintf(`CREATE TABLE ducklake_inlined_data_%d_1(_ducklake_row_id bigint, _ducklake_begin_snapshot bigint, _ducklake_end_snapshot bigint, v bigint)`, i+1), ""); strings.Contains(out, "ERROR") {
+			t.Fatal(out)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
+	for _, q := range queries {
+		got := runSQL(ctx, s, q, "")
+		ex.catalogReads.disabled = true
+		want := runSQL(ctx, s, q, "")
+		ex.catalogReads.disabled = false
+		if got != want {
+			t.Fatalf("%s\ncached:\n%s\nfresh:\n%s", q, got, want)
+		}
+	}
 }
