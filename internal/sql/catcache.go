@@ -55,7 +55,7 @@ type catalogCache struct {
 	entries   map[catalogKey]*rel
 	order     []catalogKey
 	cacheable treeMemo[bool]
-	disabled  bool // tests: always evaluate
+	disabled  bool // tests: always evaluate, and without relation indexes
 	// relations holds the DDL-derived relations as built (pgcatalog), for
 	// statements the answer cache does not cover: the postgres extension's
 	// per-table loads name each table in a literal.

@@ -91,6 +91,10 @@ func TestCatalogRelationCache(t *testing.T) {
 		`SELECT current_user, relname FROM pg_class WHERE relkind = 'r' AND relname = 'ducklake_snapshot'`,
 		`SELECT current_user, attname FROM pg_attribute WHERE attnum = 2 AND attname = 'value' ORDER BY 2`,
 		`SELECT current_user, relname FROM pg_class WHERE relname = 'no_such_relation'`,
+		// … PostgreSQL's own rows among them, indexed once for every build.
+		`SELECT current_user, c.relname, a.attname, t.typname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid JOIN pg_type t ON t.oid = a.atttypid WHERE c.relname = 'ducklake_metadata' AND a.attnum > 0 ORDER BY 3`,
+		`SELECT current_user, relname, relkind FROM pg_class WHERE relname = 'pg_attribute'`,
+		`SELECT current_user, a.attname FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid WHERE c.relname = 'pg_namespace' AND a.attnum > 0 ORDER BY a.attnum`,
 	}
 	relations := func() int {
 		ex.catalogReads.mu.Lock()

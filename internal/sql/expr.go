@@ -38,68 +38,152 @@ type rel struct {
 	ix *relIndexes
 }
 
-// relIndexes are hash indexes of a shared relation's integer columns,
-// built the first time a join probes the column and kept as long as the
-// relation: DuckDB's postgres extension joins a table's few rows of
-// pg_class with all of pg_attribute, pg_type and pg_description, and
-// looking them up beats probing every row. Safe for concurrent use.
+// relIndexes are hash indexes of a catalog relation's integer and text
+// columns, built the first time a join or an equality filter needs one:
+// DuckDB's postgres extension joins a table's few rows of pg_class with all
+// of pg_attribute and pg_type, and looking them up beats testing every
+// row. The relation's leading rows that are PostgreSQL's own (pgcatalog's
+// Relation.Sys) are indexed once for every build of the relation; its own
+// rows per relation. Safe for concurrent use (the relation cache shares
+// relations).
 type relIndexes struct {
-	mu     sync.Mutex
-	byCol  map[int]map[int64][]int
-	byText map[int]map[string][]int
+	name  string // schema.relation, naming the shared index of its PostgreSQL rows
+	sys   int    // rows[:sys] are PostgreSQL's own
+	mu    sync.Mutex
+	ints  map[int]*rowLookup[int64]
+	texts map[int]*rowLookup[string]
 }
 
-// textIndex returns the index of text column c of rows (row numbers in
-// ascending order by value), ok false when it holds something else.
-func (x *relIndexes) textIndex(rows [][]datum.Value, c int) (map[string][]int, bool) {
+// rowLookup finds the rows whose column holds a value, in ascending order.
+type rowLookup[K comparable] struct {
+	sys, own map[K][]int
+}
+
+func (l *rowLookup[K]) get(k K) []int {
+	a, b := l.sys[k], l.own[k]
+	if len(b) == 0 {
+		return a
+	}
+	if len(a) == 0 {
+		return b
+	}
+	return append(a[:len(a):len(a)], b...)
+}
+
+// sharedIndexes holds the indexes of PostgreSQL's own rows of each catalog
+// relation and column, with the row they were built from first (the rows
+// are the same slices in every build; a build that differs gets its own).
+var sharedIndexes sync.Map // sharedKey → *sharedIndex
+
+type sharedKey struct {
+	name string
+	col  int
+	text bool
+}
+
+type sharedIndex struct {
+	first *datum.Value
+	ints  map[int64][]int
+	texts map[string][]int
+	ok    bool
+}
+
+// intIndex returns the lookup of integer column c of rows, ok false when
+// the column holds something other than integers and NULLs.
+func (x *relIndexes) intIndex(rows [][]datum.Value, c int) (*rowLookup[int64], bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if m, ok := x.byText[c]; ok {
-		return m, m != nil
+	if l, ok := x.ints[c]; ok {
+		return l, l != nil
 	}
-	m := make(map[string][]int, len(rows))
-	for i, row := range rows {
-		switch {
-		case row[c].IsNull():
-		case row[c].K == datum.KindText:
-			m[row[c].S] = append(m[row[c].S], i)
+	var l *rowLookup[int64]
+	if sys, ok := x.shared(rows, c, false); ok && allInts(rows[x.sys:], c) {
+		l = &rowLookup[int64]{sys: sys.ints, own: intsOf(rows, c, x.sys)}
+	}
+	if x.ints == nil {
+		x.ints = map[int]*rowLookup[int64]{}
+	}
+	x.ints[c] = l
+	return l, l != nil
+}
+
+// textIndex is intIndex for a text column.
+func (x *relIndexes) textIndex(rows [][]datum.Value, c int) (*rowLookup[string], bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if l, ok := x.texts[c]; ok {
+		return l, l != nil
+	}
+	var l *rowLookup[string]
+	if sys, ok := x.shared(rows, c, true); ok {
+		if own, ok := textsOf(rows, c, x.sys); ok {
+			l = &rowLookup[string]{sys: sys.texts, own: own}
+		}
+	}
+	if x.texts == nil {
+		x.texts = map[int]*rowLookup[string]{}
+	}
+	x.texts[c] = l
+	return l, l != nil
+}
+
+// shared returns the index of rows[:x.sys] column c, built once for every
+// build of the relation whose PostgreSQL rows are the same slices.
+func (x *relIndexes) shared(rows [][]datum.Value, c int, text bool) (*sharedIndex, bool) {
+	build := func() *sharedIndex {
+		si := &sharedIndex{ok: true}
+		if x.sys > 0 {
+			si.first = &rows[0][0]
+		}
+		if text {
+			si.texts, si.ok = textsOf(rows[:x.sys], c, 0)
+		} else if si.ok = allInts(rows[:x.sys], c); si.ok {
+			si.ints = intsOf(rows[:x.sys], c, 0)
+		}
+		return si
+	}
+	if x.sys == 0 || len(rows[0]) == 0 {
+		si := build()
+		return si, si.ok
+	}
+	k := sharedKey{x.name, c, text}
+	if v, ok := sharedIndexes.Load(k); ok {
+		if si := v.(*sharedIndex); si.first == &rows[0][0] {
+			return si, si.ok
+		}
+		si := build() // other rows than the shared index's: index them apart
+		return si, si.ok
+	}
+	si := build()
+	sharedIndexes.Store(k, si)
+	return si, si.ok
+}
+
+// intsOf indexes integer column c of rows[from:] by absolute row number.
+func intsOf(rows [][]datum.Value, c, from int) map[int64][]int {
+	m := make(map[int64][]int, len(rows)-from)
+	for i := from; i < len(rows); i++ {
+		if v := rows[i][c]; !v.IsNull() {
+			m[v.I] = append(m[v.I], i)
+		}
+	}
+	return m
+}
+
+// textsOf indexes text column c of rows[from:] by absolute row number, ok
+// false when it holds something else.
+func textsOf(rows [][]datum.Value, c, from int) (map[string][]int, bool) {
+	m := make(map[string][]int, len(rows)-from)
+	for i := from; i < len(rows); i++ {
+		switch v := rows[i][c]; {
+		case v.IsNull():
+		case v.K == datum.KindText:
+			m[v.S] = append(m[v.S], i)
 		default:
-			m = nil
-		}
-		if m == nil {
-			break
+			return nil, false
 		}
 	}
-	if x.byText == nil {
-		x.byText = map[int]map[string][]int{}
-	}
-	x.byText[c] = m
-	return m, m != nil
-}
-
-// intIndex returns the index of column c of rows (row numbers in ascending
-// order by value), ok false when the column holds something other than
-// integers and NULLs.
-func (x *relIndexes) intIndex(rows [][]datum.Value, c int) (map[int64][]int, bool) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if m, ok := x.byCol[c]; ok {
-		return m, m != nil
-	}
-	var m map[int64][]int
-	if allInts(rows, c) {
-		m = make(map[int64][]int, len(rows))
-		for i, row := range rows {
-			if !row[c].IsNull() {
-				m[row[c].I] = append(m[row[c].I], i)
-			}
-		}
-	}
-	if x.byCol == nil {
-		x.byCol = map[int]map[int64][]int{}
-	}
-	x.byCol[c] = m
-	return m, m != nil
+	return m, true
 }
 
 // env is the scope an expression is evaluated in: one row of a relation.

@@ -276,7 +276,7 @@ func hashPairs(lr, rr *rel, li, ri int) []joinPair {
 		if ix, ok := big.ix.intIndex(big.rows, bc); ok {
 			for i, row := range build {
 				if !row[bi].IsNull() {
-					for _, j := range ix[row[bi].I] {
+					for _, j := range ix.get(row[bi].I) {
 						pair(i, j)
 					}
 				}
@@ -606,13 +606,13 @@ func (x *exec) indexedRows(r *rel, f *pg.Node, e *env) ([][]datum.Value, bool) {
 		if !ok {
 			return nil, false
 		}
-		hits = ix[v.v.S]
+		hits = ix.get(v.v.S)
 	case datum.KindInt:
 		ix, ok := r.ix.intIndex(r.rows, i)
 		if !ok {
 			return nil, false
 		}
-		hits = ix[v.v.I]
+		hits = ix.get(v.v.I)
 	default:
 		return nil, false
 	}

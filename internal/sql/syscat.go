@@ -28,8 +28,10 @@ func (x *exec) virtual(schema, name string) (*rel, bool) {
 	for i, c := range r.Cols {
 		out.cols[i] = colInfo{name: c.Name, typ: c.Type, tableOID: c.TableOID, attnum: c.Attnum}
 	}
+	if cacheable || r.Sys > 0 && !x.s.ex.catalogReads.disabled {
+		out.ix = &relIndexes{name: schema + "." + name, sys: r.Sys}
+	}
 	if cacheable {
-		out.ix = &relIndexes{}
 		x.s.ex.catalogReads.putRelation(key, out)
 	}
 	return out, true

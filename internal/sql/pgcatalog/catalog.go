@@ -105,6 +105,7 @@ func build(c *Context, schema, name string) (*Relation, bool) {
 			{"relispopulated", tBool}, {"relreplident", tChar}, {"relispartition", tBool},
 			{"relrewrite", tOID}, {"reloptions", datum.TextArray}, {"relpartbound", tText}})
 		r.Rows = withSysRows("pg_class", colsOf(r), 2*len(Tables(v)))
+		r.Sys = len(r.Rows)
 		for _, ti := range Tables(v) {
 			t := ti.Table
 			r.add(oidV(t.OID), nameV(t.Name), oidV(ti.Schema.OID), oidV(t.TypOID), oidV(0), oidV(ownerOID),
@@ -134,6 +135,7 @@ func build(c *Context, schema, name string) (*Relation, bool) {
 		sys := sysAttributes(colsOf(r))
 		r.Rows = make([][]datum.Value, len(sys), len(sys)+extra)
 		copy(r.Rows, sys)
+		r.Sys = len(sys)
 		for _, ti := range tables {
 			for i, c := range ti.Table.Def.Columns {
 				ndims, coll := 0, uint32(0)
@@ -157,6 +159,7 @@ func build(c *Context, schema, name string) (*Relation, bool) {
 			{"typrelid", tOID}, {"typelem", tOID}, {"typarray", tOID}, {"typnotnull", tBool},
 			{"typbasetype", tOID}, {"typtypmod", tInt4}, {"typndims", tInt4}, {"typcollation", tOID}})
 		r.Rows = withSysRows("pg_type", colsOf(r), len(Tables(v)))
+		r.Sys = len(r.Rows)
 		for _, ti := range Tables(v) {
 			r.add(oidV(ti.Table.TypOID), nameV(ti.Table.Name), oidV(ti.Schema.OID), oidV(ownerOID), intV(-1),
 				boolV(false), nameV("c"), nameV("C"), oidV(ti.Table.OID), oidV(0), oidV(0),
@@ -222,6 +225,7 @@ func build(c *Context, schema, name string) (*Relation, bool) {
 			{"contypid", tOID}, {"conindid", tOID}, {"conparentid", tOID}, {"confrelid", tOID},
 			{"conislocal", tBool}, {"coninhcount", tInt4}, {"connoinherit", tBool}, {"conkey", datum.Int2Array}})
 		r.Rows = withSysRows("pg_constraint", colsOf(r), len(Tables(v)))
+		r.Sys = len(r.Rows)
 		for _, ti := range Tables(v) {
 			t := ti.Table
 			if t.PKOID == 0 {
@@ -236,6 +240,7 @@ func build(c *Context, schema, name string) (*Relation, bool) {
 	case "pg_indexes":
 		r := newRel([]col{{"schemaname", tName}, {"tablename", tName}, {"indexname", tName}, {"tablespace", tName}, {"indexdef", tText}})
 		r.Rows = withSysRows("pg_indexes", colsOf(r), len(Tables(v)))
+		r.Sys = len(r.Rows)
 		for _, ti := range Tables(v) {
 			if ti.Table.PKOID != 0 {
 				r.add(nameV(ti.Schema.Name), nameV(ti.Table.Name), nameV(ti.Table.Name+"_pkey"), datum.Null, datum.TextValue(pkIndexDef(ti)))

@@ -30,6 +30,10 @@ type Column struct {
 type Relation struct {
 	Cols []Column
 	Rows [][]datum.Value
+	// Sys is how many of Rows, from the first, are PostgreSQL's own
+	// (sysdata): the same row slices in every build of the relation, so
+	// that what is derived from them (an index) can be shared.
+	Sys int
 }
 
 func (r *Relation) add(vals ...datum.Value) { r.Rows = append(r.Rows, vals) }
