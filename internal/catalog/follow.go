@@ -319,6 +319,17 @@ func (f *follower) define(o PairOp) error {
 	if _, err := keyspace.NewTable(def); err != nil {
 		return err
 	}
+	if spec, ok := keyspace.Known(def.Name); ok && !spec.Dynamic && !spec.Embedded() {
+		// A table renamed to a name of the same kind (DuckLake's 0.2 → 0.3
+		// rename of its column statistics table) keeps its rows' keys:
+		// their puts would land in whichever table has the kind's first
+		// name, so the follower reloads instead.
+		for _, other := range keyspace.KindTables(spec.Kind) {
+			if _, err := c.b.peek(c.schema, other); other != def.Name && err == nil {
+				return fmt.Errorf("%w: table %s.%s renamed to %s", ErrCannotFollow, def.Schema, other, def.Name)
+			}
+		}
+	}
 	_, err = c.b.createTable(def)
 	return err
 }

@@ -293,3 +293,42 @@ func TestFollowIndexSort(t *testing.T) {
 		t.Fatal("an entry is not found")
 	}
 }
+
+// TestApplyCommittedRefusesRename: a batch that renames a table to the
+// other name of its kind (0.2's column statistics table) is refused, and
+// the follower reloads, rather than filing the rows under the old table.
+func TestApplyCommittedRefusesRename(t *testing.T) {
+	ctx := context.Background()
+	w := catalog.NewServer(catalog.Options{})
+	if _, err := verbs.Init(ctx, w.Database("lake"), "public", "s3://lake/"); err != nil {
+		t.Fatal(err)
+	}
+	before := pairsOf(t, w)
+	f := loadPairs(t, before, true)
+	db, _ := f.Lookup("lake")
+	v := db.Current()
+	var ops []catalog.PairOp
+	for _, k := range sortedKeys(before) {
+		if len(k) > 4 && keyspace.Kind(k[4]) == keyspace.KindTableDef {
+			cid, def, err := keyspace.DecodeTableDef([]byte(k), []byte(before[k]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if def.Name != "ducklake_file_column_stats" || cid == 0 {
+				continue
+			}
+			def.Name = "ducklake_file_column_statistics"
+			ops = append(ops, catalog.PairOp{Key: []byte(k), Delete: true},
+				catalog.PairOp{Key: keyspace.TableDefKey(cid, def.Name), Value: keyspace.EncodeTableDef(&def)})
+		}
+	}
+	if len(ops) != 2 {
+		t.Fatalf("%d ops for the rename", len(ops))
+	}
+	if err := f.ApplyCommitted(ops); !errors.Is(err, catalog.ErrCannotFollow) {
+		t.Fatalf("renamed table: %v", err)
+	}
+	if db.Current() != v {
+		t.Fatal("a refused batch published a version")
+	}
+}
