@@ -274,6 +274,12 @@ INSERT INTO "public".ducklake_file_column_stats VALUES (1, 1, 1, 20053, 5000, 0,
 	{sql: `SELECT a.id, b.b FROM ducklake_ix a JOIN ducklake_ix2 b ON a.id = b.a WHERE a.id = 2 AND b.b IS NOT NULL AND a.note IN ('two', 'x') ORDER BY 1, 2`},
 	{sql: `SELECT * FROM ducklake_ix a JOIN ducklake_ix2 b ON a.id = b.a ORDER BY a.id, b.b`},
 	{sql: `SELECT a.* , b.a FROM ducklake_ix a JOIN ducklake_ix2 b ON a.id = b.a ORDER BY a.id, b.b`},
+	// Columns a join's ON consumes are dropped above it unless a later ON,
+	// the WHERE, the select list or ORDER BY may still name them.
+	{sql: `SELECT a.id, c.note FROM ducklake_ix a JOIN ducklake_ix2 b ON a.id = b.a JOIN ducklake_ix c ON c.id = b.b ORDER BY 1, 2`},
+	{sql: `SELECT a.note FROM ducklake_ix a JOIN ducklake_ix2 b ON a.id = b.a JOIN ducklake_ix c ON c.id = b WHERE b.a > 0 ORDER BY b.a, 1`},
+	{sql: `SELECT count(*) FROM ducklake_ix a JOIN ducklake_ix2 b ON a.id = b.a JOIN ducklake_ix2 b2 ON b2.a = a.id`},
+	{sql: `SELECT x.id FROM (SELECT a.id, b.b FROM ducklake_ix a JOIN ducklake_ix2 b ON a.id = b.a) x JOIN ducklake_ix c ON c.id = x.b ORDER BY 1`},
 	// IN lists of string literals against text and "char".
 	{sql: `SELECT id FROM ducklake_ix WHERE note IN ('one', 'three', NULL) ORDER BY id`},
 	{sql: `SELECT id FROM ducklake_ix WHERE note NOT IN ('one', 'three') ORDER BY id`},

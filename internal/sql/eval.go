@@ -35,9 +35,9 @@ type exec struct {
 	matched *valueScratch
 	// work counts the statement's rows and steps (work.go).
 	work work
-	// needed are the column names a SELECT refers to, nil when its base
-	// relations keep every column (prune.go).
-	needed map[string]bool
+	// pruning tells a SELECT's joins which columns to keep, nil when they
+	// keep every column (prune.go).
+	pruning *pruning
 	// inLists memoizes the coerced string literals of IN lists
 	// (stringList); a nil entry: the list does not qualify. consts
 	// memoizes literals compared with typed values (coercedConst).

@@ -44,7 +44,7 @@ func (x *exec) fromItemFiltered(n *pg.Node, filters []*pg.Node) (*rel, error) {
 		if err != nil {
 			return nil, err
 		}
-		return x.join(l, r, j.Quals, j.Jointype)
+		return x.join(l, r, j, j.Quals, j.Jointype)
 	case n.GetRangeSubselect() != nil:
 		rs := n.GetRangeSubselect()
 		if rs.Lateral {
@@ -144,14 +144,16 @@ func (x *exec) fromRangeVar(rv *pg.RangeVar, filters []*pg.Node, prefilter bool)
 	return x.prefilter(r, filters)
 }
 
-func (x *exec) join(l, r *rel, quals *pg.Node, jt pg.JoinType) (*rel, error) {
+// join joins l and r on quals; j is the join expression (nil for a FROM
+// list's implicit join), which decides the columns kept (prune.go).
+func (x *exec) join(l, r *rel, j *pg.JoinExpr, quals *pg.Node, jt pg.JoinType) (*rel, error) {
 	switch jt {
 	case pg.JoinType_JOIN_INNER, pg.JoinType_JOIN_LEFT:
 	default:
 		return nil, unsupported("join type %s", jt)
 	}
 	cols := append(slices.Clone(l.cols), r.cols...)
-	keep := x.keep(cols)
+	keep := x.keep(cols, j)
 	out := &rel{cols: cols}
 	if keep != nil {
 		out.cols = make([]colInfo, len(keep))

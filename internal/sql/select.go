@@ -65,7 +65,7 @@ func (x *exec) runSelect(s *pg.SelectStmt, outer *env) (*rel, error) {
 				in = r
 				continue
 			}
-			if in, err = x.join(in, r, nil, pg.JoinType_JOIN_INNER); err != nil {
+			if in, err = x.join(in, r, nil, nil, pg.JoinType_JOIN_INNER); err != nil {
 				return nil, err
 			}
 		}

@@ -30,9 +30,9 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 				return out.rows(r.cols, r.rows, "SELECT "+strconv.Itoa(len(r.rows)))
 			}
 		}
-		x.needed = referencedNames(sel)
+		x.pruning = statementPruning(sel)
 		r, err := x.runSelect(sel, nil)
-		x.needed = nil
+		x.pruning = nil
 		if err != nil {
 			return err
 		}
@@ -404,7 +404,7 @@ func (x *exec) matchRows(t *memcat.Table, alias string, from []*pg.Node, where *
 			other = r
 			continue
 		}
-		if other, err = x.join(other, r, nil, pg.JoinType_JOIN_INNER); err != nil {
+		if other, err = x.join(other, r, nil, nil, pg.JoinType_JOIN_INNER); err != nil {
 			return err
 		}
 	}
