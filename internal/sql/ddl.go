@@ -346,6 +346,9 @@ func (x *exec) rename(s *pg.RenameStmt, out sink) error {
 		return err
 	}
 	if !column {
+		if !isLakeTable(s.Newname) {
+			return unsupported("renaming table %q to %q: this server holds a DuckLake catalog only (tables named ducklake_*)", t.Name, s.Newname)
+		}
 		if err := x.s.tx.txn.RenameTable(schema, t.Name, s.Newname); err != nil {
 			if errors.Is(err, catalog.ErrTableExists) {
 				return errf(pgcode.DuplicateTable, "relation %q already exists", s.Newname)
