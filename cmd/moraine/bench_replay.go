@@ -35,12 +35,9 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	var trs []*replay.Transcript
 	for _, n := range strings.Split(*names, ",") {
-		path, err := replay.Fixture(strings.TrimSpace(n))
+		tr, err := replay.LoadFixture(strings.TrimSpace(n))
 		if err == nil {
-			var tr *replay.Transcript
-			if tr, err = replay.Load(path); err == nil {
-				trs = append(trs, tr)
-			}
+			trs = append(trs, tr)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "bench replay: %v\n", err)

@@ -11,11 +11,7 @@ import (
 // updates (a delete and an insert of inlined rows) and 10 deletes, after
 // the table's creation.
 func TestCommitKinds(t *testing.T) {
-	path, err := replay.Fixture("s11_commit_mix")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := replay.Load(path)
+	tr, err := replay.LoadFixture("s11_commit_mix")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,11 +64,7 @@ func startServer(t *testing.T, store string) (addr string, stop func()) {
 // of one server at once (Options.Databases), each its own lake: what
 // `moraine bench replay` relies on for concurrent clients.
 func TestReplayRenamedSideBySide(t *testing.T) {
-	path, err := replay.Fixture("s11_commit_mix")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := replay.Load(path)
+	tr, err := replay.LoadFixture("s11_commit_mix")
 	if err != nil {
 		t.Fatal(err)
 	}

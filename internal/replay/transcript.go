@@ -262,3 +262,12 @@ func Fixture(name string) (string, error) {
 	}
 	return filepath.Join(dir, name+".jsonl"), nil
 }
+
+// LoadFixture reads the named captured conversation.
+func LoadFixture(name string) (*Transcript, error) {
+	path, err := Fixture(name)
+	if err != nil {
+		return nil, err
+	}
+	return Load(path)
+}

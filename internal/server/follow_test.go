@@ -117,12 +117,7 @@ func TestReplicaFollowsCommitByCommit(t *testing.T) {
 		defer wg.Done()
 		fresh := &replay.Fresh{Admin: w.Conninfo("postgres")}
 		for _, name := range []string{"s02_schema_evolution", "s03_partition_sort", "s04_compaction", "s05_inlining", "s11_commit_mix"} {
-			path, err := replay.Fixture(name)
-			if err != nil {
-				fail(err)
-				return
-			}
-			tr, err := replay.Load(path)
+			tr, err := replay.LoadFixture(name)
 			if err != nil {
 				fail(err)
 				return

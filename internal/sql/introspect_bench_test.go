@@ -16,11 +16,7 @@ import (
 // whole-database load and one per-table load.
 func introspectionQueries(tb testing.TB) (whole []string, perTable string) {
 	tb.Helper()
-	path, err := replay.Fixture("s11_commit_mix")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tr, err := replay.Load(path)
+	tr, err := replay.LoadFixture("s11_commit_mix")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -100,11 +100,7 @@ func same(t *testing.T, what string, want, got map[string][]string) {
 // PostgreSQL, in fresh databases of the conversation's names.
 func lakeOnPostgres(t *testing.T, ctx context.Context, pg, name string) {
 	t.Helper()
-	path, err := replay.Fixture(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := replay.Load(path)
+	tr, err := replay.LoadFixture(name)
 	if err != nil {
 		t.Fatal(err)
 	}
