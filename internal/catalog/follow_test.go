@@ -233,15 +233,22 @@ func TestApplyCommitted(t *testing.T) {
 
 // TestApplyCommittedRefuses: a batch that alters a table definition in
 // place is refused with ErrCannotFollow, and nothing of it is published.
-func TestApplyCommittedRefuses(t *testing.T) {
-	ctx := context.Background()
+// followedLake makes a fresh lake's catalog and a follower loaded from its
+// pairs; it returns the pairs, the follower and its database.
+func followedLake(t *testing.T) (map[string]string, *catalog.Server, *catalog.Database) {
+	t.Helper()
 	w := catalog.NewServer(catalog.Options{})
-	if _, err := verbs.Init(ctx, w.Database("lake"), "public", "s3://lake/"); err != nil {
+	if _, err := verbs.Init(context.Background(), w.Database("lake"), "public", "s3://lake/"); err != nil {
 		t.Fatal(err)
 	}
 	before := pairsOf(t, w)
 	f := loadPairs(t, before, true)
 	db, _ := f.Lookup("lake")
+	return before, f, db
+}
+
+func TestApplyCommittedRefuses(t *testing.T) {
+	before, f, db := followedLake(t)
 	v := db.Current()
 	var ops []catalog.PairOp
 	for _, k := range sortedKeys(before) {
@@ -298,14 +305,7 @@ func TestFollowIndexSort(t *testing.T) {
 // other name of its kind (0.2's column statistics table) is refused, and
 // the follower reloads, rather than filing the rows under the old table.
 func TestApplyCommittedRefusesRename(t *testing.T) {
-	ctx := context.Background()
-	w := catalog.NewServer(catalog.Options{})
-	if _, err := verbs.Init(ctx, w.Database("lake"), "public", "s3://lake/"); err != nil {
-		t.Fatal(err)
-	}
-	before := pairsOf(t, w)
-	f := loadPairs(t, before, true)
-	db, _ := f.Lookup("lake")
+	before, f, db := followedLake(t)
 	v := db.Current()
 	var ops []catalog.PairOp
 	for _, k := range sortedKeys(before) {

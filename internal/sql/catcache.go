@@ -48,38 +48,73 @@ type catalogKey struct {
 	text string // the statement's text and the literals bound into it
 }
 
-// catalogCache holds the answers, at most catalogCacheEntries, the oldest
-// dropped first.
+// catalogCache holds the answers, at most catalogCacheEntries, and the
+// relations, at most catalogRelationEntries, each dropping its oldest
+// first.
 type catalogCache struct {
 	mu        sync.Mutex
-	entries   map[catalogKey]*rel
-	order     []catalogKey
+	answers   fifo[catalogKey]
 	cacheable treeMemo[bool]
 	disabled  bool // tests: always evaluate, and without relation indexes
 	// relations holds the DDL-derived relations as built (pgcatalog), for
 	// statements the answer cache does not cover: the postgres extension's
 	// per-table loads name each table in a literal.
-	relations map[relationKey]*rel
+	relations fifo[relationKey]
 }
 
 func newCatalogCache() *catalogCache {
-	return &catalogCache{entries: map[catalogKey]*rel{}, relations: map[relationKey]*rel{}}
+	return &catalogCache{answers: newFIFO[catalogKey](catalogCacheEntries), relations: newFIFO[relationKey](catalogRelationEntries)}
+}
+
+// fifo is a map of at most limit relations that drops its oldest entry to
+// make room. Its user locks it.
+type fifo[K comparable] struct {
+	limit int
+	m     map[K]*rel
+	order []K
+}
+
+func newFIFO[K comparable](limit int) fifo[K] { return fifo[K]{limit: limit, m: map[K]*rel{}} }
+
+func (f *fifo[K]) get(k K) (*rel, bool) {
+	r, ok := f.m[k]
+	return r, ok
+}
+
+func (f *fifo[K]) put(k K, r *rel) {
+	if _, ok := f.m[k]; ok {
+		return
+	}
+	if len(f.order) >= f.limit {
+		delete(f.m, f.order[0])
+		f.order = f.order[1:]
+	}
+	f.m[k] = r
+	f.order = append(f.order, k)
+}
+
+func (c *catalogCache) get(k catalogKey) (*rel, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.answers.get(k)
+}
+
+func (c *catalogCache) put(k catalogKey, r *rel) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.answers.put(k, r)
 }
 
 func (c *catalogCache) relation(k relationKey) (*rel, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, ok := c.relations[k]
-	return r, ok
+	return c.relations.get(k)
 }
 
 func (c *catalogCache) putRelation(k relationKey, r *rel) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.relations) >= catalogRelationEntries {
-		clear(c.relations)
-	}
-	c.relations[k] = r
+	c.relations.put(k, r)
 }
 
 // relationKey returns the key of the DDL-derived catalog name as the
@@ -91,27 +126,6 @@ func (x *exec) relationKey(schema, name string) (relationKey, bool) {
 		return relationKey{}, false
 	}
 	return relationKey{db: x.s.db, ddl: x.s.view().DDLSeq(), name: name}, true
-}
-
-func (c *catalogCache) get(k catalogKey) (*rel, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.entries[k]
-	return r, ok
-}
-
-func (c *catalogCache) put(k catalogKey, r *rel) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, ok := c.entries[k]; ok {
-		return
-	}
-	if len(c.order) >= catalogCacheEntries {
-		delete(c.entries, c.order[0])
-		c.order = c.order[1:]
-	}
-	c.entries[k] = r
-	c.order = append(c.order, k)
 }
 
 // catalogReadKey returns the cache key of sel when its answer may come from
