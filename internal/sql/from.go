@@ -289,39 +289,34 @@ func hashPairs(lr, rr *rel, li, ri int) []joinPair {
 	}
 	if allInts(build, bi) && allInts(probe, pi) {
 		// Integer keys (oids, ids) hash without the string of joinKey.
-		hash := make(map[int64][]int, len(build))
-		for i, row := range build {
-			if !row[bi].IsNull() {
-				hash[row[bi].I] = append(hash[row[bi].I], i)
-			}
-		}
-		for j, row := range probe {
-			if !row[pi].IsNull() {
-				for _, i := range hash[row[pi].I] {
-					pair(i, j)
-				}
-			}
-		}
+		probeHash(build, probe, bi, pi, func(v datum.Value) int64 { return v.I }, pair)
 	} else {
-		hash := make(map[joinKey][]int, len(build))
-		for i, row := range build {
-			if !row[bi].IsNull() {
-				k := keyOf(row[bi])
-				hash[k] = append(hash[k], i)
-			}
-		}
-		for j, row := range probe {
-			if !row[pi].IsNull() {
-				for _, i := range hash[keyOf(row[pi])] {
-					pair(i, j)
-				}
-			}
-		}
+		probeHash(build, probe, bi, pi, keyOf, pair)
 	}
 	if len(l) < len(r) {
 		sortPairs(out)
 	}
 	return out
+}
+
+// probeHash hashes column bi of build under key and calls pair(i, j) for
+// each row j of probe whose column pi has the key of build's row i, NULLs
+// matching nothing.
+func probeHash[K comparable](build, probe [][]datum.Value, bi, pi int, key func(datum.Value) K, pair func(i, j int)) {
+	hash := make(map[K][]int, len(build))
+	for i, row := range build {
+		if !row[bi].IsNull() {
+			k := key(row[bi])
+			hash[k] = append(hash[k], i)
+		}
+	}
+	for j, row := range probe {
+		if !row[pi].IsNull() {
+			for _, i := range hash[key(row[pi])] {
+				pair(i, j)
+			}
+		}
+	}
 }
 
 // sortPairs puts pairs in left-major order, as a nested loop visits them.
