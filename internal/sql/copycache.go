@@ -138,35 +138,30 @@ type messageAppender interface {
 	AppendMessages(msgs []byte, rows int) error
 }
 
-// copyChunks is copyRows over src's chunks, sending each chunk from the
+// copyChunks is copyRows over src's chunks: through the cache when the
+// table is small enough for it (see above), sending each chunk from the
 // cache when the same plan sent it before and putting the chunks it
-// encodes there (see above). A row that fails to encode ends the COPY as
-// copyRows does: the rows before it are sent, the error names it. Without
-// chunks, a cache or a memoized plan to name entries by, it is copyRows.
+// encodes there; else encoded by workers when the table is large
+// (copyparallel.go). A row that fails to encode ends the COPY as copyRows
+// does: the rows before it are sent, the error names it. Without chunks it
+// is copyRows.
 func (p *copyPlan) copyChunks(co messageAppender, src encodedSource) error {
-	cache, chunks, rows := src.cache, src.chunks, src.rows
-	if p.tmpl == nil || cache == nil || chunks == nil {
+	if src.chunks == nil {
+		return p.copyRows(co, src.scan)
+	}
+	cache := src.cache
+	if p.tmpl == nil || cache == nil || !cache.cacheable(src.rows, p.messageBytes(src.chunks)) {
+		if workers := copyWorkers(src.rows); workers > 1 {
+			return p.copyParallel(co, src.chunks, workers, parallelBatchRows)
+		}
 		return p.copyRows(co, src.scan)
 	}
 	w := &tupleWriter{p: p}
 	appendFn := w.append
 	var msgs []byte
 	var err error
-	decided, use := false, false
-	chunks(func(ch memcat.Chunk) bool {
-		if !decided {
-			// Decide from the first chunk's stored bytes: a message is
-			// about the row's bytes plus the frame, the tuple header and
-			// a length per column.
-			stored := 0
-			for i := 0; i < ch.Len(); i++ {
-				_, r := ch.Row(i)
-				stored += len(r)
-			}
-			per := float64(stored)/float64(ch.Len()) + float64(7+4*len(p.out))
-			decided, use = true, cache.cacheable(rows, per)
-		}
-		if !use || ch.Len() < minCachedChunk {
+	src.chunks(func(ch memcat.Chunk) bool {
+		if ch.Len() < minCachedChunk {
 			err = p.sendChunk(co, w, appendFn, ch)
 			return err == nil
 		}
@@ -187,6 +182,23 @@ func (p *copyPlan) copyChunks(co messageAppender, src encodedSource) error {
 		return err == nil
 	})
 	return err
+}
+
+// messageBytes estimates the bytes of a row's CopyData message from the
+// first chunk's stored rows: about the row's bytes plus the frame, the
+// tuple header and a length per column.
+func (p *copyPlan) messageBytes(chunks func(fn func(memcat.Chunk) bool)) float64 {
+	per := 0.0
+	chunks(func(ch memcat.Chunk) bool {
+		stored := 0
+		for i := 0; i < ch.Len(); i++ {
+			_, r := ch.Row(i)
+			stored += len(r)
+		}
+		per = float64(stored) / float64(ch.Len())
+		return false
+	})
+	return per + float64(7+4*len(p.out))
 }
 
 // sendChunk sends the rows of ch as copyRows does (sendRow).

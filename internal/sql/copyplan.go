@@ -112,9 +112,15 @@ type copyPlan struct {
 // forUse returns a copy of a memoized plan with its own cells (the scratch
 // walk fills); everything else is read-only and shared.
 func (p *copyPlan) forUse() *copyPlan {
+	q := p.clone()
+	q.tmpl = p
+	return q
+}
+
+// clone returns a copy of p with its own cells, for another goroutine.
+func (p *copyPlan) clone() *copyPlan {
 	q := *p
 	q.RowWalker = p.RowWalker.Clone()
-	q.tmpl = p
 	return &q
 }
 
