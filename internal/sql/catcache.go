@@ -1,14 +1,20 @@
 package sql
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
+	"weak"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
+	"github.com/moraine-db/moraine/internal/sql/pgcatalog"
 )
 
 // The catalog read cache. DuckDB's postgres extension reloads its view of
@@ -20,6 +26,17 @@ import (
 // catalogs is answered from the previous answer while no DDL landed. The
 // general interpreter stays the reference: a miss runs it, and a test
 // compares every cached answer with a fresh evaluation.
+//
+// Entries are keyed by what the catalogs hold, not by database: every
+// DuckLake database of one catalog version has the same PostgreSQL tables
+// (DuckLake's own; a lake's user tables are rows), so a server of many
+// lakes keeps one copy of their catalogs and answers, a lake's first attach
+// after it is created or the server restarts finds them, and a dropped
+// database leaves nothing behind that names it. A published DDL state of a
+// database is identified by a catalogID: the hash of every row of its
+// DDL-derived catalogs (catalogIDOf), computed once per database and DDL
+// version. Two databases with equal catalogs share relations and answers;
+// any difference in a row gives another ID.
 
 // ddlCatalogs are the relations whose rows follow from the DDL alone (and
 // from PostgreSQL's own fixed catalogs).
@@ -29,59 +46,81 @@ var ddlCatalogs = map[string]bool{
 	"pg_index": true, "pg_attrdef": true,
 }
 
+// ddlCatalogNames is ddlCatalogs in the order their rows are hashed.
+var ddlCatalogNames = slices.Sorted(maps.Keys(ddlCatalogs))
+
 const catalogCacheEntries = 64
 
-// catalogRelationEntries bounds the built DDL-derived relations kept: a
-// database's ten at a few DDL versions each, for a few dozen databases.
+// catalogRelationEntries bounds the built DDL-derived relations kept: ten
+// for each distinct catalog (DuckLake version, DDL state) in use.
 const catalogRelationEntries = 512
 
-// relationKey names a DDL-derived relation of a database at a DDL version.
+// catalogIDEntries bounds the (database, DDL version) → catalogID map.
+const catalogIDEntries = 4096
+
+// catalogID identifies the contents of a database's DDL-derived catalogs.
+type catalogID [sha256.Size]byte
+
+// ddlKey names a published DDL state of one database. The database is held
+// weakly: a dropped database's entries name nothing and age out.
+type ddlKey struct {
+	db  weak.Pointer[memcat.DB]
+	ddl uint64
+}
+
+// relationKey names a DDL-derived relation of the catalogs id.
 type relationKey struct {
-	db   *memcat.DB
-	ddl  uint64
+	id   catalogID
 	name string
 }
 
 type catalogKey struct {
-	db   *memcat.DB
-	ddl  uint64
+	id   catalogID
 	text string // the statement's text and the literals bound into it
 }
 
-// catalogCache holds the answers, at most catalogCacheEntries, and the
-// relations, at most catalogRelationEntries, each dropping its oldest
-// first.
+// catalogCache holds the answers, at most catalogCacheEntries, the
+// relations, at most catalogRelationEntries, and the catalog IDs of
+// database DDL versions, each dropping its oldest first.
 type catalogCache struct {
 	mu        sync.Mutex
-	answers   fifo[catalogKey]
+	answers   fifo[catalogKey, *rel]
 	cacheable treeMemo[bool]
 	disabled  bool // tests: always evaluate, and without relation indexes
 	// relations holds the DDL-derived relations as built (pgcatalog), for
 	// statements the answer cache does not cover: the postgres extension's
 	// per-table loads name each table in a literal.
-	relations fifo[relationKey]
+	relations fifo[relationKey, *rel]
+	ids       fifo[ddlKey, catalogID]
 }
 
 func newCatalogCache() *catalogCache {
-	return &catalogCache{answers: newFIFO[catalogKey](catalogCacheEntries), relations: newFIFO[relationKey](catalogRelationEntries)}
+	return &catalogCache{
+		answers:   newFIFO[catalogKey, *rel](catalogCacheEntries),
+		relations: newFIFO[relationKey, *rel](catalogRelationEntries),
+		ids:       newFIFO[ddlKey, catalogID](catalogIDEntries),
+	}
 }
 
-// fifo is a map of at most limit relations that drops its oldest entry to
+// fifo is a map of at most limit entries that drops its oldest entry to
 // make room. Its user locks it.
-type fifo[K comparable] struct {
+type fifo[K comparable, V any] struct {
 	limit int
-	m     map[K]*rel
+	m     map[K]V
 	order []K
 }
 
-func newFIFO[K comparable](limit int) fifo[K] { return fifo[K]{limit: limit, m: map[K]*rel{}} }
-
-func (f *fifo[K]) get(k K) (*rel, bool) {
-	r, ok := f.m[k]
-	return r, ok
+func newFIFO[K comparable, V any](limit int) fifo[K, V] {
+	return fifo[K, V]{limit: limit, m: map[K]V{}}
 }
 
-func (f *fifo[K]) put(k K, r *rel) {
+func (f *fifo[K, V]) get(k K) (V, bool) {
+	v, ok := f.m[k]
+	return v, ok
+}
+
+// put adds k unless it is there already.
+func (f *fifo[K, V]) put(k K, v V) {
 	if _, ok := f.m[k]; ok {
 		return
 	}
@@ -89,7 +128,7 @@ func (f *fifo[K]) put(k K, r *rel) {
 		delete(f.m, f.order[0])
 		f.order = f.order[1:]
 	}
-	f.m[k] = r
+	f.m[k] = v
 	f.order = append(f.order, k)
 }
 
@@ -111,21 +150,93 @@ func (c *catalogCache) relation(k relationKey) (*rel, bool) {
 	return c.relations.get(k)
 }
 
-func (c *catalogCache) putRelation(k relationKey, r *rel) {
+// catalogID returns the ID of the catalogs the session sees, ok false when
+// its view is not a published version's (its own temp tables or staged
+// DDL show in the catalogs). The first call for a database's DDL version
+// builds its DDL-derived relations, hashes them and keeps those whose ID
+// the cache does not hold yet.
+func (x *exec) catalogID() (catalogID, bool) {
+	c := x.s.ex.catalogReads
+	if c.disabled || len(x.s.temps) > 0 || (x.s.tx.txn != nil && x.s.tx.txn.HasDDL()) {
+		return catalogID{}, false
+	}
+	k := ddlKey{db: weak.Make(x.s.db), ddl: x.s.view().DDLSeq()}
+	c.mu.Lock()
+	id, ok := c.ids.get(k)
+	c.mu.Unlock()
+	if ok {
+		return id, true
+	}
+	ctx := x.catalogContext()
+	built := make([]*pgcatalog.Relation, len(ddlCatalogNames))
+	for i, name := range ddlCatalogNames {
+		r, ok := pgcatalog.Lookup(ctx, "pg_catalog", name)
+		if !ok {
+			return catalogID{}, false
+		}
+		built[i] = r
+	}
+	id = catalogIDOf(ddlCatalogNames, built)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.relations.put(k, r)
+	for i, name := range ddlCatalogNames {
+		rk := relationKey{id: id, name: name}
+		if _, ok := c.relations.get(rk); !ok {
+			c.relations.put(rk, relOf("pg_catalog", name, built[i], true))
+		}
+	}
+	c.ids.put(k, id)
+	return id, true
+}
+
+// catalogIDOf hashes the named relations' columns and rows. PostgreSQL's
+// own rows (the first Sys of each) are the same in every build and are
+// counted, not hashed.
+func catalogIDOf(names []string, rels []*pgcatalog.Relation) catalogID {
+	h := sha256.New()
+	var b []byte
+	for i, r := range rels {
+		b = binary.AppendUvarint(b[:0], uint64(len(names[i])))
+		b = append(b, names[i]...)
+		b = binary.AppendUvarint(b, uint64(len(r.Cols)))
+		for _, c := range r.Cols {
+			b = binary.AppendUvarint(b, uint64(len(c.Name)))
+			b = append(b, c.Name...)
+			b = binary.AppendUvarint(b, uint64(c.Type.OID))
+			b = binary.AppendVarint(b, int64(c.Type.Mod))
+		}
+		b = binary.AppendUvarint(b, uint64(r.Sys))
+		b = binary.AppendUvarint(b, uint64(len(r.Rows)))
+		h.Write(b)
+		for _, row := range r.Rows[r.Sys:] {
+			b = binary.AppendUvarint(b[:0], uint64(len(row)))
+			for _, v := range row {
+				b = append(b, byte(v.K))
+				b = binary.AppendVarint(b, v.I)
+				b = binary.AppendVarint(b, v.J)
+				b = binary.AppendUvarint(b, uint64(len(v.S)))
+				b = append(b, v.S...)
+			}
+			h.Write(b)
+		}
+	}
+	var id catalogID
+	h.Sum(id[:0])
+	return id
 }
 
 // relationKey returns the key of the DDL-derived catalog name as the
 // session sees it, ok false when the session's view is not a published
-// version's (its own temp tables or staged DDL show in the catalogs).
+// version's (catalogID).
 func (x *exec) relationKey(schema, name string) (relationKey, bool) {
-	if x.s.ex.catalogReads.disabled || schema != "pg_catalog" || !ddlCatalogs[name] ||
-		len(x.s.temps) > 0 || (x.s.tx.txn != nil && x.s.tx.txn.HasDDL()) {
+	if schema != "pg_catalog" || !ddlCatalogs[name] {
 		return relationKey{}, false
 	}
-	return relationKey{db: x.s.db, ddl: x.s.view().DDLSeq(), name: name}, true
+	id, ok := x.catalogID()
+	if !ok {
+		return relationKey{}, false
+	}
+	return relationKey{id: id, name: name}, true
 }
 
 // catalogReadKey returns the cache key of sel when its answer may come from
@@ -135,10 +246,11 @@ func (x *exec) relationKey(schema, name string) (relationKey, bool) {
 // show in the catalogs).
 func (x *exec) catalogReadKey(sel *pg.SelectStmt) (catalogKey, bool) {
 	c := x.s.ex.catalogReads
-	if c.disabled || len(x.params) > 0 || len(x.s.temps) > 0 || (x.s.tx.txn != nil && x.s.tx.txn.HasDDL()) || x.text == "" {
+	if c.disabled || len(x.params) > 0 || x.text == "" || !c.cacheable.get(sel, readsOnlyDDLCatalogs) {
 		return catalogKey{}, false
 	}
-	if !c.cacheable.get(sel, readsOnlyDDLCatalogs) {
+	id, ok := x.catalogID()
+	if !ok {
 		return catalogKey{}, false
 	}
 	text := x.text
@@ -155,7 +267,7 @@ func (x *exec) catalogReadKey(sel *pg.SelectStmt) (catalogKey, bool) {
 		}
 		text = b.String()
 	}
-	return catalogKey{db: x.s.db, ddl: x.s.view().DDLSeq(), text: text}, true
+	return catalogKey{id: id, text: text}, true
 }
 
 // readsOnlyDDLCatalogs reports whether every relation sel names is a

@@ -196,3 +196,94 @@ func sameAsFresh(t *testing.T, ex *Executor, s *Session, what string, queries []
 		}
 	}
 }
+
+// TestCatalogCacheSharedByContent: databases whose DDL-derived catalogs
+// hold the same rows share one catalog ID, so a read answered in one is
+// answered from the cache in the other, with the same relations; DDL that
+// changes one of them gives it another ID, and each keeps answering as a
+// fresh evaluation does. Databases whose catalogs differ in any row (a
+// column's name, the tables' order and so their oids) never share.
+func TestCatalogCacheSharedByContent(t *testing.T) {
+	ctx := context.Background()
+	ex := testServer()
+	admin := ex.Open("lake", "postgres", "", 1)
+	defer admin.Close()
+	ddl := []string{
+		`CREATE TABLE ducklake_metadata(key varchar NOT NULL, value varchar NOT NULL, scope varchar, scope_id bigint)`,
+		`CREATE TABLE ducklake_snapshot(snapshot_id bigint primary key, snapshot_time timestamptz, schema_version bigint, next_catalog_id bigint, next_file_id bigint)`,
+	}
+	open := func(db string, stmts ...string) *Session {
+		t.Helper()
+		if out := runSQL(ctx, admin, "CREATE DATABASE "+db, ""); strings.Contains(out, "ERROR") {
+			t.Fatal(out)
+		}
+		s := ex.Open(db, "postgres", "", 2)
+		t.Cleanup(func() { s.Close() })
+		for _, q := range stmts {
+			if out := runSQL(ctx, s, q, ""); strings.Contains(out, "ERROR") {
+				t.Fatal(out)
+			}
+		}
+		return s
+	}
+	a := open("a", ddl...)
+	b := open("b", ddl...)
+	renamed := open("c", ddl[0], strings.Replace(ddl[1], "next_file_id", "next_file", 1))
+	reordered := open("d", ddl[1], ddl[0])
+
+	idOf := func(s *Session) catalogID {
+		t.Helper()
+		x := &exec{ctx: ctx, s: s}
+		id, ok := x.catalogID()
+		if !ok {
+			t.Fatal("no catalog ID for a published view")
+		}
+		return id
+	}
+	if idOf(a) != idOf(b) {
+		t.Fatal("databases with the same DDL have different catalog IDs")
+	}
+	for name, s := range map[string]*Session{"a renamed column": renamed, "another table order": reordered} {
+		if idOf(s) == idOf(a) {
+			t.Fatalf("%s: the same catalog ID as the original DDL", name)
+		}
+	}
+
+	const q = `SELECT c.oid, c.relname, a.attname, a.attnum FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+		JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND a.attnum > 0 ORDER BY 2, 4`
+	entries := func() int {
+		ex.catalogReads.mu.Lock()
+		defer ex.catalogReads.mu.Unlock()
+		return len(ex.catalogReads.answers.m)
+	}
+	sameAsFresh(t, ex, a, "in a", []string{q})
+	n := entries()
+	sameAsFresh(t, ex, b, "in b, answered from a's entry", []string{q})
+	if entries() != n {
+		t.Fatalf("b's read added an answer (%d → %d entries): it did not find a's", n, entries())
+	}
+	x := &exec{ctx: ctx, s: b}
+	ra, _ := x.virtual("pg_catalog", "pg_attribute")
+	x = &exec{ctx: ctx, s: a}
+	rb, _ := x.virtual("pg_catalog", "pg_attribute")
+	if ra != rb {
+		t.Fatal("a and b hold separate copies of the same pg_attribute")
+	}
+	sameAsFresh(t, ex, renamed, "in c", []string{q})
+	if entries() != n+1 {
+		t.Fatalf("c's read found another database's answer (%d entries, want %d)", entries(), n+1)
+	}
+
+	// DDL in b gives it its own catalogs; a's answers stay a's.
+	if out := runSQL(ctx, b, `CREATE TABLE ducklake_tag(object_id bigint, begin_snapshot bigint, end_snapshot bigint, key varchar, value varchar)`, ""); strings.Contains(out, "ERROR") {
+		t.Fatal(out)
+	}
+	if idOf(b) == idOf(a) {
+		t.Fatal("b kept a's catalog ID after its DDL")
+	}
+	sameAsFresh(t, ex, b, "in b after its DDL", []string{q})
+	sameAsFresh(t, ex, a, "in a after b's DDL", []string{q})
+	if got := runSQL(ctx, a, q, ""); strings.Contains(got, "ducklake_tag") {
+		t.Fatalf("a sees b's table:\n%s", got)
+	}
+}

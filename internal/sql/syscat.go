@@ -14,8 +14,7 @@ import (
 // INVARIANT: the executor never writes into a relation's rows or its row
 // slice: filters, joins, ORDER BY and LIMIT make new slices.
 func (x *exec) virtual(schema, name string) (*rel, bool) {
-	key, cacheable := x.relationKey(schema, name)
-	if cacheable {
+	if key, ok := x.relationKey(schema, name); ok {
 		if r, ok := x.s.ex.catalogReads.relation(key); ok {
 			return r, true
 		}
@@ -24,17 +23,22 @@ func (x *exec) virtual(schema, name string) (*rel, bool) {
 	if !ok {
 		return nil, false
 	}
+	return relOf(schema, name, r, r.Sys > 0 && !x.s.ex.catalogReads.disabled), true
+}
+
+// relOf is the executor's relation over pgcatalog's r, the system relation
+// schema.name; indexed gives it indexes of its columns, which joins and
+// equality filters build as they need them (the catalog cache's relations,
+// and those whose PostgreSQL rows share an index across builds).
+func relOf(schema, name string, r *pgcatalog.Relation, indexed bool) *rel {
 	out := &rel{cols: make([]colInfo, len(r.Cols)), rows: r.Rows}
 	for i, c := range r.Cols {
 		out.cols[i] = colInfo{name: c.Name, typ: c.Type, tableOID: c.TableOID, attnum: c.Attnum}
 	}
-	if cacheable || r.Sys > 0 && !x.s.ex.catalogReads.disabled {
+	if indexed {
 		out.ix = &relIndexes{name: schema + "." + name, sys: r.Sys}
 	}
-	if cacheable {
-		x.s.ex.catalogReads.putRelation(key, out)
-	}
-	return out, true
+	return out
 }
 
 // catalogContext is what the system relations are generated from.
