@@ -55,11 +55,19 @@ func insertStats(t tb, ctx context.Context, s *Session, tables int, note string)
 // ducklake_table_column_stats holds eight rows for each of tables tables.
 func statsSession(t *testing.T, ctx context.Context, tables int) (*Executor, *Session) {
 	t.Helper()
+	ex, s := emptyStatsSession(t, ctx)
+	t.Cleanup(func() { s.Close() })
+	insertStats(t, ctx, s, tables, "v")
+	return ex, s
+}
+
+// emptyStatsSession opens a session on a fresh executor whose
+// ducklake_table_column_stats is empty; the caller closes it.
+func emptyStatsSession(t tb, ctx context.Context) (*Executor, *Session) {
+	t.Helper()
 	ex := testServer()
 	s := ex.Open("lake", "postgres", "", 1)
-	t.Cleanup(func() { s.Close() })
 	mustSQL(t, ctx, s, statsTable)
-	insertStats(t, ctx, s, tables, "v")
 	return ex, s
 }
 
@@ -109,10 +117,8 @@ func mustSQL(t tb, ctx context.Context, s *Session, sql string) {
 func TestCopyCacheMatchesRowPath(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
-		ex := testServer()
-		s := ex.Open("lake", "postgres", "", 1)
+		ex, s := emptyStatsSession(rt, ctx)
 		defer s.Close()
-		mustSQL(rt, ctx, s, statsTable)
 		cache := newCopyCache(rapid.SampledFrom([]int{1 << 10, 64 << 10, 8 << 20}).Draw(rt, "budget"))
 		tables := rapid.IntRange(1, 60).Draw(rt, "tables")
 		insertStats(rt, ctx, s, tables, "a")

@@ -19,10 +19,8 @@ import (
 func TestCopyParallelMatchesSerial(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		ctx := context.Background()
-		ex := testServer()
-		s := ex.Open("lake", "postgres", "", 1)
+		ex, s := emptyStatsSession(rt, ctx)
 		defer s.Close()
-		mustSQL(rt, ctx, s, statsTable)
 		insertStats(rt, ctx, s, rapid.IntRange(1, 400).Draw(rt, "tables"), "a")
 		if rapid.Bool().Draw(rt, "delete") {
 			// Deleted rows leave chunks of uneven sizes.
@@ -52,10 +50,8 @@ func TestCopyParallelStopsAtBadRow(t *testing.T) {
 	const n = 3000
 	for _, bad := range []int{1, 700, 1024, 1025, 2999, n} {
 		t.Run(fmt.Sprint(bad), func(t *testing.T) {
-			ex := testServer()
-			s := ex.Open("lake", "postgres", "", 1)
+			ex, s := emptyStatsSession(t, ctx)
 			defer s.Close()
-			mustSQL(t, ctx, s, statsTable)
 			var rows []string
 			for i := 1; i <= n; i++ {
 				min := "NULL"
