@@ -49,7 +49,10 @@ var ddlCatalogs = map[string]bool{
 // ddlCatalogNames is ddlCatalogs in the order their rows are hashed.
 var ddlCatalogNames = slices.Sorted(maps.Keys(ddlCatalogs))
 
-const catalogCacheEntries = 64
+// catalogCacheEntries bounds the answers kept: the five statements of the
+// postgres extension's whole-database load and its per-table loads (one
+// text per table, ~25 for a DuckLake catalog) for each catalog in use.
+const catalogCacheEntries = 256
 
 // catalogRelationEntries bounds the built DDL-derived relations kept: ten
 // for each distinct catalog (DuckLake version, DDL state) in use.
