@@ -115,14 +115,25 @@ func (d *DB) compactWith(ctx context.Context, pick func(*manifest) (compactionPl
 	defer d.bgMu.Unlock()
 	d.mu.Lock()
 	base, horizon, failed := d.man, d.retentionHorizonLocked(), d.failErr
+	st, serr := d.stateLocked()
 	d.mu.Unlock()
 	if failed != nil && errors.Is(failed, ErrFenced) {
 		return false, failed
+	}
+	if serr != nil {
+		return false, serr
 	}
 	plan, ok := pick(base)
 	if !ok {
 		return false, nil
 	}
+	// A pin written after st has a seq above horizon, whose versions are
+	// all kept anyway.
+	pins, err := d.pinnedSeqs(ctx, st)
+	if err != nil {
+		return false, fmt.Errorf("compaction: %w", err)
+	}
+	keep := newRetention(horizon, pins)
 	var srcs []internalIter
 	if plan.l0Count > 0 {
 		for _, t := range base.l0[len(base.l0)-plan.l0Count:] {
@@ -133,7 +144,7 @@ func (d *DB) compactWith(ctx context.Context, pick func(*manifest) (compactionPl
 			srcs = append(srcs, &runIter{ctx: ctx, c: d.tables, tables: r.tables, scan: true})
 		}
 	}
-	outs, err := d.writeCompacted(ctx, newMergeIter(srcs), horizon, plan.dropTombs)
+	outs, err := d.writeCompacted(ctx, newMergeIter(srcs), keep, plan.dropTombs)
 	if err != nil {
 		return false, fmt.Errorf("compaction: %w", err)
 	}
@@ -162,10 +173,11 @@ func (d *DB) compactWith(ctx context.Context, pick func(*manifest) (compactionPl
 }
 
 // writeCompacted merges src into new tables, applying retention: every
-// version above horizon is kept, plus the newest version at or below it;
-// with dropTombs that newest version is dropped if it is a tombstone.
-// Tables are cut only between keys, so all versions of a key share a table.
-func (d *DB) writeCompacted(ctx context.Context, src *mergeIter, horizon uint64, dropTombs bool) ([]*sstInfo, error) {
+// version above the horizon is kept, plus the newest version at or below
+// each retention point; with dropTombs the oldest version kept is dropped
+// if it is a tombstone (nothing older is kept for it to hide). Tables are
+// cut only between keys, so all versions of a key share a table.
+func (d *DB) writeCompacted(ctx context.Context, src *mergeIter, r retention, dropTombs bool) ([]*sstInfo, error) {
 	var outs []*sstInfo
 	var b *sstBuilder
 	upload := func() error {
@@ -181,7 +193,8 @@ func (d *DB) writeCompacted(ctx context.Context, src *mergeIter, horizon uint64,
 	}
 	var lastKey []byte
 	var last entry
-	haveLast, keyDone := false, false
+	haveLast := false
+	next := 0 // the first retention point of the current key not yet covered
 	if err := src.seek(nil); err != nil {
 		return nil, err
 	}
@@ -196,13 +209,17 @@ func (d *DB) writeCompacted(ctx context.Context, src *mergeIter, horizon uint64,
 				}
 			}
 			lastKey = append(lastKey[:0], e.key...)
-			keyDone = false
+			next = 0
 		}
 		haveLast, last = true, e
-		keep := !dup && !keyDone
-		if keep && e.seq <= horizon {
-			keyDone = true
-			if dropTombs && e.kind == kindDelete {
+		keep := !dup
+		if keep && e.seq <= r.horizon {
+			// e is the version the points from next down to e.seq see.
+			keep = next < len(r.points) && e.seq <= r.points[next]
+			for next < len(r.points) && r.points[next] >= e.seq {
+				next++
+			}
+			if keep && dropTombs && e.kind == kindDelete && next == len(r.points) {
 				keep = false
 			}
 		}

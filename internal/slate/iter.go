@@ -138,6 +138,7 @@ type Iterator struct {
 	haveKey bool
 	key     []byte
 	value   []byte
+	keySeq  uint64
 	err     error
 	release func()
 }
@@ -173,7 +174,7 @@ func (it *Iterator) Next() bool {
 			it.lastKey = append(it.lastKey[:0], e.key...)
 			it.haveKey = true
 			if e.kind == kindPut {
-				it.key, it.value = e.key, e.value
+				it.key, it.value, it.keySeq = e.key, e.value, e.seq
 				return true
 			}
 		}
@@ -188,6 +189,9 @@ func (it *Iterator) Next() bool {
 
 // Key returns the current key.
 func (it *Iterator) Key() []byte { return it.key }
+
+// Seq returns the seq of the batch that wrote the current key's version.
+func (it *Iterator) Seq() uint64 { return it.keySeq }
 
 // Value returns the current value.
 func (it *Iterator) Value() []byte { return it.value }

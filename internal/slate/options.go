@@ -63,6 +63,12 @@ type Options struct {
 	PollInterval time.Duration
 	// Now is the clock used by GC (default time.Now).
 	Now func() time.Time
+	// PinPrefix names the store's pins: every live key beginning with it
+	// pins the store as of its own version's seq. Compaction keeps, of every
+	// key, the newest version at or below each pinned seq, so SnapshotAt can
+	// read the whole store as it was when the pinning key was written —
+	// until that key is deleted or overwritten. Nil: no pins.
+	PinPrefix []byte
 	// Logf receives background errors (flush, compaction, GC) that are
 	// retried; nil discards them.
 	Logf func(format string, args ...any)

@@ -2,6 +2,8 @@ package slate
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 )
 
@@ -24,6 +26,25 @@ func (d *DB) Snapshot() (*Snapshot, error) {
 		return nil, err
 	}
 	d.snaps[st.seq]++
+	return &Snapshot{d: d, st: st}, nil
+}
+
+// SnapshotAt returns a view of the DB as of seq, which must not be above
+// the newest visible seq. What it reads is complete only where the store
+// kept every version seq can see: at a pinned seq (Options.PinPrefix), or
+// at or above the oldest open snapshot. Close it when done.
+func (d *DB) SnapshotAt(seq uint64) (*Snapshot, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st, err := d.stateLocked()
+	if err != nil {
+		return nil, err
+	}
+	if seq > st.seq {
+		return nil, fmt.Errorf("slate: snapshot at seq %d above the visible seq %d", seq, st.seq)
+	}
+	st.seq = seq
+	d.snaps[seq]++
 	return &Snapshot{d: d, st: st}, nil
 }
 
@@ -80,4 +101,41 @@ func (d *DB) retentionHorizonLocked() uint64 {
 		h = min(h, s)
 	}
 	return h
+}
+
+// pinnedSeqs returns the seqs the live keys under Options.PinPrefix pin, as
+// of st, descending and without duplicates.
+func (d *DB) pinnedSeqs(ctx context.Context, st *readState) ([]uint64, error) {
+	if len(d.opts.PinPrefix) == 0 {
+		return nil, nil
+	}
+	it := d.scan(ctx, st, st.seq, d.opts.PinPrefix, prefixEnd(d.opts.PinPrefix))
+	var pins []uint64
+	for it.Next() {
+		pins = append(pins, it.Seq())
+	}
+	if err := it.Close(); err != nil {
+		return nil, fmt.Errorf("read pins: %w", err)
+	}
+	slices.Sort(pins)
+	slices.Reverse(pins)
+	return slices.Compact(pins), nil
+}
+
+// retention is what a compaction keeps of each key's versions: every
+// version above horizon, and the newest version at or below each point
+// (horizon first, then the pins below it, descending).
+type retention struct {
+	horizon uint64
+	points  []uint64
+}
+
+func newRetention(horizon uint64, pins []uint64) retention {
+	r := retention{horizon: horizon, points: []uint64{horizon}}
+	for _, p := range pins {
+		if p < horizon {
+			r.points = append(r.points, p)
+		}
+	}
+	return r
 }
