@@ -13,15 +13,23 @@ import (
 
 // createdbMain is `moraine createdb [flags] <name>`, and dropdbMain `moraine
 // dropdb [flags] <name>`: PostgreSQL's createdb and dropdb against a running
-// server, through its maintenance database. (PostgreSQL's own createdb and
+// server, through its maintenance database; createdb -template forks a
+// database into a branch. (PostgreSQL's own createdb, -T included, and
 // dropdb work as well.)
 func createdbMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("createdb [flags] <name>", stdout, stderr)
 	addr, maint := dbToolFlags(fs)
+	template := fs.String("template", "", "a database of the server to fork: the new database is a branch of it (CREATE DATABASE … TEMPLATE …; docs/branches.md)")
 	if code, ok := fs.parse(args, 1); !ok {
 		return code
 	}
-	return runDBTool(ctx, fs, *addr, *maint, stderr, func(name string) string { return "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() })
+	return runDBTool(ctx, fs, *addr, *maint, stderr, func(name string) string {
+		sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+		if *template != "" {
+			sql += " TEMPLATE " + pgx.Identifier{*template}.Sanitize()
+		}
+		return sql
+	})
 }
 
 func dropdbMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -53,6 +53,37 @@ func TestCreatedbDropdb(t *testing.T) {
 	if got := strings.Join(datnames(), " "); got != "d2 lake postgres" {
 		t.Fatalf("databases after PostgreSQL's createdb d2 and dropdb d1: %s", got)
 	}
+	// Forks: moraine createdb -template, PostgreSQL's createdb -T; psql's
+	// \l+ describes each branch.
+	if code, msg := run(createdbMain, "-template", "d2", "b1"); code != 0 {
+		t.Fatalf("createdb -template d2 b1: exit %d: %s", code, msg)
+	}
+	if out, err := exec.Command("createdb", "-h", host, "-p", port, "-U", "moraine", "-T", "d2", "b2").CombinedOutput(); err != nil {
+		t.Fatalf("createdb -T d2 b2: %v\n%s", err, out)
+	}
+	var list bytes.Buffer
+	c := exec.Command("psql", "-X", "-At", r.Conninfo("postgres"), "-c", `\l+`)
+	c.Stdout, c.Stderr = &list, &list
+	if err := c.Run(); err != nil {
+		t.Fatalf("psql \\l+: %v\n%s", err, list.String())
+	}
+	for _, b := range []string{"b1", "b2"} {
+		found := false
+		for _, line := range strings.Split(list.String(), "\n") {
+			found = found || strings.HasPrefix(line, b+"|") && strings.HasSuffix(line, "|branch of d2 (read-only)")
+		}
+		if !found {
+			t.Fatalf("\\l+ does not describe %s as a branch of d2:\n%s", b, list.String())
+		}
+	}
+	if code, msg := run(dropdbMain, "-force", "d2"); code != 1 || !strings.Contains(msg, "other objects depend on it") {
+		t.Fatalf("dropdb d2 under its branches: exit %d: %s", code, msg)
+	}
+	for _, b := range []string{"b1", "b2"} {
+		if code, msg := run(dropdbMain, b); code != 0 {
+			t.Fatalf("dropdb %s: exit %d: %s", b, code, msg)
+		}
+	}
 	if code, msg := run(dropdbMain, "-force", "d2"); code != 0 {
 		t.Fatalf("dropdb d2: exit %d: %s", code, msg)
 	}

@@ -36,6 +36,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/moraine-db/moraine/internal/keyspace"
 )
 
 // Committer makes commits durable, pipelined: the catalog calls Submit with
@@ -79,7 +81,14 @@ type Options struct {
 	// index by key as it places them, so that following finds them at
 	// once whatever the catalog's size.
 	Follow bool
+	// ReadAt reads the store as of an earlier seq that a branch record pins
+	// (branch.go); Load needs it only for a store holding branches.
+	ReadAt ReadAt
 }
+
+// ReadAt returns the pairs under prefix as the store held them at seq, in
+// key order; done releases what the read holds.
+type ReadAt func(ctx context.Context, seq uint64, prefix []byte) (it Iterator, done func() error, err error)
 
 // DefaultSealedWait is Options.SealedWait's default: a DuckLake writer
 // decides within a round trip of sealing, so a second means the sealer
@@ -102,6 +111,9 @@ type Server struct {
 		dbs map[string]*Database
 	}
 	nextCatalogID atomic.Uint32
+	// branches counts the branch databases ever registered, so that a
+	// commit on a server without any skips checkBranches.
+	branches atomic.Int64
 	// follow is a follower's state across ApplyCommitted calls (its row
 	// indexes); nil until the first.
 	follow *followState
@@ -162,15 +174,10 @@ type CatalogRef struct {
 }
 
 // Catalogs returns every (database, schema) pair with its catalog id.
+// A branch reads its parent's catalog ids and owns none: it is not listed.
 func (s *Server) Catalogs() map[uint32]CatalogRef {
-	s.mu.Lock()
-	dbs := make([]*Database, 0, len(s.mu.dbs))
-	for _, db := range s.mu.dbs {
-		dbs = append(dbs, db)
-	}
-	s.mu.Unlock()
 	out := map[uint32]CatalogRef{}
-	for _, db := range dbs {
+	for _, db := range s.primaries() {
 		for _, sc := range db.Current().Schemas() {
 			out[sc.CatalogID] = CatalogRef{db.name, sc.Name}
 		}
@@ -195,6 +202,9 @@ type Database struct {
 	durable atomic.Pointer[Version]
 	// commitMu serialises commits and publication.
 	commitMu sync.Mutex
+	// branch is set for a database forked from another (branch.go): what
+	// the branch reads, and its record in the store. Never changes.
+	branch *keyspace.Branch
 	// dropped is set, under commitMu, when a DropDatabase commit is
 	// submitted: no commit may follow it (it would write the catalogs the
 	// drop erases).
@@ -339,6 +349,11 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		db.commitMu.Unlock()
 		t.drop()
 		return fmt.Errorf("commit: %w", errNoDatabase(db.name))
+	}
+	if err := db.srv.checkBranches(db, t.ops); err != nil {
+		db.commitMu.Unlock()
+		t.drop()
+		return fmt.Errorf("commit: %w", err)
 	}
 	cur := db.cur.Load()
 	sealed := t.sealed

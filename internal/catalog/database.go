@@ -101,12 +101,11 @@ func (s *Server) forget(db *Database) {
 }
 
 // commitMarker commits a transaction whose only op is kind.
+// It is the one write a branch, which is otherwise read-only, makes.
 func (db *Database) commitMarker(ctx context.Context, kind OpKind) error {
 	t := db.BeginLatest()
-	if _, err := t.writer(); err != nil {
-		return err
-	}
-	t.ops = append(t.ops, Op{Kind: kind})
+	t.b = newBuilder(t.base)
+	t.ops = []Op{{Kind: kind}}
 	return t.Commit(ctx)
 }
 

@@ -53,13 +53,9 @@ type followCat struct {
 // nothing else may commit or publish on it meanwhile.
 func (s *Server) ApplyCommitted(ops []PairOp) error {
 	cats := map[uint32]*followCat{}
-	for _, name := range s.Databases() {
-		db, ok := s.Lookup(name)
-		if !ok {
-			continue
-		}
+	for _, db := range s.primaries() {
 		for _, sc := range db.Current().Schemas() {
-			cats[sc.CatalogID] = &followCat{db: db, dbName: name, schema: sc.Name}
+			cats[sc.CatalogID] = &followCat{db: db, dbName: db.name, schema: sc.Name}
 		}
 	}
 	if s.follow == nil {
@@ -70,7 +66,7 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 	// then deletes, then puts (an UPDATE that moves a row between keys is
 	// a delete and a put; applying every delete first keeps a primary key
 	// from being held twice in between), then dropped definitions.
-	var regs, defs, dels, puts, drops []PairOp
+	var regs, defs, dels, puts, drops, branches []PairOp
 	for _, o := range ops {
 		if len(o.Key) < 5 {
 			return fmt.Errorf("%w: key %x too short", ErrCorrupt, o.Key)
@@ -95,6 +91,8 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 			if err := f.meta(o); err != nil {
 				return err
 			}
+		case kind == keyspace.KindBranch:
+			branches = append(branches, o)
 		default:
 			return fmt.Errorf("%w: %v record %s", ErrCannotFollow, kind, keyspace.FormatKey(o.Key))
 		}
@@ -143,6 +141,13 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 	}
 	for name := range f.dropping {
 		s.Forget(name)
+	}
+	// A branch reads its parent as the batches before its record left it:
+	// as this replica now holds it.
+	for _, o := range branches {
+		if err := s.followBranch(o); err != nil {
+			return err
+		}
 	}
 	if f.nextID > 0 {
 		for {

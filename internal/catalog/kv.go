@@ -29,6 +29,7 @@ type Iterator interface {
 // parents' values (keyspace.Table.Encode). Pairs of one table are in ctid
 // order, not key order; a store sorts them. Every table must be a DuckLake
 // shape (keyspace.ValidateDef) and every embedded row must have its parent.
+// Branches are not in it: a branch is a record read at its own seq.
 func (s *Server) Pairs(fn func(key, value []byte) error) error {
 	type cat struct {
 		id     uint32
@@ -37,8 +38,8 @@ func (s *Server) Pairs(fn func(key, value []byte) error) error {
 		v      *Version
 	}
 	var cats []cat
-	for _, name := range s.Databases() {
-		db, _ := s.Lookup(name)
+	for _, db := range s.primaries() {
+		name := db.name
 		v := db.Current()
 		for _, sc := range v.Schemas() {
 			cats = append(cats, cat{sc.CatalogID, name, sc, v})
@@ -213,6 +214,8 @@ type loader struct {
 	// hashed collects, with Options.Follow, each unindexed table's
 	// follower index entries (applier only).
 	hashed map[*Table][]hashedCTID
+	// branches are the branch records met, loaded once the rest is.
+	branches []pendingBranch
 }
 
 type loadCat struct {
@@ -408,6 +411,16 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 				nextID = v
 			}
 			// Catalog heads belong to the commit layer.
+		case keyspace.KindBranch:
+			name, rec, err := keyspace.DecodeBranch(key, val)
+			if err != nil {
+				return fail(fmt.Errorf("load branch: %w", err))
+			}
+			sq, ok := it.(interface{ Seq() uint64 })
+			if !ok {
+				return fail(fmt.Errorf("load branch %q: the store scan does not report seqs", name))
+			}
+			l.branches = append(l.branches, pendingBranch{name: name, rec: rec, seq: sq.Seq()})
 		case keyspace.KindTableDef:
 			cid, def, err := keyspace.DecodeTableDef(key, val)
 			if err != nil {
@@ -455,6 +468,11 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 	}
 	for t, base := range l.hashed {
 		l.srv.follow.idx[t.info] = newRowIndex(t, base)
+	}
+	for _, b := range l.branches {
+		if err := l.srv.loadBranch(ctx, b, opts); err != nil {
+			return nil, err
+		}
 	}
 	return l.srv, nil
 }

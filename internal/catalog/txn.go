@@ -28,9 +28,12 @@ const (
 	// no version, and tell the committer to record or erase the database.
 	OpCreateDatabase
 	OpDropDatabase
+	// OpForkDatabase is the only op of the commit that creates a branch
+	// (branch.go).
+	OpForkDatabase
 )
 
-var opNames = [...]string{"?", "insert", "update", "delete", "create-schema", "create-table", "drop-table", "add-column", "rename-column", "drop-column", "rename-table", "create-database", "drop-database"}
+var opNames = [...]string{"?", "insert", "update", "delete", "create-schema", "create-table", "drop-table", "add-column", "rename-column", "drop-column", "rename-table", "create-database", "drop-database", "fork-database"}
 
 func (k OpKind) String() string {
 	if int(k) < len(opNames) {
@@ -184,6 +187,8 @@ func (t *Txn) writer() (*builder, error) {
 	case t.b != nil:
 	case t.sealed != nil:
 		t.b = t.unseal()
+	case t.db.branch != nil:
+		return nil, errBranchReadOnly(t.db)
 	default:
 		t.b = newBuilder(t.base)
 		if t.ops == nil {
@@ -477,7 +482,7 @@ func (v *Version) Apply(ops []Op) (*Version, error) {
 			err = b.dropColumn(o.Schema, o.Table, o.Column.Def.Name)
 		case OpRenameTable:
 			err = b.renameTable(o.Schema, o.Table, o.Column.NewName)
-		case OpCreateDatabase, OpDropDatabase:
+		case OpCreateDatabase, OpDropDatabase, OpForkDatabase:
 			// The database's existence is the server's registry, not a
 			// version's content.
 		default:

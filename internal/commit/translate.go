@@ -183,7 +183,21 @@ func (tr *translator) op(o *catalog.Op) error {
 			tr.catalogs[s.CatalogID] = true
 		}
 		return nil
+	case catalog.OpForkDatabase:
+		// One record, whatever the parent's size: the store keeps the
+		// parent's keys as of the record's seq for as long as it lives.
+		b := tr.c.DB.Branch()
+		if b == nil {
+			return fmt.Errorf("commit: fork of %q without a branch record", tr.c.DB.Name())
+		}
+		tr.put(keyspace.BranchKey(tr.c.DB.Name()), keyspace.EncodeBranch(*b), keyspace.StoreCatalogID, "")
+		return nil
 	case catalog.OpDropDatabase:
+		if tr.c.DB.Branch() != nil {
+			// The catalogs are the parent's: the branch is its record.
+			tr.pending[string(keyspace.BranchKey(tr.c.DB.Name()))] = pendingKV{catalogID: keyspace.StoreCatalogID}
+			return nil
+		}
 		return tr.dropDatabase()
 	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn, catalog.OpDropColumn, catalog.OpRenameTable:
 		id, err := tr.catalogID(o.Schema)

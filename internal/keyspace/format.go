@@ -47,7 +47,7 @@ func FormatKey(key []byte) string {
 	case kind == KindRegistry:
 		str("database")
 		str("schema")
-	case kind == KindMeta || kind == KindTableDef:
+	case kind == KindMeta || kind == KindTableDef || kind == KindBranch:
 		str("name")
 	case kind.IsRowKind():
 		sub := SubNone

@@ -98,7 +98,13 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add(TableDefKey(1, defs[8].Name), EncodeTableDef(&defs[8]))
 	f.Add(RegistryKey("lake", "public"), EncodeRegistryValue(3))
 	f.Add(HeadKey(1), EncodeHead(Head{FormatVersion: 1, Database: "d", Schema: "s", HasSnapshot: true, Snapshot: 7, Commits: 9}))
+	f.Add(BranchKey("dev"), EncodeBranch(Branch{Parent: "lake", Catalogs: []BranchCatalog{{Schema: "public", ID: 2, Snapshot: 4, HasSnapshot: true}, {Schema: "m", ID: 5}}}))
 	f.Fuzz(func(t *testing.T, key, value []byte) {
+		if name, b, err := DecodeBranch(key, value); err == nil {
+			if !bytes.Equal(BranchKey(name), key) || !bytes.Equal(EncodeBranch(b), value) {
+				t.Fatalf("branch record does not re-encode")
+			}
+		}
 		if _, def, err := DecodeTableDef(key, value); err == nil {
 			if !bytes.Equal(EncodeTableDef(&def), value) {
 				t.Fatalf("table definition does not re-encode")

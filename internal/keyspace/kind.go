@@ -14,6 +14,7 @@ const (
 	KindRegistry Kind = 0x01 // store-global (catalog id 0): (database, schema) → catalog id
 	KindMeta     Kind = 0x02 // named records: the catalog's head, the store's next catalog id
 	KindTableDef Kind = 0x03 // one TableDef per table of the catalog
+	KindBranch   Kind = 0x04 // store-global: branch database name → parent and catalogs (branch.go)
 )
 
 // Kinds of DuckLake rows. Comments name the table(s) stored.
@@ -60,7 +61,7 @@ const (
 )
 
 var kindNames = map[Kind]string{
-	KindRegistry: "registry", KindMeta: "meta", KindTableDef: "tabledef",
+	KindRegistry: "registry", KindMeta: "meta", KindTableDef: "tabledef", KindBranch: "branch",
 	KindSnapshot: "snapshot", KindSnapshotChanges: "snapchanges", KindOption: "option",
 	KindSchema: "schema", KindTable: "table", KindView: "view", KindTag: "tag",
 	KindColumnTag: "coltag", KindViewColumnTag: "viewcoltag", KindColumn: "column",

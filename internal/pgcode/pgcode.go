@@ -101,6 +101,7 @@ const (
 	DuplicateDatabase            = "42P04"
 	ObjectNotInPrerequisiteState = "55000"
 	ObjectInUse                  = "55006"
+	DependentObjectsStillExist   = "2BP01"
 	CannotCoerce                 = "42846"
 )
 

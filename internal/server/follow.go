@@ -138,7 +138,7 @@ func (st *Stack) reload(ctx context.Context, m *Metrics) error {
 	seq := snap.Seq()
 	it := snap.ScanPrefix(ctx, nil)
 	restoreGC := boostGCForLoad()
-	next, err := catalog.Load(ctx, it, catalog.Options{Follow: true})
+	next, err := catalog.Load(ctx, it, catalog.Options{Follow: true, ReadAt: st.readAt})
 	restoreGC()
 	if cerr := it.Close(); err == nil {
 		err = cerr
@@ -153,6 +153,14 @@ func (st *Stack) reload(ctx context.Context, m *Metrics) error {
 	}
 	for _, name := range next.Databases() {
 		ndb, _ := next.Lookup(name)
+		if ndb.Branch() != nil {
+			// A branch never changes: one held already is the same.
+			if db, ok := st.Cat.Lookup(name); !ok || db.Branch() == nil {
+				st.Cat.Forget(name)
+				st.Cat.AdoptBranch(ndb)
+			}
+			continue
+		}
 		db := st.Cat.Database(name)
 		// Only this loop publishes on a replica (writes are refused), so
 		// the swap cannot lose a race; retry defensively anyway.

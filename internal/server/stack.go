@@ -15,6 +15,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/commit"
+	"github.com/moraine-db/moraine/internal/keyspace"
 	"github.com/moraine-db/moraine/internal/objstore"
 	"github.com/moraine-db/moraine/internal/objstore/localdir"
 	"github.com/moraine-db/moraine/internal/objstore/objurl"
@@ -119,6 +120,9 @@ func (o StackOptions) logAndSlate() (*slog.Logger, slate.Options) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	so := o.Slate
+	// A branch record pins the store as of its own seq: the branch reads
+	// its parent's catalogs there (keyspace.Branch).
+	so.PinPrefix = keyspace.BranchPrefix()
 	if so.Logf == nil {
 		so.Logf = func(format string, args ...any) { log.Warn("store: " + fmt.Sprintf(format, args...)) }
 	}
@@ -188,6 +192,7 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 		st.Pipe = commit.New(st.KV, co)
 		copts.Committer = st.Pipe
 	}
+	copts.ReadAt = st.readAt
 	it := snap.ScanPrefix(ctx, nil)
 	cat, err := catalog.Load(ctx, it, copts)
 	if cerr := it.Close(); err == nil {
@@ -205,6 +210,20 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 	st.Seq = snap.Seq()
 	st.followed.Store(st.Seq)
 	return nil
+}
+
+// readAt reads the store as a branch record pins it (catalog.ReadAt).
+func (st *Stack) readAt(ctx context.Context, seq uint64, prefix []byte) (catalog.Iterator, func() error, error) {
+	snap, err := st.KV.SnapshotAt(seq)
+	if err != nil {
+		return nil, nil, err
+	}
+	it := snap.ScanPrefix(ctx, prefix)
+	return it, func() error {
+		err := it.Close()
+		snap.Close()
+		return err
+	}, nil
 }
 
 // checkNewCatalog refuses a commit that creates an inconsistent DuckLake

@@ -14,7 +14,8 @@ import (
 
 // CREATE DATABASE and DROP DATABASE, as PostgreSQL runs them: outside any
 // transaction block, each its own commit. A new database holds an empty
-// "public" schema; dropping one erases every catalog in it. A database
+// "public" schema, unless its TEMPLATE is a database of the server, which
+// it then branches; dropping one erases every catalog in it. A database
 // others are connected to is dropped only WITH (FORCE), which terminates
 // their sessions first (Executor.Terminate).
 
@@ -31,10 +32,16 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	if c := n.GetCreatedbStmt(); c != nil {
-		if err := checkCreatedbOptions(c.Options); err != nil {
+		template, err := checkCreatedbOptions(c.Options)
+		if err != nil {
 			return err
 		}
-		if err := s.ex.cat.CreateDatabase(ctx, c.Dbname); err != nil {
+		if template != "" {
+			err = s.ex.cat.ForkDatabase(ctx, c.Dbname, template)
+		} else {
+			err = s.ex.cat.CreateDatabase(ctx, c.Dbname)
+		}
+		if err != nil {
 			return err
 		}
 		return out.complete(verb)
@@ -95,30 +102,32 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 }
 
 // checkCreatedbOptions admits the CREATE DATABASE options whose PostgreSQL
-// meaning moraine already has: the templates (every database starts with
-// an empty "public" schema), UTF8, and an owner (roles own nothing here).
-func checkCreatedbOptions(opts []*pg.Node) error {
+// meaning moraine has: a template (template0 and template1 are the empty
+// database every new one starts as; any other database is forked: the new
+// database is a branch of it, docs/branches.md), UTF8, and an owner (roles
+// own nothing here). It returns the database to fork, if any.
+func checkCreatedbOptions(opts []*pg.Node) (template string, err error) {
 	for _, o := range opts {
 		de := o.GetDefElem()
 		if de == nil {
-			return unsupported("this CREATE DATABASE option")
+			return "", unsupported("this CREATE DATABASE option")
 		}
 		val := strings.ToLower(defString(de))
 		switch de.Defname {
 		case "owner":
 		case "template":
 			if val != "template0" && val != "template1" {
-				return errf(pgcode.InvalidCatalogName, "template database %q does not exist", defString(de))
+				template = defString(de)
 			}
 		case "encoding":
 			if val != "utf8" && val != "utf-8" && val != "unicode" && val != "6" {
-				return unsupported("ENCODING %s (databases are UTF8)", defString(de))
+				return "", unsupported("ENCODING %s (databases are UTF8)", defString(de))
 			}
 		default:
-			return unsupported("CREATE DATABASE option %s", strings.ToUpper(de.Defname))
+			return "", unsupported("CREATE DATABASE option %s", strings.ToUpper(de.Defname))
 		}
 	}
-	return nil
+	return template, nil
 }
 
 func defName(de *pg.DefElem) string {

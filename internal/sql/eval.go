@@ -870,7 +870,16 @@ func (x *exec) callFunc(name string, args []tv) (tv, error) {
 		return tv{datum.TextValue(pgcatalog.IndexDef(x.s.view(), uint32(args[0].v.I), name == "pg_get_constraintdef", x.s.searchSchema())), datum.Text}, nil
 	case "pg_encoding_to_char":
 		return tv{datum.TextValue("UTF8"), datum.Name}, nil
-	case "obj_description", "col_description", "shobj_description", "pg_get_expr", "pg_get_partkeydef":
+	case "shobj_description":
+		// A branch describes itself: psql's \l+ shows what it was forked
+		// from and at which snapshot.
+		if len(args) == 2 && !args[0].v.IsNull() && args[1].v.S == "pg_database" {
+			if d, ok := x.branchDescription(uint32(args[0].v.I)); ok {
+				return tv{datum.TextValue(d), datum.Text}, nil
+			}
+		}
+		return tv{datum.Null, datum.Text}, nil
+	case "obj_description", "col_description", "pg_get_expr", "pg_get_partkeydef":
 		return tv{datum.Null, datum.Text}, nil
 	case "lower", "upper":
 		s, ok := argText(0)

@@ -64,6 +64,12 @@ func (s *Server) CreateDatabase(ctx context.Context, name string) error {
 	return err
 }
 
+// ForkDatabase creates a branch of parent (catalog.Server.ForkDatabase).
+func (s *Server) ForkDatabase(ctx context.Context, name, parent string) error {
+	_, err := s.cat.ForkDatabase(ctx, name, parent)
+	return err
+}
+
 // DropDatabase drops a database (catalog.Server.DropDatabase).
 func (s *Server) DropDatabase(ctx context.Context, name string) error {
 	if err := s.cat.DropDatabase(ctx, name); err != nil {

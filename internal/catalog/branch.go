@@ -1,0 +1,398 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/pgcode"
+)
+
+// A branch is a database forked from another (its parent) at one instant:
+// it reads the parent's DuckLake catalogs exactly as they were then, and it
+// is read-only. A fork costs one store record whatever the catalog's size
+// (keyspace.Branch: the store keeps the parent's keys as of the record's
+// seq), and O(1) memory: the branch's version is the parent's version at
+// the fork, shared node for node.
+//
+// The data files a branch reads are the parent's, in the parent's data
+// path. The parent therefore may not delete, or schedule for deletion, a
+// file any of its branches references, nor expire the snapshot a branch was
+// forked at (checkBranches): DuckLake's maintenance functions on the parent
+// fail with the branch named rather than remove what a branch reads. A
+// parent is not dropped while it has branches.
+
+var (
+	ErrBranchReadOnly = errors.New("catalog: branch is read-only")
+	ErrBranchPinned   = errors.New("catalog: a branch still reads it")
+)
+
+func errBranchReadOnly(db *Database) error {
+	return &Error{Kind: ErrBranchReadOnly, Code: pgcode.ReadOnlySQLTransaction,
+		Message: fmt.Sprintf("database %q is a branch of %q and is read-only", db.name, db.branch.Parent)}
+}
+
+// Branch returns what the database was forked from, or nil for a database
+// that is not a branch.
+func (db *Database) Branch() *keyspace.Branch { return db.branch }
+
+// ForkDatabase creates the database called name as a branch of parent at
+// parent's newest commit, and returns once the fork is durable. No commit
+// of parent lands between the instant it reads and its record.
+func (s *Server) ForkDatabase(ctx context.Context, name, parent string) (*Database, error) {
+	if name == "" {
+		return nil, &Error{Kind: ErrBadDef, Code: pgcode.InvalidName, Message: "database name must not be empty"}
+	}
+	p, ok := s.Lookup(parent)
+	if !ok {
+		return nil, &Error{Kind: ErrNoDatabase, Code: pgcode.InvalidCatalogName,
+			Message: fmt.Sprintf("template database %q does not exist", parent)}
+	}
+	if p.branch != nil {
+		return nil, &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
+			Message: fmt.Sprintf("cannot fork %q: it is a branch of %q; fork %q instead", parent, p.branch.Parent, p.branch.Parent)}
+	}
+	// Holding the parent's commit lock keeps its commits out until the
+	// fork's record is queued behind every commit the fork's version
+	// holds: the store reads the parent's keys at the record's seq.
+	p.commitMu.Lock()
+	defer p.commitMu.Unlock()
+	if p.dropped.Load() {
+		return nil, errNoDatabase(parent)
+	}
+	v := p.cur.Load()
+	rec := &keyspace.Branch{Parent: parent}
+	for _, sc := range v.Schemas() {
+		bc := keyspace.BranchCatalog{Schema: sc.Name, ID: uint32(sc.CatalogID)}
+		bc.Snapshot, bc.HasSnapshot = headSnapshot(sc)
+		rec.Catalogs = append(rec.Catalogs, bc)
+	}
+	s.mu.Lock()
+	if db, ok := s.mu.dbs[name]; ok && !db.dropped.Load() {
+		s.mu.Unlock()
+		return nil, errDatabaseExists(name)
+	}
+	db := newDatabase(name, s, v)
+	db.branch = rec
+	s.mu.dbs[name] = db
+	s.branches.Add(1)
+	s.mu.Unlock()
+	if err := db.commitMarker(ctx, OpForkDatabase); err != nil {
+		s.forget(db)
+		return nil, err
+	}
+	return db, nil
+}
+
+// headSnapshot is the newest ducklake_snapshot id of a catalog.
+func headSnapshot(sc *Schema) (int64, bool) {
+	st, ok := sc.Table("ducklake_snapshot")
+	if !ok {
+		return 0, false
+	}
+	_, r, ok := lastRow(st)
+	if !ok {
+		return 0, false
+	}
+	v, err := r.Column(st.Types(), 0)
+	if err != nil || v.IsNull() {
+		return 0, false
+	}
+	return v.Int(), true
+}
+
+// addBranch registers a loaded or followed branch: name reads v, which
+// holds the catalogs rec names.
+func (s *Server) addBranch(name string, rec *keyspace.Branch, v *Version) *Database {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	db := newDatabase(name, s, v)
+	db.branch = rec
+	s.mu.dbs[name] = db
+	s.branches.Add(1)
+	return db
+}
+
+// AdoptBranch registers a branch another Server loaded (a replica's
+// reload).
+func (s *Server) AdoptBranch(db *Database) {
+	if db.branch != nil {
+		s.addBranch(db.name, db.branch, db.Current())
+	}
+}
+
+// BranchesOf returns the live branches of the database called parent, by
+// name.
+func (s *Server) BranchesOf(parent string) []*Database {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Database
+	for _, db := range s.mu.dbs {
+		if db.branch != nil && db.branch.Parent == parent && !db.dropped.Load() {
+			out = append(out, db)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// primaries returns the databases that own their catalogs (every database
+// but the branches, which read their parents' catalog ids), by name.
+func (s *Server) primaries() []*Database {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Database, 0, len(s.mu.dbs))
+	for _, db := range s.mu.dbs {
+		if db.branch == nil && !db.dropped.Load() {
+			out = append(out, db)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// checkBranches refuses a commit of db that would take from one of its
+// branches what the branch reads: deleting the row of a data or delete
+// file the branch references (DuckLake deletes it when it expires the last
+// snapshot that sees the file, and schedules the file for deletion),
+// scheduling such a file for deletion, or expiring the snapshot the branch
+// was forked at; and dropping db while it has branches.
+// REQUIRES: db.commitMu held (no fork of db runs meanwhile).
+func (s *Server) checkBranches(db *Database, ops []Op) error {
+	if db.branch != nil || s.branches.Load() == 0 {
+		return nil
+	}
+	kids := s.BranchesOf(db.name)
+	if len(kids) == 0 {
+		return nil
+	}
+	if dropsDatabase(ops) {
+		names := make([]string, len(kids))
+		for i, k := range kids {
+			names[i] = "database " + k.name
+		}
+		return &Error{Kind: ErrBranchPinned, Code: pgcode.DependentObjectsStillExist,
+			Message: fmt.Sprintf("cannot drop database %q because other objects depend on it", db.name),
+			Detail:  fmt.Sprintf("%s is a branch of database %s.", strings.Join(names, ", "), db.name)}
+	}
+	for i := range ops {
+		o := &ops[i]
+		var row datum.Row
+		switch {
+		case o.Kind == OpDelete && (o.Table == "ducklake_data_file" || o.Table == "ducklake_delete_file" || o.Table == "ducklake_snapshot"):
+			row = o.Old
+		case o.Kind == OpInsert && o.Table == "ducklake_files_scheduled_for_deletion":
+			row = o.New
+		default:
+			continue
+		}
+		for _, k := range kids {
+			if err := k.branchReads(db, o, row); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// branchReads reports, as an error naming the branch, that the row o
+// deletes or schedules is one the branch k reads.
+func (k *Database) branchReads(parent *Database, o *Op, row datum.Row) error {
+	var fork keyspace.BranchCatalog
+	found := false
+	for _, c := range k.branch.Catalogs {
+		if c.Schema == o.Schema {
+			fork, found = c, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	pt, err := parent.cur.Load().Table(o.Schema, o.Table)
+	if err != nil {
+		return nil
+	}
+	id, err := row.Column(pt.Types(), 0)
+	if err != nil || id.IsNull() {
+		return nil
+	}
+	pinned := func(detail string) error {
+		return &Error{Kind: ErrBranchPinned, Code: pgcode.ObjectInUse, Schema: o.Schema, Table: o.Table,
+			Message: fmt.Sprintf("database %q is a branch of %q and still reads %s", k.name, parent.name, detail),
+			Detail:  fmt.Sprintf("The branch was forked at snapshot %d. Drop the branch (DROP DATABASE %s) before expiring what it reads.", fork.Snapshot, k.name)}
+	}
+	if o.Table == "ducklake_snapshot" {
+		if fork.HasSnapshot && id.Int() == fork.Snapshot {
+			return pinned(fmt.Sprintf("snapshot %d", fork.Snapshot))
+		}
+		return nil
+	}
+	path, ok := columnText(pt, row, "path")
+	if !ok {
+		return nil
+	}
+	// A file the branch reads has its id and path there: ids of files the
+	// parent wrote after the fork may repeat nothing the branch holds.
+	for _, table := range []string{"ducklake_data_file", "ducklake_delete_file"} {
+		bt, err := k.cur.Load().Table(o.Schema, table)
+		if err != nil {
+			continue
+		}
+		_, br, ok := bt.LookupKey([]datum.Value{id})
+		if !ok {
+			continue
+		}
+		if bp, ok := columnText(bt, br, "path"); ok && bp == path {
+			return pinned(fmt.Sprintf("file %q", path))
+		}
+	}
+	return nil
+}
+
+// columnText is the text value of the named column of r, a row of t.
+func columnText(t *Table, r datum.Row, name string) (string, bool) {
+	for i, c := range t.Def().Columns {
+		if c.Name == name {
+			v, err := r.Column(t.Types(), i)
+			if err != nil || v.IsNull() {
+				return "", false
+			}
+			return v.Text(), true
+		}
+	}
+	return "", false
+}
+
+// pendingBranch is a branch record Load met: the branch is read at seq, the
+// record's own.
+type pendingBranch struct {
+	name string
+	rec  keyspace.Branch
+	seq  uint64
+}
+
+// loadBranch loads the branch b: its catalogs as the store held them at
+// b.seq, under b's name.
+func (s *Server) loadBranch(ctx context.Context, b pendingBranch, opts Options) error {
+	if opts.ReadAt == nil {
+		return fmt.Errorf("load branch %q: the store holds branches and the loader cannot read at their seqs", b.name)
+	}
+	// The branch's pairs: its registry as of the fork (the record's
+	// catalogs, under the branch's name), then each catalog's keys at the
+	// record's seq, in id order: key order, as Load requires.
+	cats := append([]keyspace.BranchCatalog(nil), b.rec.Catalogs...)
+	sort.Slice(cats, func(i, j int) bool { return cats[i].ID < cats[j].ID })
+	var reg []kvPair
+	for _, c := range cats {
+		reg = append(reg, kvPair{keyspace.RegistryKey(b.name, c.Schema), keyspace.EncodeRegistryValue(c.ID)})
+	}
+	sort.Slice(reg, func(i, j int) bool { return string(reg[i].k) < string(reg[j].k) })
+	it := &concatIter{pairs: reg}
+	defer it.close()
+	for _, c := range cats {
+		ci, done, err := opts.ReadAt(ctx, b.seq, keyspace.CatalogPrefix(c.ID))
+		if err != nil {
+			return fmt.Errorf("load branch %q: catalog %d: %w", b.name, c.ID, err)
+		}
+		it.its = append(it.its, ci)
+		it.dones = append(it.dones, done)
+	}
+	sub, err := Load(ctx, it, Options{})
+	if err == nil {
+		err = it.close()
+	}
+	if err != nil {
+		return fmt.Errorf("load branch %q: %w", b.name, err)
+	}
+	db, ok := sub.Lookup(b.name)
+	if !ok {
+		return fmt.Errorf("%w: branch %q reads no catalog", ErrCorrupt, b.name)
+	}
+	rec := b.rec
+	s.addBranch(b.name, &rec, db.Current())
+	return nil
+}
+
+type kvPair struct{ k, v []byte }
+
+// concatIter yields pairs, then each iterator's pairs in turn.
+type concatIter struct {
+	pairs []kvPair
+	its   []Iterator
+	dones []func() error
+	i     int // next pair; then its[i-len(pairs)]
+	k, v  []byte
+	err   error
+}
+
+func (c *concatIter) Next() bool {
+	for c.err == nil {
+		if c.i < len(c.pairs) {
+			c.k, c.v = c.pairs[c.i].k, c.pairs[c.i].v
+			c.i++
+			return true
+		}
+		j := c.i - len(c.pairs)
+		if j >= len(c.its) {
+			return false
+		}
+		if c.its[j].Next() {
+			c.k, c.v = c.its[j].Key(), c.its[j].Value()
+			return true
+		}
+		c.err = c.its[j].Err()
+		c.i++
+	}
+	return false
+}
+
+func (c *concatIter) Key() []byte   { return c.k }
+func (c *concatIter) Value() []byte { return c.v }
+func (c *concatIter) Err() error    { return c.err }
+
+func (c *concatIter) close() error {
+	var first error
+	for _, d := range c.dones {
+		if err := d(); err != nil && first == nil {
+			first = err
+		}
+	}
+	c.dones = nil
+	return first
+}
+
+// followBranch applies a branch record a replica follows: a fork of the
+// parent as the replica holds it, or the branch's drop.
+func (s *Server) followBranch(o PairOp) error {
+	if o.Delete {
+		r := keyspace.NewKeyReader(o.Key)
+		r.Uint32()
+		r.Byte()
+		name, _ := r.String()
+		if err := r.Done(); err != nil {
+			return fmt.Errorf("%w: branch key: %v", ErrCorrupt, err)
+		}
+		s.Forget(name)
+		return nil
+	}
+	name, rec, err := keyspace.DecodeBranch(o.Key, o.Value)
+	if err != nil {
+		return fmt.Errorf("follow branch: %w", err)
+	}
+	p, ok := s.Lookup(rec.Parent)
+	if !ok || p.branch != nil {
+		return fmt.Errorf("%w: branch %q of unknown database %q", ErrCannotFollow, name, rec.Parent)
+	}
+	v := p.Current()
+	for _, c := range rec.Catalogs {
+		if sc, ok := v.Schema(c.Schema); !ok || sc.CatalogID != c.ID {
+			return fmt.Errorf("%w: branch %q reads catalog %s (%d), which %q does not hold", ErrCannotFollow, name, c.Schema, c.ID, rec.Parent)
+		}
+	}
+	s.addBranch(name, &rec, v)
+	return nil
+}

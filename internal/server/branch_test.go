@@ -1,0 +1,297 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/commit"
+	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/objstore/objurl"
+	"github.com/moraine-db/moraine/internal/replay"
+	"github.com/moraine-db/moraine/internal/slate"
+)
+
+// dumpDB is every table of database db's public schema as its rows in
+// COPY's text form, sorted (a load lays rows out in key order, not in the
+// order they were written), by table name: what a client reads of the
+// catalog.
+func dumpDB(t *testing.T, ctx context.Context, conninfo string) map[string]string {
+	t.Helper()
+	c, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	res, err := c.Exec(ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, row := range res[0].Rows {
+		name := string(row[0])
+		var b bytes.Buffer
+		if _, err := c.CopyTo(ctx, &b, fmt.Sprintf(`COPY (SELECT * FROM "public".%q) TO STDOUT`, name)); err != nil {
+			t.Fatalf("copy %s: %v", name, err)
+		}
+		lines := strings.Split(b.String(), "\n")
+		sort.Strings(lines)
+		out[name] = strings.Join(lines, "\n")
+	}
+	if len(out) < 20 {
+		t.Fatalf("%d tables in %s: not a DuckLake catalog", len(out), conninfo)
+	}
+	return out
+}
+
+// sameTables fails t unless two dumps hold the same tables with the same
+// rows.
+func sameTables(t *testing.T, what string, want, got map[string]string) {
+	t.Helper()
+	var diff []string
+	for name, w := range want {
+		if g, ok := got[name]; !ok || g != w {
+			diff = append(diff, name)
+		}
+	}
+	for name := range got {
+		if _, ok := want[name]; !ok {
+			diff = append(diff, name)
+		}
+	}
+	sort.Strings(diff)
+	if len(diff) > 0 {
+		t.Fatalf("%s: tables differ: %v", what, diff)
+	}
+}
+
+// execErr runs sql on conninfo and returns the server's error, if any.
+func execErr(ctx context.Context, conninfo, sql string) error {
+	c, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(ctx, sql).ReadAll()
+	return err
+}
+
+// wantCode fails t unless err is a server error with SQLSTATE code whose
+// message contains text.
+func wantCode(t *testing.T, what string, err error, code, text string) {
+	t.Helper()
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != code || !strings.Contains(pe.Message, text) {
+		t.Fatalf("%s: got %v, want SQLSTATE %s mentioning %q", what, err, code, text)
+	}
+}
+
+// queryOne runs a query returning one value.
+func queryOne(t *testing.T, ctx context.Context, conninfo, sql string) string {
+	t.Helper()
+	c, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	res, err := c.Exec(ctx, sql).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	if len(res) != 1 || len(res[0].Rows) != 1 {
+		t.Fatalf("%s: %d results", sql, len(res))
+	}
+	return string(res[0].Rows[0][0])
+}
+
+// TestBranch forks a lake DuckLake built (the captured commit mix) and
+// checks what a branch promises: it reads the lake as it was at the fork,
+// whatever the lake commits afterwards and across a restart after the
+// store was compacted down to one version per key; it refuses writes; the
+// lake can neither expire the fork's snapshot nor delete or schedule a file
+// the branch reads, nor be dropped under it; a replica follows the fork;
+// and dropping the branch releases all of it.
+func TestBranch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	store := "file://" + dir
+	w := start(t, store, "--row-id-hold=false")
+	stopped := false
+	defer func() {
+		if !stopped {
+			w.Stop(t)
+		}
+	}()
+	replica, err := OpenStack(ctx, store, StackOptions{Replica: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer replica.Close(context.Background())
+
+	tr, err := replay.LoadFixture("s11_commit_mix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&replay.Fresh{Admin: w.Conninfo("postgres")}).Prepare(ctx, tr); err != nil {
+		t.Fatal(err)
+	}
+	if res := replay.Replay(ctx, tr, replay.Options{Addr: w.Addr, Timeout: 30 * time.Second}); !res.Passed() {
+		t.Fatalf("replay: %v", res.Err)
+	}
+	lake := tr.Databases()[0]
+	admin := w.Conninfo("postgres")
+	// A row the lake changes after the fork: the store then holds two
+	// versions of its key, and only the pin keeps the branch's.
+	if err := execErr(ctx, w.Conninfo(lake), "INSERT INTO public.ducklake_metadata (key, value) VALUES ('branch_test', 'before')"); err != nil {
+		t.Fatalf("commit on the lake: %v", err)
+	}
+	atFork := dumpDB(t, ctx, w.Conninfo(lake))
+	head := queryOne(t, ctx, w.Conninfo(lake), "SELECT max(snapshot_id) FROM public.ducklake_snapshot")
+
+	if err := execErr(ctx, admin, "CREATE DATABASE dev TEMPLATE "+lake); err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	wantCode(t, "fork onto an existing name", execErr(ctx, admin, "CREATE DATABASE dev TEMPLATE "+lake), "42P04", `"dev" already exists`)
+	wantCode(t, "fork of a missing database", execErr(ctx, admin, "CREATE DATABASE dev2 TEMPLATE nosuch"), "3D000", `"nosuch" does not exist`)
+	wantCode(t, "fork of a branch", execErr(ctx, admin, "CREATE DATABASE dev2 TEMPLATE dev"), "0A000", "is a branch of")
+	sameTables(t, "the branch at the fork", atFork, dumpDB(t, ctx, w.Conninfo("dev")))
+	desc := queryOne(t, ctx, admin, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = 'dev'")
+	if want := fmt.Sprintf("branch of %s at snapshot %s (read-only)", lake, head); desc != want {
+		t.Fatalf("\\l+ describes the branch as %q, want %q", desc, want)
+	}
+
+	// The lake goes on; the branch does not follow.
+	if err := execErr(ctx, w.Conninfo(lake), "UPDATE public.ducklake_metadata SET value = 'after' WHERE key = 'branch_test'; INSERT INTO public.ducklake_metadata (key, value) VALUES ('after_fork', '1')"); err != nil {
+		t.Fatalf("commit on the lake: %v", err)
+	}
+	afterFork := dumpDB(t, ctx, w.Conninfo(lake))
+	if afterFork["ducklake_metadata"] == atFork["ducklake_metadata"] {
+		t.Fatal("the lake's commit changed nothing")
+	}
+	sameTables(t, "the branch after the lake's commit", atFork, dumpDB(t, ctx, w.Conninfo("dev")))
+
+	wantCode(t, "a write on the branch", execErr(ctx, w.Conninfo("dev"), "INSERT INTO public.ducklake_metadata (key, value) VALUES ('x', '1')"), "25006", "read-only")
+
+	// What the branch reads, the lake keeps.
+	wantCode(t, "expiring the fork snapshot", execErr(ctx, w.Conninfo(lake), "DELETE FROM public.ducklake_snapshot WHERE snapshot_id = "+head), "55006", "snapshot "+head)
+	c, err := pgconn.Connect(ctx, w.Conninfo("dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Exec(ctx, "SELECT data_file_id, path FROM public.ducklake_data_file ORDER BY data_file_id LIMIT 1").ReadAll()
+	c.Close(context.Background())
+	if err != nil || len(res[0].Rows) != 1 {
+		t.Fatalf("a file of the branch: %v", err)
+	}
+	id, path := string(res[0].Rows[0][0]), string(res[0].Rows[0][1])
+	wantCode(t, "deleting a file's row", execErr(ctx, w.Conninfo(lake), "DELETE FROM public.ducklake_data_file WHERE data_file_id = "+id), "55006", path)
+	wantCode(t, "scheduling a file for deletion", execErr(ctx, w.Conninfo(lake),
+		fmt.Sprintf("INSERT INTO public.ducklake_files_scheduled_for_deletion VALUES (%s, '%s', true, now())", id, path)), "55006", path)
+	wantCode(t, "dropping the parent", execErr(ctx, admin, "DROP DATABASE "+lake), "2BP01", "other objects depend on it")
+	sameTables(t, "the lake after the refusals", afterFork, dumpDB(t, ctx, w.Conninfo(lake)))
+
+	// A replica follows the fork commit by commit.
+	if err := replica.KV.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.catchUp(ctx, NewMetrics(), t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	sameCatalog(t, ctx, replica, "dev", lake)
+
+	// Compacted down to one version per key but the fork's, the store
+	// still loads the branch as it was.
+	w.Stop(t)
+	stopped = true
+	rewriteStore(t, ctx, store)
+	w = start(t, store, "--row-id-hold=false")
+	stopped = false
+	sameTables(t, "the branch after a restart", atFork, dumpDB(t, ctx, w.Conninfo("dev")))
+	sameTables(t, "the lake after a restart", afterFork, dumpDB(t, ctx, w.Conninfo(lake)))
+
+	admin = w.Conninfo("postgres")
+	if err := execErr(ctx, admin, "DROP DATABASE dev"); err != nil {
+		t.Fatalf("drop the branch: %v", err)
+	}
+	if err := execErr(ctx, w.Conninfo("dev"), "SELECT 1"); err == nil {
+		t.Fatal("the dropped branch still accepts connections")
+	}
+	if err := execErr(ctx, admin, "DROP DATABASE "+lake); err != nil {
+		t.Fatalf("drop the lake once its branch is gone: %v", err)
+	}
+}
+
+// rewriteStore compacts the whole store at url into one version per key
+// except those the branch records pin.
+func rewriteStore(t *testing.T, ctx context.Context, url string) {
+	t.Helper()
+	s, err := objurl.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	d, err := slate.Open(ctx, s, slate.Options{GCInterval: -1, PinPrefix: keyspace.BranchPrefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Rewrite(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameCatalog fails t unless the replica serves branch as a branch of
+// lake, row for row as a fresh load of the store reads it, and without the
+// lake's commit after the fork (metadata key after_fork).
+func sameCatalog(t *testing.T, ctx context.Context, st *Stack, branch, lake string) {
+	t.Helper()
+	db, ok := st.Cat.Lookup(branch)
+	if !ok || db.Branch() == nil || db.Branch().Parent != lake {
+		t.Fatalf("the replica does not serve %s as a branch of %s", branch, lake)
+	}
+	snap, err := st.KV.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	it := snap.ScanPrefix(ctx, nil)
+	fresh, err := catalog.Load(ctx, it, catalog.Options{ReadAt: st.readAt})
+	it.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fdb, ok := fresh.Lookup(branch)
+	if !ok || fdb.Branch() == nil {
+		t.Fatalf("a load of the store has no branch %s", branch)
+	}
+	rows := func(db *catalog.Database) map[string][]string {
+		out := map[string][]string{}
+		for name, rs := range commit.StoredOf(db.Current(), branch, "public").Rows {
+			for _, r := range rs {
+				out[name] = append(out[name], string(r))
+			}
+			sort.Strings(out[name])
+		}
+		return out
+	}
+	got, want := rows(db), rows(fdb)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatal("the replica's branch differs from a load of the store")
+	}
+	for _, r := range got["ducklake_metadata"] {
+		if strings.Contains(r, "after_fork") {
+			t.Fatal("the replica's branch holds the lake's commit after the fork")
+		}
+	}
+}
