@@ -19,6 +19,60 @@ type Scanner interface {
 	Get(ctx context.Context, key []byte) ([]byte, error)
 }
 
+// StoredBranch is a branch record and the catalogs the branch reads, as
+// the store held them at the record's seq (keyspace.Branch).
+type StoredBranch struct {
+	Name     string
+	Branch   keyspace.Branch
+	Seq      uint64
+	Catalogs []*StoredCatalog // named after the branch, in id order
+}
+
+// ReadBranches reads every branch record of s and the catalogs each branch
+// reads. s must read at earlier seqs (slate.Snapshot) if it holds any.
+func ReadBranches(ctx context.Context, s Scanner) ([]*StoredBranch, error) {
+	var out []*StoredBranch
+	it := s.ScanPrefix(ctx, keyspace.BranchPrefix())
+	for it.Next() {
+		name, b, err := keyspace.DecodeBranch(it.Key(), it.Value())
+		if err != nil {
+			it.Close()
+			return nil, fmt.Errorf("read store: %w", err)
+		}
+		out = append(out, &StoredBranch{Name: name, Branch: b, Seq: it.Seq()})
+	}
+	if err := closeIter(it); err != nil {
+		return nil, fmt.Errorf("read store: branches: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	pinned, ok := s.(interface {
+		At(seq uint64) (*slate.Snapshot, error)
+	})
+	if !ok {
+		return nil, fmt.Errorf("read store: %d branches, and the store view cannot read at their seqs", len(out))
+	}
+	for _, b := range out {
+		snap, err := pinned.At(b.Seq)
+		if err != nil {
+			return nil, fmt.Errorf("read store: branch %q: %w", b.Name, err)
+		}
+		cats := append([]keyspace.BranchCatalog(nil), b.Branch.Catalogs...)
+		sort.Slice(cats, func(i, j int) bool { return cats[i].ID < cats[j].ID })
+		for _, bc := range cats {
+			c := &StoredCatalog{ID: bc.ID, Database: b.Name, Schema: bc.Schema, Defs: map[string]*keyspace.TableDef{}, Rows: map[string][]datum.Row{}}
+			if err := readCatalog(ctx, snap, c); err != nil {
+				snap.Close()
+				return nil, fmt.Errorf("read store: branch %q: %w", b.Name, err)
+			}
+			b.Catalogs = append(b.Catalogs, c)
+		}
+		snap.Close()
+	}
+	return out, nil
+}
+
 // StoredCatalog is one DuckLake catalog as the store holds it: its registry
 // name, head, table definitions and rows (children flattened into their own
 // tables), decoded and checked.

@@ -48,6 +48,15 @@ func (d *DB) SnapshotAt(seq uint64) (*Snapshot, error) {
 	return &Snapshot{d: d, st: st}, nil
 }
 
+// At returns a view of the same DB as of seq, at or below the snapshot's
+// own (SnapshotAt: complete at a pinned seq). Close it when done.
+func (s *Snapshot) At(seq uint64) (*Snapshot, error) {
+	if seq > s.st.seq {
+		return nil, fmt.Errorf("slate: snapshot at seq %d above the snapshot's %d", seq, s.st.seq)
+	}
+	return s.d.SnapshotAt(seq)
+}
+
 // Seq is the sequence number the snapshot reads at.
 func (s *Snapshot) Seq() uint64 { return s.st.seq }
 

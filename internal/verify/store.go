@@ -21,9 +21,14 @@ func IsDuckLake(c *commit.StoredCatalog) bool {
 
 // CheckStore reads every catalog of the store (one consistent view: pass a
 // slate.Snapshot when the store has a live writer) and checks each DuckLake
-// catalog. Catalogs are checked in id order.
+// catalog, in id order; then each branch's catalogs, as the branch reads
+// them, and the cross-branch file rule (CheckBranches).
 func CheckStore(ctx context.Context, s commit.Scanner) ([]Violation, error) {
 	cats, err := commit.ReadStore(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	branches, err := commit.ReadBranches(ctx, s)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +49,23 @@ func CheckStore(ctx context.Context, s commit.Scanner) ([]Violation, error) {
 		}
 		out = append(out, Check(st)...)
 	}
-	return out, nil
+	for _, b := range branches {
+		for _, c := range b.Catalogs {
+			if !IsDuckLake(c) {
+				continue
+			}
+			st, err := FromStored(c)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Check(st)...)
+		}
+	}
+	bvs, err := CheckBranches(branches, cats)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, bvs...), nil
 }
 
 // columns resolves column names of one stored table to indexes.
