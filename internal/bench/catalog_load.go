@@ -71,6 +71,16 @@ func RunCatalogLoad(ctx context.Context, w io.Writer, files, snaps, nstats int, 
 	fmt.Fprintf(w, "heap of the catalog as built by commits: %.1f MiB (%d bytes per data file)\n",
 		float64(heapInUse())/(1<<20), int64(heapInUse())/int64(done))
 
+	// A branch of it: one record in the store, and the parent's version
+	// shared in memory.
+	heapBefore := heapInUse()
+	forkStart := time.Now()
+	if _, err := srv.ForkDatabase(ctx, "dev", "lake"); err != nil {
+		return err
+	}
+	forkTime := time.Since(forkStart)
+	fmt.Fprintf(w, "fork of the %d-file catalog: %s, %+d bytes resident\n", done, forkTime.Round(time.Microsecond), int64(heapInUse())-int64(heapBefore))
+
 	// The keyspace form, sorted as a store scan returns it, in one buffer.
 	var buf []byte
 	var offs [][4]int
