@@ -18,6 +18,7 @@ import (
 	"github.com/moraine-db/moraine/internal/objstore/objurl"
 	"github.com/moraine-db/moraine/internal/replay"
 	"github.com/moraine-db/moraine/internal/slate"
+	"github.com/moraine-db/moraine/internal/workload"
 )
 
 // dumpDB is every table of database db's public schema as its rows in
@@ -118,7 +119,7 @@ func queryOne(t *testing.T, ctx context.Context, conninfo, sql string) string {
 // store was compacted down to one version per key; it refuses writes; the
 // lake can neither expire the fork's snapshot nor delete or schedule a file
 // the branch reads, nor be dropped under it; a replica follows the fork;
-// and dropping the branch releases all of it.
+// a backup holds the branch; and dropping the branch releases all of it.
 func TestBranch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -218,6 +219,13 @@ func TestBranch(t *testing.T) {
 	sameTables(t, "the branch after a restart", atFork, dumpDB(t, ctx, w.Conninfo("dev")))
 	sameTables(t, "the lake after a restart", afterFork, dumpDB(t, ctx, w.Conninfo(lake)))
 
+	// A backup holds the branch: it is ordinary store contents.
+	backup := "file://" + t.TempDir()
+	backupStore(t, ctx, store, backup)
+	b := start(t, backup, "--row-id-hold=false")
+	sameTables(t, "the branch in a backup", atFork, dumpDB(t, ctx, b.Conninfo("dev")))
+	b.Stop(t)
+
 	admin = w.Conninfo("postgres")
 	if err := execErr(ctx, admin, "DROP DATABASE dev"); err != nil {
 		t.Fatalf("drop the branch: %v", err)
@@ -247,6 +255,29 @@ func rewriteStore(t *testing.T, ctx context.Context, url string) {
 		t.Fatal(err)
 	}
 	if err := d.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// backupStore checkpoints the store at url (live) and copies the
+// checkpoint to the empty store at to, as moraine backup does.
+func backupStore(t *testing.T, ctx context.Context, url, to string) {
+	t.Helper()
+	src, err := objurl.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	dst, err := objurl.Open(ctx, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	cp, err := slate.CreateCheckpoint(ctx, src, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := slate.CopyCheckpoint(ctx, src, cp.ID, dst, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -294,4 +325,39 @@ func sameCatalog(t *testing.T, ctx context.Context, st *Stack, branch, lake stri
 			t.Fatal("the replica's branch holds the lake's commit after the fork")
 		}
 	}
+}
+
+// TestBranchSurvivesPromotion: a replica follows a fork, and once promoted
+// serves the branch and keeps guarding what it reads.
+func TestBranchSurvivesPromotion(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	store := "file://" + t.TempDir()
+	a := start(t, store)
+	cfg := workload.Config{ConnString: a.Conninfo("lake"), Writers: 1, CommitsPerWriter: 5, Tables: 1, Seed: 3}
+	if err := workload.Prepare(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workload.Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := execErr(ctx, a.Conninfo("postgres"), "CREATE DATABASE dev TEMPLATE lake"); err != nil {
+		t.Fatal(err)
+	}
+	head := queryOne(t, ctx, a.Conninfo("dev"), "SELECT max(snapshot_id) FROM ducklake_snapshot")
+	r := start(t, store, "--replica", "--replica-poll", "20ms")
+	defer r.Stop(t)
+	if got := queryOne(t, ctx, r.Conninfo("dev"), "SELECT max(snapshot_id) FROM ducklake_snapshot"); got != head {
+		t.Fatalf("the replica's branch is at snapshot %s, want %s", got, head)
+	}
+	opened := time.Now()
+	if got := queryOne(t, ctx, r.Conninfo("postgres"), "SELECT pg_promote()"); got != "t" {
+		t.Fatalf("pg_promote() = %q", got)
+	}
+	awaitFenced(t, a, "the old writer", opened, time.Minute)
+	if got := queryOne(t, ctx, r.Conninfo("dev"), "SELECT max(snapshot_id) FROM ducklake_snapshot"); got != head {
+		t.Fatalf("the promoted server's branch is at snapshot %s, want %s", got, head)
+	}
+	wantCode(t, "a write on the branch after promotion", execErr(ctx, r.Conninfo("dev"), "INSERT INTO ducklake_metadata (key, value) VALUES ('x', '1')"), "25006", "read-only")
+	wantCode(t, "expiring the fork after promotion", execErr(ctx, r.Conninfo("lake"), "DELETE FROM ducklake_snapshot WHERE snapshot_id = "+head), "55006", "snapshot "+head)
 }
