@@ -43,7 +43,7 @@ const (
 // lake is one moraine (hold on) with a DuckLake catalog "lake" whose
 // data path is a temporary directory, and a table m (id BIGINT) in it.
 type lake struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	st    *server.Stack
 	conn  *pgconn.PgConn
@@ -53,7 +53,7 @@ type lake struct {
 	partition int64
 }
 
-func newLake(t *testing.T) *lake {
+func newLake(t testing.TB) *lake {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -387,7 +387,7 @@ type dataRow struct {
 
 // writeData writes a data file as DuckLake does: column id, and the
 // embedded row-id / snapshot-id columns (by field id) when given.
-func writeData(t *testing.T, path string, rows []dataRow, embedRowID, embedSnap bool) int64 {
+func writeData(t testing.TB, path string, rows []dataRow, embedRowID, embedSnap bool) int64 {
 	t.Helper()
 	group := parquet.Group{"id": parquet.Optional(parquet.Int(64))}
 	if embedRowID {
@@ -421,7 +421,7 @@ func writeData(t *testing.T, path string, rows []dataRow, embedRowID, embedSnap 
 	return writeParquet(t, path, schema, prows)
 }
 
-func writeParquet(t *testing.T, path string, schema *parquet.Schema, rows []parquet.Row) int64 {
+func writeParquet(t testing.TB, path string, schema *parquet.Schema, rows []parquet.Row) int64 {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
@@ -448,7 +448,7 @@ func writeParquet(t *testing.T, path string, schema *parquet.Schema, rows []parq
 }
 
 // writeDeletes writes a Parquet delete file (file_path, pos).
-func writeDeletes(t *testing.T, path, dataPath string, positions []int64) int64 {
+func writeDeletes(t testing.TB, path, dataPath string, positions []int64) int64 {
 	t.Helper()
 	schema := parquet.NewSchema("duckdb_schema", parquet.Group{
 		"file_path": parquet.String(),
@@ -466,7 +466,7 @@ func writeDeletes(t *testing.T, path, dataPath string, positions []int64) int64 
 	return writeParquet(t, path, schema, rows)
 }
 
-func openParquet(t *testing.T, path string) (*parquet.File, []parquet.Row) {
+func openParquet(t testing.TB, path string) (*parquet.File, []parquet.Row) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -497,7 +497,7 @@ func openParquet(t *testing.T, path string) (*parquet.File, []parquet.Row) {
 	return pf, rows
 }
 
-func readData(t *testing.T, path string) []dataRow {
+func readData(t testing.TB, path string) []dataRow {
 	pf, rows := openParquet(t, path)
 	col := func(name string) int {
 		if leaf, ok := pf.Schema().Lookup(name); ok {
@@ -527,7 +527,7 @@ type deletedPos struct {
 	hasSnap   bool
 }
 
-func readDeletes(t *testing.T, path string) []deletedPos {
+func readDeletes(t testing.TB, path string) []deletedPos {
 	pf, rows := openParquet(t, path)
 	leaf, _ := pf.Schema().Lookup("pos")
 	sc := -1
@@ -552,7 +552,7 @@ func readDeletes(t *testing.T, path string) []deletedPos {
 
 // writeDeletesAt writes a flush's delete file: (file_path, pos,
 // _ducklake_internal_snapshot_id) with per-row delete snapshots.
-func writeDeletesAt(t *testing.T, path, dataPath string, dels []deletedPos) int64 {
+func writeDeletesAt(t testing.TB, path, dataPath string, dels []deletedPos) int64 {
 	t.Helper()
 	schema := parquet.NewSchema("duckdb_schema", parquet.Group{
 		"file_path":                      parquet.String(),
@@ -851,6 +851,17 @@ func (l *lake) schedule(ids []int64, paths []string) {
 // through the ctid path. It returns the purged file ids.
 func (l *lake) expire(victims ...int64) (purged []int64) {
 	l.t.Helper()
+	purged, err := l.tryExpire(victims...)
+	if err != nil {
+		l.t.Fatalf("expire: %v", err)
+	}
+	return purged
+}
+
+// tryExpire is expire, returning what it purged and the COMMIT's error
+// (rolled back) instead of failing.
+func (l *lake) tryExpire(victims ...int64) (purged []int64, err error) {
+	l.t.Helper()
 	dead := map[int64]bool{}
 	for _, v := range victims {
 		dead[v] = true
@@ -917,15 +928,18 @@ func (l *lake) expire(victims ...int64) (purged []int64) {
 		l.schedule(ids, paths)
 		purged = append(purged, ids...)
 	}
-	l.must("COMMIT")
 	sort.Slice(purged, func(i, j int) bool { return purged[i] < purged[j] })
-	return purged
+	if err := l.exec("COMMIT"); err != nil {
+		_ = l.exec("ROLLBACK")
+		return purged, err
+	}
+	return purged, nil
 }
 
 // startStack opens moraine on a fresh directory store with the given
 // commit options and serves it on a loopback port (trusted, as `moraine
 // serve` trusts loopback without a users file).
-func startStack(t *testing.T, ctx context.Context, opts commit.Options) (*server.Stack, string) {
+func startStack(t testing.TB, ctx context.Context, opts commit.Options) (*server.Stack, string) {
 	t.Helper()
 	st, err := server.OpenStack(ctx, "file://"+t.TempDir(), server.StackOptions{Commit: opts})
 	if err != nil {
