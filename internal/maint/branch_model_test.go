@@ -69,9 +69,9 @@ func TestBranchModel(t *testing.T) {
 				}
 				l.deleteRows(f, 0)
 			},
-			"merge": func(rt *rapid.T) { m.merge(rt) },
+			"merge":   func(rt *rapid.T) { m.merge(rt) },
 			"rewrite": func(rt *rapid.T) { m.rewrite(rt) },
-			"expire": func(rt *rapid.T) { m.expire(rt) },
+			"expire":  func(rt *rapid.T) { m.expire(rt) },
 			"cleanup": func(rt *rapid.T) { l.cleanup() },
 			"orphans": func(rt *rapid.T) { m.deleteOrphans() },
 			"fork": func(rt *rapid.T) {
