@@ -1,9 +1,11 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -312,9 +314,61 @@ func (s *Server) loadBranch(ctx context.Context, b pendingBranch, opts Options) 
 	if !ok {
 		return fmt.Errorf("%w: branch %q reads no catalog", ErrCorrupt, b.name)
 	}
+	v := db.Current()
+	if p, ok := s.Lookup(b.rec.Parent); ok && p.branch == nil {
+		v = shareUnchanged(v, p.Current())
+	}
 	rec := b.rec
-	s.addBranch(b.name, &rec, db.Current())
+	s.addBranch(b.name, &rec, v)
 	return nil
+}
+
+// shareUnchanged returns v with each table that is, row for row and oid
+// for oid, the parent's table in parent replaced by the parent's: a
+// loaded branch then holds in memory only the tables its parent changed
+// since the fork, as a fork in memory does.
+func shareUnchanged(v, parent *Version) *Version {
+	b := newBuilder(v)
+	b.v.seq = v.seq
+	for name, sc := range v.schemas {
+		ps, ok := parent.schemas[name]
+		if !ok || ps.OID != sc.OID || ps.CatalogID != sc.CatalogID {
+			continue
+		}
+		for tn, t := range sc.tables {
+			if pt, ok := ps.tables[tn]; ok && sameTable(t, pt) {
+				own, _ := b.ownSchema(name)
+				own.tables[tn] = pt
+			}
+		}
+	}
+	return b.finish()
+}
+
+// sameTable reports whether two published tables have the same definition,
+// oids and rows at the same ctids.
+func sameTable(a, b *Table) bool {
+	ai, bi := a.info, b.info
+	if ai.OID != bi.OID || ai.IndexOID != bi.IndexOID || ai.ConstraintOID != bi.ConstraintOID || ai.SchemaOID != bi.SchemaOID ||
+		!reflect.DeepEqual(ai.Def, bi.Def) || a.Len() != b.Len() || a.Pages() != b.Pages() {
+		return false
+	}
+	type row struct {
+		c CTID
+		r datum.Row
+	}
+	rows := make([]row, 0, a.Len())
+	a.Scan(func(c CTID, r datum.Row) bool {
+		rows = append(rows, row{c, r})
+		return true
+	})
+	i, same := 0, true
+	b.Scan(func(c CTID, r datum.Row) bool {
+		same = i < len(rows) && rows[i].c == c && bytes.Equal(rows[i].r, r)
+		i++
+		return same
+	})
+	return same && i == len(rows)
 }
 
 type kvPair struct{ k, v []byte }

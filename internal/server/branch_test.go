@@ -396,8 +396,34 @@ func TestForkUnderConcurrentCommits(t *testing.T) {
 	}
 	w.Stop(t)
 	w = start(t, store)
-	defer w.Stop(t)
 	for name, want := range forks {
 		sameTables(t, name+" after a restart", want, dumpDB(t, ctx, w.Conninfo(name)))
+	}
+	w.Stop(t)
+
+	// Loaded, a branch shares with its parent every table the parent did
+	// not change since the fork, and only those.
+	st, err := OpenStack(ctx, store, StackOptions{Replica: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close(context.Background())
+	lake, _ := st.Cat.Lookup("lake")
+	for name := range forks {
+		b, _ := st.Cat.Lookup(name)
+		shared := 0
+		sc, _ := b.Current().Schema("public")
+		for _, tb := range sc.Tables() {
+			pt, err := lake.Current().Table("public", tb.Name())
+			if err != nil || pt != tb {
+				continue
+			}
+			shared++
+		}
+		snaps, _ := b.Current().Table("public", "ducklake_snapshot")
+		psnaps, _ := lake.Current().Table("public", "ducklake_snapshot")
+		if shared == 0 || (snaps == psnaps) != (snaps.Len() == psnaps.Len()) {
+			t.Fatalf("%s shares %d tables with lake; its snapshot table (%d rows, lake's %d) shared: %v", name, shared, snaps.Len(), psnaps.Len(), snaps == psnaps)
+		}
 	}
 }
