@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -425,5 +426,47 @@ func TestForkUnderConcurrentCommits(t *testing.T) {
 		if shared == 0 || (snaps == psnaps) != (snaps.Len() == psnaps.Len()) {
 			t.Fatalf("%s shares %d tables with lake; its snapshot table (%d rows, lake's %d) shared: %v", name, shared, snaps.Len(), psnaps.Len(), snaps == psnaps)
 		}
+	}
+}
+
+// TestBranchResidentMetrics: a branch's resident rows count only what it
+// holds apart from its parent — nothing right after the fork, the tables
+// the parent changed since.
+func TestBranchResidentMetrics(t *testing.T) {
+	ml, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	maddr := ml.Addr().String()
+	ml.Close()
+	r := start(t, "file://"+t.TempDir(), "--metrics-listen", maddr)
+	defer r.Stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg := workload.Config{ConnString: r.Conninfo("lake"), Writers: 1, CommitsPerWriter: 3, Tables: 1, Seed: 9}
+	if err := workload.Prepare(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := execErr(ctx, r.Conninfo("postgres"), "CREATE DATABASE dev TEMPLATE lake"); err != nil {
+		t.Fatal(err)
+	}
+	series := func() []string {
+		var out []string
+		for _, line := range strings.Split(httpGet(t, "http://"+maddr+"/metrics"), "\n") {
+			if strings.HasPrefix(line, `moraine_resident_rows{database="dev"`) {
+				out = append(out, line)
+			}
+		}
+		return out
+	}
+	if got := series(); len(got) != 0 {
+		t.Fatalf("right after the fork the branch counts rows of its own: %v", got)
+	}
+	if _, err := workload.Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(series(), "\n")
+	if !strings.Contains(got, `table="ducklake_snapshot"`) || strings.Contains(got, `table="ducklake_metadata"`) {
+		t.Fatalf("after the lake's commits the branch counts:\n%s\nwant its snapshot table, not its metadata", got)
 	}
 }

@@ -212,10 +212,26 @@ func (c *residentCollector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	for _, name := range st.Cat.Databases() {
-		db, _ := st.Cat.Lookup(name)
+		db, ok := st.Cat.Lookup(name)
+		if !ok {
+			continue
+		}
+		// A branch holds apart from its parent only the tables the parent
+		// changed since the fork: the others are counted once, there.
+		var parent *catalog.Version
+		if b := db.Branch(); b != nil {
+			if p, ok := st.Cat.Lookup(b.Parent); ok {
+				parent = p.Current()
+			}
+		}
 		rows, bytes := map[string]float64{}, map[string]float64{}
 		for _, sc := range db.Current().Schemas() {
 			for _, t := range sc.Tables() {
+				if parent != nil {
+					if pt, err := parent.Table(sc.Name, t.Name()); err == nil && pt == t {
+						continue
+					}
+				}
 				kind := tableKind(t.Name())
 				rows[kind] += float64(t.Len())
 				t.Scan(func(_ catalog.CTID, r datum.Row) bool { bytes[kind] += float64(len(r)); return true })
