@@ -130,6 +130,9 @@ func (s *Server) AdoptBranch(db *Database) {
 // BranchesOf returns the live branches of the database called parent, by
 // name.
 func (s *Server) BranchesOf(parent string) []*Database {
+	if s.branches.Load() == 0 {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*Database
@@ -168,6 +171,9 @@ func (s *Server) checkBranches(db *Database, ops []Op) error {
 	if db.branch != nil || s.branches.Load() == 0 {
 		return nil
 	}
+	if !dropsDatabase(ops) && !touchesFiles(ops) {
+		return nil
+	}
 	kids := s.BranchesOf(db.name)
 	if len(kids) == 0 {
 		return nil
@@ -199,6 +205,20 @@ func (s *Server) checkBranches(db *Database, ops []Op) error {
 		}
 	}
 	return nil
+}
+
+// touchesFiles reports whether ops delete a snapshot, a data or delete
+// file's row, or schedule a file: the operations checkBranches checks.
+func touchesFiles(ops []Op) bool {
+	for i := range ops {
+		switch o := &ops[i]; {
+		case o.Kind == OpDelete && (o.Table == "ducklake_data_file" || o.Table == "ducklake_delete_file" || o.Table == "ducklake_snapshot"):
+			return true
+		case o.Kind == OpInsert && o.Table == "ducklake_files_scheduled_for_deletion":
+			return true
+		}
+	}
+	return false
 }
 
 // branchReads reports, as an error naming the branch, that the row o

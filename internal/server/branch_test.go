@@ -210,6 +210,21 @@ func TestBranch(t *testing.T) {
 	}
 	sameCatalog(t, ctx, replica, "dev", lake)
 
+	// moraine inspect lists the branch and what it reads.
+	var insp bytes.Buffer
+	obj, err := objurl.Open(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = Inspect(ctx, obj, &insp)
+	obj.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := insp.String(); !strings.Contains(got, "branch dev") || !strings.Contains(got, "of "+lake) || !strings.Contains(got, "at snapshot "+head) {
+		t.Fatalf("inspect lacks the branch of %s at snapshot %s:\n%s", lake, head, got)
+	}
+
 	// Compacted down to one version per key but the fork's, the store
 	// still loads the branch as it was.
 	w.Stop(t)

@@ -98,10 +98,22 @@ func sortedCatalogs(cats map[uint32]*commit.StoredCatalog) []*commit.StoredCatal
 }
 
 // Inspect writes a report of the store: its sequence number, objects by
-// kind, checkpoints, and per catalog the head snapshot, commits, live data
+// kind, checkpoints, branches (what each reads, at which store seq), and
+// per catalog the head snapshot, commits, live data
 // files and every table with its rows and encoded bytes.
 func Inspect(ctx context.Context, store objstore.Store, w io.Writer) error {
-	cats, stats, err := readCatalogs(ctx, store)
+	var cats map[uint32]*commit.StoredCatalog
+	var branches []*commit.StoredBranch
+	var stats slate.Stats
+	err := ReadSnapshot(ctx, store, func(snap *slate.Snapshot, st slate.Stats) error {
+		stats = st
+		var err error
+		if cats, err = commit.ReadStore(ctx, snap); err != nil {
+			return err
+		}
+		branches, err = commit.ReadBranches(ctx, snap)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -142,6 +154,17 @@ func Inspect(ctx context.Context, store objstore.Store, w io.Writer) error {
 	}
 	for _, cp := range cps {
 		fmt.Fprintf(tw, "checkpoint %s\tseq %d\t%s\t%d objects, %d bytes\n", cp.ID, cp.Seq, cp.Created.Format(time.RFC3339), len(cp.Objects), cp.Bytes)
+	}
+	for _, b := range branches {
+		at := make([]string, 0, len(b.Branch.Catalogs))
+		for _, c := range b.Branch.Catalogs {
+			snap := "none"
+			if c.HasSnapshot {
+				snap = fmt.Sprint(c.Snapshot)
+			}
+			at = append(at, fmt.Sprintf("%s (id %d) at snapshot %s", c.Schema, c.ID, snap))
+		}
+		fmt.Fprintf(tw, "branch %s\tof %s\tstore seq %d\t%s\n", b.Name, b.Branch.Parent, b.Seq, strings.Join(at, ", "))
 	}
 	fmt.Fprintf(tw, "catalogs\t%d\n", len(cats))
 	for _, c := range sortedCatalogs(cats) {
