@@ -114,8 +114,8 @@ func lakeOnPostgres(t *testing.T, ctx context.Context, pg, name string) {
 
 // TestImportExportRoundTrip builds lakes on PostgreSQL with the real
 // DuckDB+DuckLake conversations, imports each into moraine and compares
-// every table row for row, exports it to a fresh PostgreSQL database and
-// compares again; and refuses what cannot be imported, leaving nothing
+// every table row for row, exports it (and a branch of it) to a fresh
+// PostgreSQL database and compares again; and refuses what cannot be imported, leaving nothing
 // behind.
 func TestImportExportRoundTrip(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -151,6 +151,15 @@ func TestImportExportRoundTrip(t *testing.T) {
 			if _, err := transfer.Export(ctx, admin, imported, dst, "public", nil); err == nil {
 				t.Fatal("export into a database that already holds the catalog succeeded")
 			}
+			// A branch of it exports as the same standalone catalog.
+			branch := "branch_" + name
+			sqlExec(t, ctx, admin, "CREATE DATABASE "+branch+" TEMPLATE "+imported)
+			bdst := freshPostgres(t, ctx, pg, "exported_branch")
+			if _, err := transfer.Export(ctx, admin, branch, bdst, "public", nil); err != nil {
+				t.Fatal(err)
+			}
+			same(t, "a branch exported to PostgreSQL", want, contents(t, ctx, bdst))
+			dropDB(t, ctx, admin, branch)
 			dropDB(t, ctx, admin, imported)
 		})
 	}
