@@ -26,21 +26,7 @@ func TestVerifyChecksBranches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := replay.Load(filepath.Join(dir, "s11_commit_mix.jsonl"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, addr := startStack(t, ctx, commit.Options{})
-	admin, err := replay.AdminConninfo(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := (&replay.Fresh{Admin: admin}).Prepare(ctx, tr); err != nil {
-		t.Fatal(err)
-	}
-	if res := replay.Replay(ctx, tr, replay.Options{Addr: addr, Timeout: 30 * time.Second}); !res.Passed() {
-		t.Fatalf("replay: %v", res.Err)
-	}
+	st, _, tr := replayOnStack(t, ctx, filepath.Join(dir, "s11_commit_mix.jsonl"))
 	lake := tr.Databases()[0]
 	if _, err := st.Cat.ForkDatabase(ctx, "dev", lake); err != nil {
 		t.Fatal(err)

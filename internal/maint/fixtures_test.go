@@ -8,6 +8,7 @@ import (
 
 	"github.com/moraine-db/moraine/internal/commit"
 	"github.com/moraine-db/moraine/internal/replay"
+	"github.com/moraine-db/moraine/internal/server"
 	"github.com/moraine-db/moraine/internal/verify"
 )
 
@@ -26,22 +27,7 @@ func TestFixturesLeaveConsistentCatalogs(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			tr, err := replay.Load(filepath.Join(dir, name+".jsonl"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, addr := startStack(t, ctx, commit.Options{})
-			admin, err := replay.AdminConninfo(addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := (&replay.Fresh{Admin: admin}).Prepare(ctx, tr); err != nil {
-				t.Fatal(err)
-			}
-			res := replay.Replay(ctx, tr, replay.Options{Addr: addr, Timeout: 30 * time.Second})
-			if !res.Passed() {
-				t.Fatalf("replay: %v\n%s", res.Err, replay.Explain(res.Err))
-			}
+			st, _, _ := replayOnStack(t, ctx, filepath.Join(dir, name+".jsonl"))
 			sn, err := st.KV.Snapshot()
 			if err != nil {
 				t.Fatal(err)
@@ -80,4 +66,27 @@ func TestFixturesLeaveConsistentCatalogs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// replayOnStack replays the conversation in file against a fresh stack
+// (without the row-id hold: the fixtures' Parquet files are not here) and
+// returns the stack, its address and the transcript.
+func replayOnStack(t *testing.T, ctx context.Context, file string) (*server.Stack, string, *replay.Transcript) {
+	t.Helper()
+	tr, err := replay.Load(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, addr := startStack(t, ctx, commit.Options{})
+	admin, err := replay.AdminConninfo(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&replay.Fresh{Admin: admin}).Prepare(ctx, tr); err != nil {
+		t.Fatal(err)
+	}
+	if res := replay.Replay(ctx, tr, replay.Options{Addr: addr, Timeout: 30 * time.Second}); !res.Passed() {
+		t.Fatalf("replay: %v\n%s", res.Err, replay.Explain(res.Err))
+	}
+	return st, addr, tr
 }

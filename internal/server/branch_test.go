@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sort"
 	"strings"
 	"testing"
@@ -448,13 +447,7 @@ func TestForkUnderConcurrentCommits(t *testing.T) {
 // holds apart from its parent — nothing right after the fork, the tables
 // the parent changed since.
 func TestBranchResidentMetrics(t *testing.T) {
-	ml, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	maddr := ml.Addr().String()
-	ml.Close()
-	r := start(t, "file://"+t.TempDir(), "--metrics-listen", maddr)
+	r, maddr := startWithMetrics(t, "file://"+t.TempDir())
 	defer r.Stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -181,16 +181,23 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 	}
 }
 
-// TestMetricsSeries: the /metrics endpoint exposes the series operators
-// rely on, with live values after some traffic.
-func TestMetricsSeries(t *testing.T) {
+// startWithMetrics starts the server on store with /metrics on a free
+// loopback port, and returns that port's address too.
+func startWithMetrics(t *testing.T, store string, extra ...string) (*testenv.Running, string) {
+	t.Helper()
 	ml, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	maddr := ml.Addr().String()
 	ml.Close()
-	r := start(t, "file://"+t.TempDir(), "--metrics-listen", maddr)
+	return start(t, store, append([]string{"--metrics-listen", maddr}, extra...)...), maddr
+}
+
+// TestMetricsSeries: the /metrics endpoint exposes the series operators
+// rely on, with live values after some traffic.
+func TestMetricsSeries(t *testing.T) {
+	r, maddr := startWithMetrics(t, "file://"+t.TempDir())
 	defer r.Stop(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -629,13 +636,7 @@ func TestCopyCacheSetting(t *testing.T) {
 		want bool // the second COPY hits the cache
 	}{{"0", false}, {"1", true}} {
 		t.Run("mib="+tc.mib, func(t *testing.T) {
-			ml, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			maddr := ml.Addr().String()
-			ml.Close()
-			r := start(t, "mem://", "--metrics-listen", maddr, "--copy-cache-mib", tc.mib)
+			r, maddr := startWithMetrics(t, "mem://", "--copy-cache-mib", tc.mib)
 			defer r.Stop(t)
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()

@@ -37,9 +37,15 @@ func CheckStore(ctx context.Context, s commit.Scanner) ([]Violation, error) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	var out []Violation
+	order := make([]*commit.StoredCatalog, 0, len(ids))
 	for _, id := range ids {
-		c := cats[id]
+		order = append(order, cats[id])
+	}
+	for _, b := range branches {
+		order = append(order, b.Catalogs...)
+	}
+	var out []Violation
+	for _, c := range order {
 		if !IsDuckLake(c) {
 			continue
 		}
@@ -48,18 +54,6 @@ func CheckStore(ctx context.Context, s commit.Scanner) ([]Violation, error) {
 			return nil, err
 		}
 		out = append(out, Check(st)...)
-	}
-	for _, b := range branches {
-		for _, c := range b.Catalogs {
-			if !IsDuckLake(c) {
-				continue
-			}
-			st, err := FromStored(c)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, Check(st)...)
-		}
 	}
 	bvs, err := CheckBranches(branches, cats)
 	if err != nil {
