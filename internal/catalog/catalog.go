@@ -5,7 +5,8 @@
 // Structure:
 //
 //	Server ─ registry of databases by PostgreSQL database name (created
-//	│        and dropped explicitly, database.go) and allocator of catalog ids
+//	│        and dropped explicitly, database.go; or forked from another as
+//	│        a read-only branch, branch.go) and allocator of catalog ids
 //	Database ─ current *Version (atomic pointer), commit serialisation
 //	│
 //	Version ─ immutable: schemas → tables → rows (B-tree by ctid) and a
