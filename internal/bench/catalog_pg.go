@@ -54,12 +54,12 @@ func RunCatalogVsPG(ctx context.Context, o CatalogVsPG, stdout, stderr io.Writer
 		fmt.Fprintf(stdout, "moraine: serving that store from a child `moraine serve` process (stopped, restarted and loaded in %.1fs)\n", time.Since(t).Seconds())
 	}
 
-	dial, drop, err := workload.FreshDatabase(ctx, o.Postgres, "moraine_bench_catalog")
+	pgCfg, drop, err := workload.FreshDatabaseConfig(ctx, o.Postgres, "moraine_bench_catalog")
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
 	defer func() { _ = drop(context.Background()) }()
-	pg, err := dial(ctx)
+	pg, err := pgconn.ConnectConfig(ctx, pgCfg.Copy())
 	if err != nil {
 		return fmt.Errorf("postgres: %w", err)
 	}
@@ -113,6 +113,12 @@ func RunCatalogVsPG(ctx context.Context, o CatalogVsPG, stdout, stderr io.Writer
 		rounds = append(rounds, rep)
 	}
 	stopProfile()
+	// The fork of this catalog on each: PostgreSQL's CREATE DATABASE …
+	// TEMPLATE copies the database; moraine's branches it (one record).
+	pg.Close(context.Background())
+	if err := timeForks(ctx, m, o.Postgres, pgCfg.Database, stdout); err != nil {
+		return err
+	}
 	rep := MedianRound(rounds)
 	rep.BuildSec, rep.CopySec, rep.CopiedRows = build.Seconds(), load.Seconds(), copied
 	if o.JSONOut != "" {
@@ -130,4 +136,56 @@ func RunCatalogVsPG(ctx context.Context, o CatalogVsPG, stdout, stderr io.Writer
 		}
 	}
 	return rep.WriteTable(stdout)
+}
+
+// timeForks times CREATE DATABASE … TEMPLATE of the lake on moraine (a
+// branch; its added resident heap when moraine runs in-process) and of the
+// PostgreSQL database pgDB holding the same catalog (a copy; its size), and
+// drops both forks.
+func timeForks(ctx context.Context, m *Moraine, pgAdmin, pgDB string, w io.Writer) error {
+	run := func(conninfo, sql string) (time.Duration, error) {
+		c, err := pgconn.Connect(ctx, conninfo)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close(context.Background())
+		t := time.Now()
+		_, err = c.Exec(ctx, sql).ReadAll()
+		return time.Since(t), err
+	}
+	var heapBefore uint64
+	if m.Server != nil {
+		heapBefore = heapInUse()
+	}
+	mt, err := run(m.ConnInfo("postgres"), "CREATE DATABASE bench_fork TEMPLATE lake")
+	if err != nil {
+		return fmt.Errorf("moraine: fork: %w", err)
+	}
+	added := "in a child process"
+	if m.Server != nil {
+		added = fmt.Sprintf("%+d bytes resident", int64(heapInUse())-int64(heapBefore))
+	}
+	if _, err := run(m.ConnInfo("postgres"), "DROP DATABASE bench_fork"); err != nil {
+		return fmt.Errorf("moraine: drop the fork: %w", err)
+	}
+	pt, err := run(pgAdmin, "CREATE DATABASE bench_fork TEMPLATE "+quoteIdent(pgDB))
+	if err != nil {
+		return fmt.Errorf("postgres: fork: %w", err)
+	}
+	c, err := pgconn.Connect(ctx, pgAdmin)
+	if err != nil {
+		return err
+	}
+	res, err := c.Exec(ctx, "SELECT pg_size_pretty(pg_database_size('bench_fork'))").ReadAll()
+	c.Close(context.Background())
+	size := "?"
+	if err == nil && len(res) == 1 && len(res[0].Rows) == 1 {
+		size = string(res[0].Rows[0][0])
+	}
+	if _, err := run(pgAdmin, "DROP DATABASE bench_fork"); err != nil {
+		return fmt.Errorf("postgres: drop the fork: %w", err)
+	}
+	fmt.Fprintf(w, "fork (CREATE DATABASE … TEMPLATE): moraine %s (a branch, %s), PostgreSQL %s (a copy of %s): %.0f×\n",
+		mt.Round(time.Microsecond), added, pt.Round(time.Millisecond), size, float64(pt)/float64(mt))
+	return nil
 }
