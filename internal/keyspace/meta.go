@@ -286,9 +286,12 @@ func (d *valueReader) fail(msg string) {
 	d.b = nil
 }
 
+// uvarint and varint accept only the shortest encoding, the one moraine
+// writes: a record has one encoding, so decoding and encoding again gives
+// back its bytes.
 func (d *valueReader) uvarint() uint64 {
 	v, k := binary.Uvarint(d.b)
-	if k <= 0 {
+	if k <= 0 || k != len(binary.AppendUvarint(nil, v)) {
 		d.fail("bad uvarint")
 		return 0
 	}
@@ -298,7 +301,7 @@ func (d *valueReader) uvarint() uint64 {
 
 func (d *valueReader) varint() int64 {
 	v, k := binary.Varint(d.b)
-	if k <= 0 {
+	if k <= 0 || k != len(binary.AppendVarint(nil, v)) {
 		d.fail("bad varint")
 		return 0
 	}
