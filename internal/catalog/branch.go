@@ -44,8 +44,9 @@ func (db *Database) Branch() *keyspace.Branch { return db.branch }
 
 // ForkDatabase creates the database called name as a branch of parent at
 // parent's newest commit, and returns once the fork is durable. No commit
-// of parent lands between the instant it reads and its record.
-func (s *Server) ForkDatabase(ctx context.Context, name, parent string) (*Database, error) {
+// of parent lands between the instant it reads and its record. With a
+// data path the branch is writable (branch_write.go); without, read-only.
+func (s *Server) ForkDatabase(ctx context.Context, name, parent, dataPath string) (*Database, error) {
 	if name == "" {
 		return nil, &Error{Kind: ErrBadDef, Code: pgcode.InvalidName, Message: "database name must not be empty"}
 	}
@@ -71,7 +72,15 @@ func (s *Server) ForkDatabase(ctx context.Context, name, parent string) (*Databa
 	for _, sc := range v.Schemas() {
 		bc := keyspace.BranchCatalog{Schema: sc.Name, ID: uint32(sc.CatalogID)}
 		bc.Snapshot, bc.HasSnapshot = headSnapshot(sc)
+		bc.NextFileID = nextFileID(sc)
 		rec.Catalogs = append(rec.Catalogs, bc)
+	}
+	fork := func(t *Txn) error { return nil }
+	if dataPath != "" {
+		var err error
+		if v, fork, err = s.writableFork(v, rec, dataPath); err != nil {
+			return nil, err
+		}
 	}
 	s.mu.Lock()
 	if db, ok := s.mu.dbs[name]; ok && !db.dropped.Load() {
@@ -83,7 +92,15 @@ func (s *Server) ForkDatabase(ctx context.Context, name, parent string) (*Databa
 	s.mu.dbs[name] = db
 	s.branches.Add(1)
 	s.mu.Unlock()
-	if err := db.commitMarker(ctx, OpForkDatabase); err != nil {
+	t := db.BeginLatest()
+	t.b = newBuilder(t.base)
+	t.ops = []Op{{Kind: OpForkDatabase}}
+	err := fork(t)
+	if err == nil {
+		err = t.Commit(ctx)
+	}
+	if err != nil {
+		t.Rollback()
 		s.forget(db)
 		return nil, err
 	}
@@ -105,6 +122,27 @@ func headSnapshot(sc *Schema) (int64, bool) {
 		return 0, false
 	}
 	return v.Int(), true
+}
+
+// nextFileID is the next_file_id of a catalog's newest snapshot: the files
+// the catalog holds have smaller ids.
+func nextFileID(sc *Schema) int64 {
+	st, ok := sc.Table("ducklake_snapshot")
+	if !ok {
+		return 0
+	}
+	_, r, ok := lastRow(st)
+	if !ok {
+		return 0
+	}
+	for i, c := range st.Def().Columns {
+		if c.Name == "next_file_id" {
+			if v, err := r.Column(st.Types(), i); err == nil && !v.IsNull() {
+				return v.Int()
+			}
+		}
+	}
+	return 0
 }
 
 // addBranch registers a loaded or followed branch: name reads v, which
@@ -146,13 +184,14 @@ func (s *Server) BranchesOf(parent string) []*Database {
 }
 
 // primaries returns the databases that own their catalogs (every database
-// but the branches, which read their parents' catalog ids), by name.
+// but the read-only branches, which read their parents' catalog ids), by
+// name.
 func (s *Server) primaries() []*Database {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]*Database, 0, len(s.mu.dbs))
 	for _, db := range s.mu.dbs {
-		if db.branch == nil && !db.dropped.Load() {
+		if (db.branch == nil || db.branch.Writable()) && !db.dropped.Load() {
 			out = append(out, db)
 		}
 	}
@@ -168,7 +207,13 @@ func (s *Server) primaries() []*Database {
 // was forked at; and dropping db while it has branches.
 // REQUIRES: db.commitMu held (no fork of db runs meanwhile).
 func (s *Server) checkBranches(db *Database, ops []Op) error {
-	if db.branch != nil || s.branches.Load() == 0 {
+	if db.branch != nil {
+		if db.branch.Writable() && touchesFiles(ops) {
+			return db.checkOwnFiles(ops)
+		}
+		return nil
+	}
+	if s.branches.Load() == 0 {
 		return nil
 	}
 	if !dropsDatabase(ops) && !touchesFiles(ops) {
@@ -253,23 +298,23 @@ func (k *Database) branchReads(parent *Database, o *Op, row datum.Row) error {
 		}
 		return nil
 	}
-	path, ok := columnText(pt, row, "path")
-	if !ok {
+	// The files a branch reads of its parent's are those it holds rows of
+	// with ids below the parent's next_file_id at the fork: an id names
+	// one file in both (the branch may have rewritten the row's path).
+	if id.Int() >= fork.NextFileID {
 		return nil
 	}
-	// A file the branch reads has its id and path there: ids of files the
-	// parent wrote after the fork may repeat nothing the branch holds.
 	for _, table := range []string{"ducklake_data_file", "ducklake_delete_file"} {
 		bt, err := k.cur.Load().Table(o.Schema, table)
 		if err != nil {
 			continue
 		}
-		_, br, ok := bt.LookupKey([]datum.Value{id})
-		if !ok {
-			continue
-		}
-		if bp, ok := columnText(bt, br, "path"); ok && bp == path {
-			return pinned(fmt.Sprintf("file %q", path))
+		if _, _, ok := bt.LookupKey([]datum.Value{id}); ok {
+			detail := fmt.Sprintf("file %d", id.Int())
+			if p, ok := columnText(pt, row, "path"); ok {
+				detail = fmt.Sprintf("file %q", p)
+			}
+			return pinned(detail)
 		}
 	}
 	return nil
@@ -295,6 +340,7 @@ type pendingBranch struct {
 	name string
 	rec  keyspace.Branch
 	seq  uint64
+	at   uint64 // a writable branch's own keys are read at the load's seq
 }
 
 // loadBranch loads the branch b: its catalogs as the store held them at
@@ -306,11 +352,19 @@ func (s *Server) loadBranch(ctx context.Context, b pendingBranch, opts Options) 
 	// The branch's pairs: its registry as of the fork (the record's
 	// catalogs, under the branch's name), then each catalog's keys at the
 	// record's seq, in id order: key order, as Load requires.
+	writable := b.rec.Writable()
+	// A catalog's id in the branch: the parent's, or its own.
+	idOf := func(c keyspace.BranchCatalog) uint32 {
+		if writable {
+			return c.OwnID
+		}
+		return c.ID
+	}
 	cats := append([]keyspace.BranchCatalog(nil), b.rec.Catalogs...)
-	sort.Slice(cats, func(i, j int) bool { return cats[i].ID < cats[j].ID })
+	sort.Slice(cats, func(i, j int) bool { return idOf(cats[i]) < idOf(cats[j]) })
 	var reg []kvPair
 	for _, c := range cats {
-		reg = append(reg, kvPair{keyspace.RegistryKey(b.name, c.Schema), keyspace.EncodeRegistryValue(c.ID)})
+		reg = append(reg, kvPair{keyspace.RegistryKey(b.name, c.Schema), keyspace.EncodeRegistryValue(idOf(c))})
 	}
 	sort.Slice(reg, func(i, j int) bool { return string(reg[i].k) < string(reg[j].k) })
 	it := &concatIter{pairs: reg}
@@ -320,8 +374,16 @@ func (s *Server) loadBranch(ctx context.Context, b pendingBranch, opts Options) 
 		if err != nil {
 			return fmt.Errorf("load branch %q: catalog %d: %w", b.name, c.ID, err)
 		}
-		it.its = append(it.its, ci)
 		it.dones = append(it.dones, done)
+		if writable {
+			oi, done, err := opts.ReadAt(ctx, b.at, keyspace.CatalogPrefix(c.OwnID))
+			if err != nil {
+				return fmt.Errorf("load branch %q: catalog %d: %w", b.name, c.OwnID, err)
+			}
+			it.dones = append(it.dones, done)
+			ci = &overlayIter{base: ci, over: oi, own: keyspace.CatalogPrefix(c.OwnID)}
+		}
+		it.its = append(it.its, ci)
 	}
 	sub, err := Load(ctx, it, Options{})
 	if err == nil {
@@ -352,7 +414,7 @@ func shareUnchanged(v, parent *Version) *Version {
 	b.v.seq = v.seq
 	for name, sc := range v.schemas {
 		ps, ok := parent.schemas[name]
-		if !ok || ps.OID != sc.OID || ps.CatalogID != sc.CatalogID {
+		if !ok || ps.OID != sc.OID {
 			continue
 		}
 		for tn, t := range sc.tables {
@@ -470,3 +532,75 @@ func (s *Server) followBranch(o PairOp) error {
 	s.addBranch(name, &rec, v)
 	return nil
 }
+
+// overlayIter is a writable branch's catalog: the parent's pairs at the
+// fork (base), their keys moved under the branch's own catalog id, with
+// the branch's own pairs (over) in their place where it wrote; a hidden
+// value of its own hides the key.
+type overlayIter struct {
+	base, over Iterator
+	own        []byte // the branch's catalog prefix
+	started    bool
+	bOK, oOK   bool
+	bKey       []byte // base's current key, under own
+	adv        int    // the source to advance at the next call: 1 base, 2 over
+	k, v       []byte
+	err        error
+}
+
+func (m *overlayIter) Next() bool {
+	switch {
+	case !m.started:
+		m.started = true
+		m.nextBase()
+		m.nextOver()
+	case m.adv == 1:
+		m.nextBase()
+	case m.adv == 2:
+		m.nextOver()
+	}
+	m.adv = 0
+	for m.err == nil && (m.bOK || m.oOK) {
+		c := 1
+		switch {
+		case !m.oOK:
+			c = -1
+		case m.bOK:
+			c = bytes.Compare(m.bKey, m.over.Key())
+		}
+		if c < 0 {
+			m.k, m.v, m.adv = m.bKey, m.base.Value(), 1
+			return true
+		}
+		if c == 0 {
+			m.nextBase() // the branch's own pair replaces the parent's
+		}
+		if keyspace.Hidden(m.over.Value()) {
+			m.nextOver()
+			continue
+		}
+		m.k, m.v, m.adv = m.over.Key(), m.over.Value(), 2
+		return true
+	}
+	return false
+}
+
+func (m *overlayIter) nextBase() {
+	if m.bOK = m.base.Next(); m.bOK {
+		m.bKey = append(append(m.bKey[:0], m.own...), m.base.Key()[len(m.own):]...)
+	} else if err := m.base.Err(); err != nil {
+		m.err = err
+	}
+}
+
+func (m *overlayIter) nextOver() {
+	if m.oOK = m.over.Next(); !m.oOK {
+		if err := m.over.Err(); err != nil {
+			m.err = err
+		}
+	}
+}
+
+func (m *overlayIter) Key() []byte   { return m.k }
+func (m *overlayIter) Value() []byte { return m.v }
+func (m *overlayIter) Err() error    { return m.err }

@@ -52,6 +52,16 @@ type followCat struct {
 // and publishes each one's next version. The server must be a follower's:
 // nothing else may commit or publish on it meanwhile.
 func (s *Server) ApplyCommitted(ops []PairOp) error {
+	// A writable branch's commits overlay what it reads of its parent:
+	// a replica reloads to follow them (its rows are not indexed by key).
+	if s.branches.Load() > 0 {
+		owned := s.ownedIDs()
+		for _, o := range ops {
+			if err := s.followsBranchWrites(o, owned); err != nil {
+				return err
+			}
+		}
+	}
 	cats := map[uint32]*followCat{}
 	for _, db := range s.primaries() {
 		for _, sc := range db.Current().Schemas() {

@@ -214,8 +214,10 @@ type loader struct {
 	// hashed collects, with Options.Follow, each unindexed table's
 	// follower index entries (applier only).
 	hashed map[*Table][]hashedCTID
-	// branches are the branch records met, loaded once the rest is.
+	// branches are the branch records met, loaded once the rest is;
+	// owned are the catalog ids writable ones store their writes under.
 	branches []pendingBranch
+	owned    map[uint32]bool
 }
 
 type loadCat struct {
@@ -262,7 +264,7 @@ type loadedRow struct {
 // into slab storage. Any pair that does not decode is an error wrapping
 // ErrCorrupt or keyspace's ErrUnknownShape; nothing is returned then.
 func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
-	l := &loader{srv: NewServer(opts), dbs: map[string]*builder{}, cats: map[uint32]*loadCat{}, hashed: map[*Table][]hashedCTID{}}
+	l := &loader{srv: NewServer(opts), dbs: map[string]*builder{}, cats: map[uint32]*loadCat{}, hashed: map[*Table][]hashedCTID{}, owned: map[uint32]bool{}}
 	if opts.Follow {
 		l.srv.follow = newFollowState()
 	}
@@ -370,6 +372,9 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 		if len(key) < 5 {
 			return fail(fmt.Errorf("%w: key %x too short", ErrCorrupt, key))
 		}
+		if l.owned[binary.BigEndian.Uint32(key)] {
+			continue // a writable branch's own keys: loadBranch reads them
+		}
 		kind := keyspace.Kind(key[4])
 		if kind.IsRowKind() {
 			o := [4]int{len(cur.buf), len(key), 0, len(val)}
@@ -420,7 +425,19 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 			if !ok {
 				return fail(fmt.Errorf("load branch %q: the store scan does not report seqs", name))
 			}
-			l.branches = append(l.branches, pendingBranch{name: name, rec: rec, seq: sq.Seq()})
+			pb := pendingBranch{name: name, rec: rec, seq: sq.Seq()}
+			if rec.Writable() {
+				rs, ok := it.(interface{ ReadSeq() uint64 })
+				if !ok {
+					return fail(fmt.Errorf("load branch %q: the store scan does not report its seq", name))
+				}
+				pb.at = rs.ReadSeq()
+				for _, c := range rec.Catalogs {
+					l.owned[c.OwnID] = true
+					maxID = max(maxID, c.OwnID)
+				}
+			}
+			l.branches = append(l.branches, pb)
 		case keyspace.KindTableDef:
 			cid, def, err := keyspace.DecodeTableDef(key, val)
 			if err != nil {

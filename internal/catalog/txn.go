@@ -187,7 +187,7 @@ func (t *Txn) writer() (*builder, error) {
 	case t.b != nil:
 	case t.sealed != nil:
 		t.b = t.unseal()
-	case t.db.branch != nil:
+	case t.db.branch != nil && !t.db.branch.Writable():
 		return nil, errBranchReadOnly(t.db)
 	default:
 		t.b = newBuilder(t.base)

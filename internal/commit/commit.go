@@ -16,6 +16,7 @@ package commit
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -35,6 +36,10 @@ import (
 type Store interface {
 	Submit(ctx context.Context, b *slate.Batch) (*slate.Pending, error)
 	Get(ctx context.Context, key []byte) ([]byte, error)
+	// ScanPrefix and SnapshotAt read what writable branches read of their
+	// parents (branch.go).
+	ScanPrefix(ctx context.Context, prefix []byte) *slate.Iterator
+	SnapshotAt(seq uint64) (*slate.Snapshot, error)
 }
 
 // Options configure a Pipeline.
@@ -89,6 +94,9 @@ type Pipeline struct {
 	// is durable): what a later commit's duplicate check must see.
 	unsettled map[string]unsettledKey
 	submitted uint64 // counts submissions, to tell whose entry a key holds
+	// branchCats are the catalogs writable branches store their own
+	// writes under, by catalog id (branch.go).
+	branchCats map[uint32]*branchCat
 }
 
 type unsettledKey struct {
@@ -106,6 +114,8 @@ func New(store Store, opts Options) *Pipeline {
 		heads:     map[uint32]headState{},
 		codecs:    newCodecCache(),
 		unsettled: map[string]unsettledKey{},
+
+		branchCats: map[uint32]*branchCat{},
 	}
 	return p
 }
@@ -123,6 +133,11 @@ func (p *Pipeline) Failed() error {
 func (p *Pipeline) stored(ctx context.Context, key []byte) (bool, error) {
 	if u, ok := p.unsettled[string(key)]; ok {
 		return u.put, nil
+	}
+	if len(key) >= 4 {
+		if b, ok := p.ownCatalog(binary.BigEndian.Uint32(key)); ok {
+			return p.branchStored(ctx, b, key)
+		}
 	}
 	_, err := p.store.Get(ctx, key)
 	switch {

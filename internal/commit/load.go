@@ -53,7 +53,26 @@ func ReadBranches(ctx context.Context, s Scanner) ([]*StoredBranch, error) {
 	if !ok {
 		return nil, fmt.Errorf("read store: %d branches, and the store view cannot read at their seqs", len(out))
 	}
+	var loaded *catalog.Server
 	for _, b := range out {
+		if b.Branch.Writable() {
+			// Its own writes overlay what it reads of its parent: read it
+			// as the server loads it.
+			if loaded == nil {
+				var err error
+				if loaded, err = loadAll(ctx, s, pinned.At); err != nil {
+					return nil, fmt.Errorf("read store: branch %q: %w", b.Name, err)
+				}
+			}
+			db, ok := loaded.Lookup(b.Name)
+			if !ok {
+				return nil, fmt.Errorf("read store: branch %q did not load", b.Name)
+			}
+			for _, sc := range db.Current().Schemas() {
+				b.Catalogs = append(b.Catalogs, StoredOf(db.Current(), b.Name, sc.Name))
+			}
+			continue
+		}
 		snap, err := pinned.At(b.Seq)
 		if err != nil {
 			return nil, fmt.Errorf("read store: branch %q: %w", b.Name, err)
@@ -71,6 +90,24 @@ func ReadBranches(ctx context.Context, s Scanner) ([]*StoredBranch, error) {
 		snap.Close()
 	}
 	return out, nil
+}
+
+// loadAll loads every database s holds, branches as they read, at at.
+func loadAll(ctx context.Context, s Scanner, at func(seq uint64) (*slate.Snapshot, error)) (*catalog.Server, error) {
+	it := s.ScanPrefix(ctx, nil)
+	defer it.Close()
+	return catalog.Load(ctx, it, catalog.Options{ReadAt: func(ctx context.Context, seq uint64, prefix []byte) (catalog.Iterator, func() error, error) {
+		snap, err := at(seq)
+		if err != nil {
+			return nil, nil, err
+		}
+		pi := snap.ScanPrefix(ctx, prefix)
+		return pi, func() error {
+			err := pi.Close()
+			snap.Close()
+			return err
+		}, nil
+	}})
 }
 
 // StoredCatalog is one DuckLake catalog as the store holds it: its registry
@@ -246,6 +283,9 @@ func getOne(ctx context.Context, s Scanner, key []byte) ([]byte, error) {
 func (p *Pipeline) PrimeLoaded(ctx context.Context, srv *catalog.Server, s Scanner) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if err := p.primeBranches(ctx, srv, s); err != nil {
+		return err
+	}
 	for id, ref := range srv.Catalogs() {
 		v, err := getOne(ctx, s, keyspace.HeadKey(id))
 		if err != nil {

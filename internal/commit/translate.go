@@ -57,7 +57,8 @@ type translation struct {
 	keys     []keyWrite // every key the batch writes, in key order
 	children map[string]*childChange
 	heads    map[uint32]headState
-	dropped  map[uint32]bool // catalogs whose head the pipeline forgets
+	dropped  map[uint32]bool  // catalogs whose head the pipeline forgets
+	fork     *keyspace.Branch // a writable branch the commit forks
 }
 
 // keyWrite is a key a batch writes and whether it puts or deletes it.
@@ -71,6 +72,11 @@ type headState struct {
 }
 
 type translator struct {
+	// fork is a writable branch the commit forks, forkIDs its own catalog
+	// ids (branch.go).
+	fork    *keyspace.Branch
+	forkIDs map[uint32]bool
+
 	ctx      context.Context
 	p        *Pipeline
 	c        *catalog.Commit
@@ -108,6 +114,7 @@ func (p *Pipeline) translate(ctx context.Context, c *catalog.Commit) (*translati
 		catalogs: map[uint32]bool{},
 		minted:   map[uint32]int64{},
 		newCats:  map[uint32]catalog.CatalogRef{},
+		forkIDs:  map[uint32]bool{},
 	}
 	for i := range c.Ops {
 		o := &c.Ops[i]
@@ -191,12 +198,20 @@ func (tr *translator) op(o *catalog.Op) error {
 			return fmt.Errorf("commit: fork of %q without a branch record", tr.c.DB.Name())
 		}
 		tr.put(keyspace.BranchKey(tr.c.DB.Name()), keyspace.EncodeBranch(*b), keyspace.StoreCatalogID, "")
+		if b.Writable() {
+			tr.fork = b
+			for _, c := range b.Catalogs {
+				tr.forkIDs[c.OwnID] = true
+			}
+		}
 		return nil
 	case catalog.OpDropDatabase:
-		if tr.c.DB.Branch() != nil {
-			// The catalogs are the parent's: the branch is its record.
+		if b := tr.c.DB.Branch(); b != nil {
 			tr.pending[string(keyspace.BranchKey(tr.c.DB.Name()))] = pendingKV{catalogID: keyspace.StoreCatalogID}
-			return nil
+			if b.Writable() {
+				return tr.dropBranch(b)
+			}
+			return nil // the catalogs are the parent's: the branch is its record
 		}
 		return tr.dropDatabase()
 	case catalog.OpCreateTable, catalog.OpDropTable, catalog.OpRenameColumn, catalog.OpAddColumn, catalog.OpDropColumn, catalog.OpRenameTable:
@@ -634,7 +649,10 @@ func (tr *translator) emit() (*translation, error) {
 			h = headState{head: keyspace.Head{FormatVersion: keyspace.FormatVersion, Database: ref.Database, Schema: ref.Schema}}
 			// The catalog's first durable commit also records its name: a
 			// database's "public" schema exists before any commit names it.
-			tr.put(keyspace.RegistryKey(ref.Database, ref.Schema), keyspace.EncodeRegistryValue(id), keyspace.StoreCatalogID, "")
+			// A branch's catalogs are named by its record.
+			if tr.c.DB.Branch() == nil {
+				tr.put(keyspace.RegistryKey(ref.Database, ref.Schema), keyspace.EncodeRegistryValue(id), keyspace.StoreCatalogID, "")
+			}
 		}
 		h.head.Commits++
 		if s, ok := tr.minted[id]; ok && (!h.head.HasSnapshot || s > h.head.Snapshot) {
@@ -643,6 +661,7 @@ func (tr *translator) emit() (*translation, error) {
 		heads[id] = h
 		tr.put(keyspace.HeadKey(id), keyspace.EncodeHead(h.head), id, "")
 	}
+	tr.hideDeletes()
 	keys := make([]string, 0, len(tr.pending))
 	for k := range tr.pending {
 		keys = append(keys, k)
@@ -659,9 +678,10 @@ func (tr *translator) emit() (*translation, error) {
 		} else {
 			b.DeleteOwned([]byte(k))
 		}
-		written[i] = keyWrite{k, e.put}
+		// A hidden value is a delete to the duplicate check.
+		written[i] = keyWrite{k, e.put && !keyspace.Hidden(e.value)}
 	}
-	return &translation{batch: b, keys: written, children: tr.children, heads: heads, dropped: tr.dropped}, nil
+	return &translation{batch: b, keys: written, children: tr.children, heads: heads, dropped: tr.dropped, fork: tr.fork}, nil
 }
 
 // sameKind returns the other table of schema in the next version whose rows
@@ -705,6 +725,10 @@ func (tr *translator) refOf(id uint32) catalog.CatalogRef {
 
 // publish folds a durable commit into the pipeline's indexes.
 func (t *translation) publish(p *Pipeline) {
+	if t.fork != nil {
+		p.forkCatalogs(t.fork)
+	}
+	t.branchKeys(p)
 	for ident, ch := range t.children {
 		p.children.set(ident, applyChildChange(p.children.rows(ident), ch))
 	}

@@ -25,10 +25,27 @@ type Branch struct {
 // BranchCatalog is one catalog a branch reads.
 type BranchCatalog struct {
 	Schema      string
-	ID          uint32
+	ID          uint32 // the parent's catalog id, read at the record's seq
 	Snapshot    int64
 	HasSnapshot bool
+	// OwnID is, for a writable branch, the catalog id its own writes are
+	// stored under: keys under it overlay the parent's (an empty value
+	// hides the parent's key). 0: the branch is read-only.
+	OwnID uint32
+	// NextFileID is the parent's next_file_id at the fork: the data and
+	// delete files with smaller ids are the parent's, in DataPath.
+	NextFileID int64
+	// DataPath is the parent's data path at the fork: where the files the
+	// branch inherited are (their relative paths resolve against it).
+	DataPath string
 }
+
+// Writable reports whether the branch stores writes of its own.
+func (b Branch) Writable() bool { return len(b.Catalogs) > 0 && b.Catalogs[0].OwnID != 0 }
+
+// Hidden is the value that, under a writable branch's own catalog id,
+// hides the parent's key: no stored value is empty.
+func Hidden(value []byte) bool { return len(value) == 0 }
 
 // BranchKey is the key of the record of the branch database called name.
 func BranchKey(name string) []byte {
@@ -52,6 +69,9 @@ func EncodeBranch(b Branch) []byte {
 		} else {
 			v = append(v, 0)
 		}
+		v = binary.BigEndian.AppendUint32(v, c.OwnID)
+		v = binary.AppendVarint(v, c.NextFileID)
+		v = appendStr(v, c.DataPath)
 	}
 	return v
 }
@@ -94,8 +114,19 @@ func DecodeBranch(key, value []byte) (name string, b Branch, err error) {
 		default:
 			d.fail("bad snapshot flag")
 		}
-		if c.ID == StoreCatalogID {
-			d.fail("catalog id 0")
+		if len(d.b) < 4 {
+			d.fail("truncated own catalog id")
+			break
+		}
+		c.OwnID = binary.BigEndian.Uint32(d.b)
+		d.b = d.b[4:]
+		c.NextFileID = d.varint()
+		c.DataPath = d.str()
+		if c.ID == StoreCatalogID || c.OwnID == c.ID {
+			d.fail("bad catalog id")
+		}
+		if len(b.Catalogs) > 0 && (c.OwnID == 0) != (b.Catalogs[0].OwnID == 0) {
+			d.fail("own catalog ids on some catalogs only")
 		}
 		b.Catalogs = append(b.Catalogs, c)
 	}

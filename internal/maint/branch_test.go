@@ -28,7 +28,7 @@ func TestVerifyChecksBranches(t *testing.T) {
 	}
 	st, _, tr := replayOnStack(t, ctx, filepath.Join(dir, "s11_commit_mix.jsonl"))
 	lake := tr.Databases()[0]
-	if _, err := st.Cat.ForkDatabase(ctx, "dev", lake); err != nil {
+	if _, err := st.Cat.ForkDatabase(ctx, "dev", lake, ""); err != nil {
 		t.Fatal(err)
 	}
 	check := func() []verify.Violation {

@@ -308,8 +308,14 @@ func (l *lake) live() (files []catFile, deletes []catDelete) {
 	return files, deletes
 }
 
-// local is the file's path on disk: data path, schema "main/", table "m/".
-func (l *lake) local(p string) string { return filepath.Join(l.data, "main", "m", p) }
+// local is the file's path on disk: data path, schema "main/", table "m/";
+// or p itself when it is absolute (a branch's view of a file it inherited).
+func (l *lake) local(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(l.data, "main", "m", p)
+}
 
 // rows answers SELECT id, rowid FROM m AT (VERSION => s) the way DuckLake
 // does: the files and delete files visible at s, each file's rows whose

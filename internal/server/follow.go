@@ -154,11 +154,16 @@ func (st *Stack) reload(ctx context.Context, m *Metrics) error {
 	for _, name := range next.Databases() {
 		ndb, _ := next.Lookup(name)
 		if ndb.Branch() != nil {
-			// A branch never changes: one held already is the same.
-			if db, ok := st.Cat.Lookup(name); !ok || db.Branch() == nil {
+			db, ok := st.Cat.Lookup(name)
+			switch {
+			case !ok || db.Branch() == nil:
 				st.Cat.Forget(name)
 				st.Cat.AdoptBranch(ndb)
+			case ndb.Branch().Writable():
+				for db.Publish(db.Current(), ndb.Current()) != nil {
+				}
 			}
+			// A read-only branch never changes: the one held is the same.
 			continue
 		}
 		db := st.Cat.Database(name)

@@ -193,6 +193,9 @@ func (it *Iterator) Key() []byte { return it.key }
 // Seq returns the seq of the batch that wrote the current key's version.
 func (it *Iterator) Seq() uint64 { return it.keySeq }
 
+// ReadSeq returns the seq the iterator reads the store at.
+func (it *Iterator) ReadSeq() uint64 { return it.seq }
+
 // Value returns the current value.
 func (it *Iterator) Value() []byte { return it.value }
 

@@ -43,5 +43,8 @@ func BranchDescription(b *keyspace.Branch) string {
 	if len(at) > 0 {
 		d += " at " + strings.Join(at, ", ")
 	}
-	return d + " (read-only)"
+	if !b.Writable() {
+		d += " (read-only)"
+	}
+	return d
 }

@@ -32,12 +32,14 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	if c := n.GetCreatedbStmt(); c != nil {
-		template, err := checkCreatedbOptions(c.Options)
+		template, location, err := checkCreatedbOptions(c.Options)
 		if err != nil {
 			return err
 		}
 		if template != "" {
-			err = s.ex.cat.ForkDatabase(ctx, c.Dbname, template)
+			err = s.ex.cat.ForkDatabase(ctx, c.Dbname, template, location)
+		} else if location != "" {
+			err = errf(pgcode.FeatureNotSupported, "LOCATION goes with a TEMPLATE to fork: it is the branch's data path")
 		} else {
 			err = s.ex.cat.CreateDatabase(ctx, c.Dbname)
 		}
@@ -105,12 +107,14 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 // meaning moraine has: a template (template0 and template1 are the empty
 // database every new one starts as; any other database is forked: the new
 // database is a branch of it, docs/branches.md), UTF8, and an owner (roles
-// own nothing here). It returns the database to fork, if any.
-func checkCreatedbOptions(opts []*pg.Node) (template string, err error) {
+// own nothing here); and LOCATION, the data path of a writable branch
+// (PostgreSQL retired the option; here it says where the new database's
+// files go). It returns the database to fork and the data path, if any.
+func checkCreatedbOptions(opts []*pg.Node) (template, location string, err error) {
 	for _, o := range opts {
 		de := o.GetDefElem()
 		if de == nil {
-			return "", unsupported("this CREATE DATABASE option")
+			return "", "", unsupported("this CREATE DATABASE option")
 		}
 		val := strings.ToLower(defString(de))
 		switch de.Defname {
@@ -119,15 +123,19 @@ func checkCreatedbOptions(opts []*pg.Node) (template string, err error) {
 			if val != "template0" && val != "template1" {
 				template = defString(de)
 			}
+		case "location":
+			if location = defString(de); location == "" {
+				return "", "", errf(pgcode.InvalidParameterValue, "LOCATION must name a data path")
+			}
 		case "encoding":
 			if val != "utf8" && val != "utf-8" && val != "unicode" && val != "6" {
-				return "", unsupported("ENCODING %s (databases are UTF8)", defString(de))
+				return "", "", unsupported("ENCODING %s (databases are UTF8)", defString(de))
 			}
 		default:
-			return "", unsupported("CREATE DATABASE option %s", strings.ToUpper(de.Defname))
+			return "", "", unsupported("CREATE DATABASE option %s", strings.ToUpper(de.Defname))
 		}
 	}
-	return template, nil
+	return template, location, nil
 }
 
 func defName(de *pg.DefElem) string {

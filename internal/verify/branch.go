@@ -28,8 +28,7 @@ const (
 	KindBranchFileScheduled Kind = "branch-file-scheduled"
 )
 
-// fileKey names a file: its id and its path as stored (a branch and its
-// parent share the data path, so equal paths are the same file).
+// fileKey names a file: its id and its path as stored.
 type fileKey struct {
 	id   int64
 	path string
@@ -95,9 +94,9 @@ func CheckBranches(branches []*commit.StoredBranch, cats map[uint32]*commit.Stor
 		for _, bc := range b.Catalogs {
 			name := b.Name + "." + bc.Schema
 			fork := forkOf(b.Branch, bc.Schema)
-			parent, ok := cats[bc.ID]
+			parent, ok := cats[fork.ID]
 			if !ok || parent.Database != b.Branch.Parent || parent.Schema != bc.Schema {
-				out = append(out, Violation{name, KindBranchOrphaned, fmt.Sprintf("reads catalog %d (%s.%s), which the store no longer holds", bc.ID, b.Branch.Parent, bc.Schema)})
+				out = append(out, Violation{name, KindBranchOrphaned, fmt.Sprintf("reads catalog %d (%s.%s), which the store no longer holds", fork.ID, b.Branch.Parent, bc.Schema)})
 				continue
 			}
 			if !IsDuckLake(bc) {
@@ -114,17 +113,33 @@ func CheckBranches(branches []*commit.StoredBranch, cats map[uint32]*commit.Stor
 			if err != nil {
 				return nil, err
 			}
-			files := make([]fileKey, 0, len(reads))
+			// The files it reads of the parent's: ids below the parent's
+			// next_file_id at the fork (one id, one file on both sides;
+			// a writable branch may store the path made absolute).
+			ids := map[int64]string{}
 			for f := range reads {
-				files = append(files, f)
+				if f.id < fork.NextFileID {
+					ids[f.id] = f.path
+				}
 			}
-			sort.Slice(files, func(i, j int) bool { return files[i].id < files[j].id })
-			for _, f := range files {
+			knownID, scheduledID := map[int64]bool{}, map[int64]bool{}
+			for f := range known {
+				knownID[f.id] = true
+			}
+			for f := range scheduled {
+				scheduledID[f.id] = true
+			}
+			files := make([]int64, 0, len(ids))
+			for id := range ids {
+				files = append(files, id)
+			}
+			sort.Slice(files, func(i, j int) bool { return files[i] < files[j] })
+			for _, id := range files {
 				switch {
-				case scheduled[f]:
-					out = append(out, Violation{name, KindBranchFileScheduled, fmt.Sprintf("file %d (%s) is scheduled for deletion in %s.%s", f.id, f.path, parent.Database, parent.Schema)})
-				case !known[f]:
-					out = append(out, Violation{name, KindBranchFileUnknown, fmt.Sprintf("file %d (%s) has no row in %s.%s: its orphan cleanup would delete it", f.id, f.path, parent.Database, parent.Schema)})
+				case scheduledID[id]:
+					out = append(out, Violation{name, KindBranchFileScheduled, fmt.Sprintf("file %d (%s) is scheduled for deletion in %s.%s", id, ids[id], parent.Database, parent.Schema)})
+				case !knownID[id]:
+					out = append(out, Violation{name, KindBranchFileUnknown, fmt.Sprintf("file %d (%s) has no row in %s.%s: its orphan cleanup would delete it", id, ids[id], parent.Database, parent.Schema)})
 				}
 			}
 		}

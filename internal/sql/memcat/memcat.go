@@ -88,7 +88,7 @@ func (db *DB) versionOf(cv *catalog.Version) *Version {
 		db.head, db.prev = db.prev, db.head
 		return db.head.v
 	}
-	v := newVersion(cv, &db.defs)
+	v := newVersion(cv, &db.defs, db.cat.Branch())
 	db.prev = db.head
 	db.head.src, db.head.v = cv, v
 	return v

@@ -63,6 +63,10 @@ type Table struct {
 	Rows  []Row
 	src   *catalog.Table
 	alloc *atomic.Int64
+	// fix, when set, rewrites a lake table's decoded row as it is served:
+	// a writable branch's view of the files it inherited (branchview.go).
+	// Such a table has no encoded form to serve (EncodedRows).
+	fix func(vals []datum.Value)
 }
 
 // NewTable returns an empty session-local temp table.
@@ -107,6 +111,9 @@ func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
 			derr = fmt.Errorf("memcat: %s row %s: %w", t.Name, c, err)
 			return false
 		}
+		if t.fix != nil {
+			t.fix(vals)
+		}
 		return fn(int64(c), vals)
 	})
 	return derr
@@ -114,10 +121,11 @@ func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
 
 // EncodedRows returns, for a lake table, the types its rows are encoded
 // with and a scan over the stored rows in ctid order (a row's bytes are
-// valid during fn only); ok is false for a temp table. The binary COPY fast
+// valid during fn only); ok is false for a temp table and for a table
+// served rewritten (fix). The binary COPY fast
 // path (internal/sql/copyplan.go) encodes straight from these bytes.
 func (t *Table) EncodedRows() (types []datum.Type, scan func(fn func(ctid int64, r datum.Row) bool), ok bool) {
-	if t.src == nil {
+	if t.src == nil || t.fix != nil {
 		return nil, nil, false
 	}
 	src := t.src
@@ -137,7 +145,7 @@ type ChunkKey = catalog.ChunkKey
 // table and for a table the transaction is writing (its rows change in
 // place, so no key can name them).
 func (t *Table) EncodedChunks() (types []datum.Type, chunks func(fn func(Chunk) bool), ok bool) {
-	if t.src == nil {
+	if t.src == nil || t.fix != nil {
 		return nil, nil, false
 	}
 	src := t.src
@@ -228,6 +236,9 @@ func (t *Table) decodeAt(c catalog.CTID, r datum.Row, buf []datum.Value) (int64,
 	vals, err := r.Decode(t.src.Types(), buf[:0])
 	if err != nil {
 		return 0, nil, false, fmt.Errorf("memcat: %s row %s: %w", t.Name, c, err)
+	}
+	if t.fix != nil {
+		t.fix(vals)
 	}
 	return int64(c), vals, true, nil
 }

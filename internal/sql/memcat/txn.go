@@ -55,7 +55,7 @@ func (t *Txn) View() *Version {
 	if n := len(t.tx.Ops()); t.view != nil && t.viewOps == n {
 		return t.view
 	}
-	t.view, t.viewOps = newVersion(t.tx.View(), &t.db.defs), len(t.tx.Ops())
+	t.view, t.viewOps = newVersion(t.tx.View(), &t.db.defs, t.db.cat.Branch()), len(t.tx.Ops())
 	return t.view
 }
 

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/keyspace"
 )
 
 // Schema is one schema at one version, with every table (SchemaList).
@@ -27,6 +28,8 @@ type Version struct {
 	Seq  uint64
 	src  *catalog.Version
 	defs *sync.Map // *catalog.TableInfo → *TableDef, shared by a DB's versions
+	// branch is the database's record when it is a branch (branchview.go).
+	branch *keyspace.Branch
 
 	mu     sync.Mutex
 	tables map[[2]string]*Table
@@ -39,8 +42,8 @@ type Version struct {
 // nothing else.
 func (v *Version) DDLSeq() uint64 { return v.src.DDLSeq() }
 
-func newVersion(v *catalog.Version, defs *sync.Map) *Version {
-	return &Version{Seq: v.Seq(), src: v, defs: defs}
+func newVersion(v *catalog.Version, defs *sync.Map, branch *keyspace.Branch) *Version {
+	return &Version{Seq: v.Seq(), src: v, defs: defs, branch: branch}
 }
 
 // HasSchema reports whether the named schema exists.
@@ -66,6 +69,7 @@ func (v *Version) Lookup(schema, table string) (*Table, bool) {
 		return nil, false
 	}
 	t := lakeTable(ct, v.defs)
+	t.fix = v.fixFor(schema, table)
 	if v.tables == nil {
 		v.tables = map[[2]string]*Table{}
 	}
@@ -88,6 +92,7 @@ func (v *Version) SchemaList() []*Schema {
 			t, ok := v.tables[k]
 			if !ok {
 				t = lakeTable(ct, v.defs)
+				t.fix = v.fixFor(s.Name, ct.Name())
 				if v.tables == nil {
 					v.tables = map[[2]string]*Table{}
 				}

@@ -1,0 +1,286 @@
+package catalog
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strings"
+
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/pgcode"
+)
+
+// A writable branch is forked with a data path of its own. Its catalogs
+// get catalog ids of their own: what it writes is stored under them and
+// overlays what it reads of the parent at the fork (keyspace.Branch;
+// a hidden value stands for a row the branch deleted), so a fork still
+// writes no row of the parent's again.
+//
+// DuckLake resolves a file's relative path against the catalog's data
+// path, and its maintenance functions delete files in the client:
+// ducklake_delete_orphaned_files deletes every file under the data path
+// that no data-file, delete-file or schedule row names. A branch sharing
+// its parent's data path would lose the parent's new files to its own
+// orphan cleanup, and the parent the branch's. So the branch writes under
+// a data path of its own, disjoint from its parent's (neither contains the
+// other); the files it inherited stay in the parent's, and it is served
+// their rows with the paths made absolute (memcat: the branch's view of
+// ducklake_data_file and ducklake_delete_file), which is where DuckDB
+// reads them and where the branch's orphan cleanup never looks. The fork
+// drops from the branch the parent's deletion schedule (files the parent
+// already gave up; its own cleanup deletes them), and the branch may not
+// remove, schedule or expire what it inherited (checkBranches): those
+// files are the parent's.
+
+// writableFork prepares the fork of v into a writable branch writing
+// under dataPath: it checks the parent's catalog can be branched so, gives
+// each catalog of rec its own id and the parent's data path, and returns
+// the branch's first version (v with its catalogs under their own ids) and
+// the fork commit's writes (the branch's data path, the schedule dropped).
+func (s *Server) writableFork(v *Version, rec *keyspace.Branch, dataPath string) (*Version, func(*Txn) error, error) {
+	dataPath = withSlash(dataPath)
+	var lake string
+	lakes := 0
+	for i := range rec.Catalogs {
+		c := &rec.Catalogs[i]
+		sc, _ := v.Schema(c.Schema)
+		if _, ok := sc.Table("ducklake_metadata"); !ok {
+			continue
+		}
+		lakes++
+		lake = c.Schema
+		parentPath, ok := metadataValue(sc, "data_path")
+		if !ok || parentPath == "" {
+			return nil, nil, &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
+				Message: fmt.Sprintf("cannot fork %q with a data path: its DuckLake catalog %s has no data_path", rec.Parent, c.Schema)}
+		}
+		c.DataPath = withSlash(parentPath)
+		if strings.HasPrefix(dataPath, c.DataPath) || strings.HasPrefix(c.DataPath, dataPath) {
+			return nil, nil, &Error{Kind: ErrBadDef, Code: pgcode.InvalidParameterValue,
+				Message: fmt.Sprintf("the branch's data path %q overlaps %q's data path %q", dataPath, rec.Parent, c.DataPath),
+				Detail:  "Each side's ducklake_delete_orphaned_files deletes what its own catalog does not name under its data path: neither may contain the other."}
+		}
+		for _, table := range []string{"ducklake_schema", "ducklake_table"} {
+			if name, ok := absolutePath(sc, table); ok {
+				return nil, nil, &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
+					Message: fmt.Sprintf("cannot fork %q with a data path: %s %q has an absolute path, where the branch's new files would land among %q's", rec.Parent, strings.TrimPrefix(table, "ducklake_"), name, rec.Parent)}
+			}
+		}
+	}
+	if lakes != 1 {
+		return nil, nil, &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
+			Message: fmt.Sprintf("cannot fork %q with a data path: it holds %d DuckLake catalogs, and a writable branch takes one", rec.Parent, lakes)}
+	}
+	b := newBuilder(v)
+	for i := range rec.Catalogs {
+		c := &rec.Catalogs[i]
+		c.OwnID = s.allocCatalogID()
+		own, err := b.ownSchema(c.Schema)
+		if err != nil {
+			return nil, nil, err
+		}
+		own.CatalogID = c.OwnID
+	}
+	fork := func(t *Txn) error {
+		if err := setMetadata(t, lake, "data_path", dataPath); err != nil {
+			return err
+		}
+		st, err := t.Peek(lake, "ducklake_files_scheduled_for_deletion")
+		if err != nil {
+			return nil
+		}
+		var gone []CTID
+		st.Scan(func(c CTID, _ datum.Row) bool { gone = append(gone, c); return true })
+		for _, c := range gone {
+			if err := t.DeleteRow(lake, "ducklake_files_scheduled_for_deletion", c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return b.finish(), fork, nil
+}
+
+func withSlash(p string) string {
+	if !strings.HasSuffix(p, "/") {
+		return p + "/"
+	}
+	return p
+}
+
+// metadataValue is the catalog-wide (scope NULL) ducklake_metadata value
+// of key.
+func metadataValue(sc *Schema, key string) (string, bool) {
+	t, ok := sc.Table("ducklake_metadata")
+	if !ok {
+		return "", false
+	}
+	var out string
+	found := false
+	t.Scan(func(_ CTID, r datum.Row) bool {
+		vals, err := r.Decode(t.Types(), nil)
+		if err != nil || len(vals) < 3 || vals[0].IsNull() || vals[0].S != key || !vals[2].IsNull() {
+			return true
+		}
+		out, found = vals[1].S, !vals[1].IsNull()
+		return false
+	})
+	return out, found
+}
+
+// setMetadata sets the catalog-wide ducklake_metadata value of key.
+func setMetadata(t *Txn, schema, key, value string) error {
+	mt, err := t.Peek(schema, "ducklake_metadata")
+	if err != nil {
+		return err
+	}
+	var at CTID
+	var vals []datum.Value
+	mt.Scan(func(c CTID, r datum.Row) bool {
+		v, err := r.Decode(mt.Types(), nil)
+		if err == nil && len(v) >= 3 && !v[0].IsNull() && v[0].S == key && v[2].IsNull() {
+			at, vals = c, v
+			return false
+		}
+		return true
+	})
+	if vals == nil {
+		return fmt.Errorf("catalog: %s.ducklake_metadata has no %s", schema, key)
+	}
+	vals[1] = datum.TextValue(value)
+	_, err = t.UpdateRow(schema, "ducklake_metadata", at, vals)
+	return err
+}
+
+// absolutePath returns the name of a row of a DuckLake schema or table
+// table whose path is absolute, if one is.
+func absolutePath(sc *Schema, table string) (string, bool) {
+	t, ok := sc.Table(table)
+	if !ok {
+		return "", false
+	}
+	rel, name := -1, -1
+	for i, c := range t.Def().Columns {
+		switch c.Name {
+		case "path_is_relative":
+			rel = i
+		case "schema_name", "table_name":
+			name = i
+		}
+	}
+	if rel < 0 {
+		return "", false
+	}
+	var out string
+	found := false
+	t.Scan(func(_ CTID, r datum.Row) bool {
+		v, err := r.Column(t.Types(), rel)
+		if err != nil || v.IsNull() || v.I != 0 {
+			return true
+		}
+		found = true
+		if name >= 0 {
+			if n, err := r.Column(t.Types(), name); err == nil {
+				out = n.S
+			}
+		}
+		return false
+	})
+	return out, found
+}
+
+// inheritedFile reports whether id names a file the writable branch db
+// inherited in schema: one its parent wrote before the fork.
+func (db *Database) inheritedFile(schema string, id int64) (keyspace.BranchCatalog, bool) {
+	if db.branch == nil {
+		return keyspace.BranchCatalog{}, false
+	}
+	for _, c := range db.branch.Catalogs {
+		if c.Schema == schema {
+			return c, id < c.NextFileID
+		}
+	}
+	return keyspace.BranchCatalog{}, false
+}
+
+// checkOwnFiles refuses a commit of the writable branch db that would
+// remove the row of a file it inherited or schedule one for deletion:
+// those files are its parent's, in its parent's data path.
+func (db *Database) checkOwnFiles(ops []Op) error {
+	for i := range ops {
+		o := &ops[i]
+		var row datum.Row
+		switch {
+		case o.Kind == OpDelete && (o.Table == "ducklake_data_file" || o.Table == "ducklake_delete_file"):
+			row = o.Old
+		case o.Kind == OpInsert && o.Table == "ducklake_files_scheduled_for_deletion":
+			row = o.New
+		default:
+			continue
+		}
+		v, err := row.Column(db.tableTypes(o.Schema, o.Table), 0)
+		if err != nil || v.IsNull() {
+			continue
+		}
+		if c, ok := db.inheritedFile(o.Schema, v.Int()); ok {
+			return &Error{Kind: ErrBranchPinned, Code: pgcode.ObjectInUse, Schema: o.Schema, Table: o.Table,
+				Message: fmt.Sprintf("file %d is %q's: database %q inherited it when it was forked at snapshot %d", v.Int(), db.branch.Parent, db.name, c.Snapshot),
+				Detail:  "A branch reads its parent's files in place and may not remove, schedule or expire them."}
+		}
+	}
+	return nil
+}
+
+// tableTypes are the column types of schema.table in db's current version.
+func (db *Database) tableTypes(schema, table string) []datum.Type {
+	t, err := db.cur.Load().Table(schema, table)
+	if err != nil {
+		return nil
+	}
+	return t.Types()
+}
+
+// followsBranchWrites refuses to follow op if it is a writable branch's
+// (its record, or a key under one of its own catalog ids): ErrCannotFollow
+// makes the replica reload instead.
+func (s *Server) followsBranchWrites(o PairOp, owned map[uint32]string) error {
+	if len(o.Key) < 5 {
+		return nil
+	}
+	id := binary.BigEndian.Uint32(o.Key)
+	if id == keyspace.StoreCatalogID && keyspace.Kind(o.Key[4]) == keyspace.KindBranch {
+		if o.Delete {
+			r := keyspace.NewKeyReader(o.Key)
+			r.Uint32()
+			r.Byte()
+			name, _ := r.String()
+			if db, ok := s.Lookup(name); ok && db.branch != nil && db.branch.Writable() {
+				return fmt.Errorf("%w: the drop of writable branch %q", ErrCannotFollow, name)
+			}
+			return nil
+		}
+		if name, b, err := keyspace.DecodeBranch(o.Key, o.Value); err == nil && b.Writable() {
+			return fmt.Errorf("%w: the fork of writable branch %q", ErrCannotFollow, name)
+		}
+		return nil
+	}
+	if name, ok := owned[id]; ok {
+		return fmt.Errorf("%w: a commit of writable branch %q", ErrCannotFollow, name)
+	}
+	return nil
+}
+
+// ownedIDs maps the own catalog ids of the writable branches to their names.
+func (s *Server) ownedIDs() map[uint32]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[uint32]string{}
+	for _, db := range s.mu.dbs {
+		if db.branch != nil && db.branch.Writable() && !db.dropped.Load() {
+			for _, c := range db.branch.Catalogs {
+				out[c.OwnID] = db.name
+			}
+		}
+	}
+	return out
+}

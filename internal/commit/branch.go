@@ -1,0 +1,187 @@
+package commit
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/slate"
+)
+
+// A writable branch stores its writes under catalog ids of its own, over
+// its parent's keys as the store holds them at the branch record's seq
+// (catalog/branch_write.go). What the pipeline keeps for each such catalog:
+// the parent's catalog id, the seq the branch reads it at (looked up in the
+// store once the fork is durable) and the keys the branch has written
+// there, which its drop deletes. A key the branch deletes is written with
+// a hidden (empty) value, since deleting a key it never wrote would leave
+// the parent's showing.
+type branchCat struct {
+	parent uint32
+	seq    uint64 // 0 until read from the branch record
+	keys   map[string]bool
+}
+
+// ownCatalog returns the writable branch catalog stored under id, if it is
+// one. REQUIRES: p.mu.
+func (p *Pipeline) ownCatalog(id uint32) (*branchCat, bool) {
+	b, ok := p.branchCats[id]
+	return b, ok
+}
+
+// forkCatalogs registers the catalogs of the writable branch a fork
+// commit creates, and gives each the parent's embedded children as of the
+// fork (the parent's commits are all queued before it). REQUIRES: p.mu.
+func (p *Pipeline) forkCatalogs(b *keyspace.Branch) {
+	for _, c := range b.Catalogs {
+		p.branchCats[c.OwnID] = &branchCat{parent: c.ID, keys: map[string]bool{}}
+		from, to := string(keyspace.CatalogPrefix(c.ID)), string(keyspace.CatalogPrefix(c.OwnID))
+		var copies []string
+		for ident := range p.children.m {
+			if strings.HasPrefix(ident, from) {
+				copies = append(copies, ident)
+			}
+		}
+		for _, ident := range copies {
+			p.children.m[to+ident[len(from):]] = p.children.m[ident]
+		}
+	}
+}
+
+// primeBranches registers, at load, the writable branches srv holds: the
+// seqs their records pin and the keys stored under their own catalog ids.
+// REQUIRES: p.mu.
+func (p *Pipeline) primeBranches(ctx context.Context, srv *catalog.Server, s Scanner) error {
+	it := s.ScanPrefix(ctx, keyspace.BranchPrefix())
+	defer it.Close()
+	for it.Next() {
+		name, b, err := keyspace.DecodeBranch(it.Key(), it.Value())
+		if err != nil {
+			return fmt.Errorf("prime: %w", err)
+		}
+		if !b.Writable() {
+			continue
+		}
+		if _, ok := srv.Lookup(name); !ok {
+			continue
+		}
+		for _, c := range b.Catalogs {
+			bc := &branchCat{parent: c.ID, seq: it.Seq(), keys: map[string]bool{}}
+			ki := s.ScanPrefix(ctx, keyspace.CatalogPrefix(c.OwnID))
+			for ki.Next() {
+				bc.keys[string(ki.Key())] = true
+			}
+			if err := closeIter(ki); err != nil {
+				return fmt.Errorf("prime: branch %q: %w", name, err)
+			}
+			p.branchCats[c.OwnID] = bc
+		}
+	}
+	return closeIter(it)
+}
+
+// branchStored reports whether the branch catalog b holds key (under its
+// own id): its own value if it wrote one, else the parent's at the fork.
+// REQUIRES: p.mu.
+func (p *Pipeline) branchStored(ctx context.Context, b *branchCat, key []byte) (bool, error) {
+	v, err := p.store.Get(ctx, key)
+	switch {
+	case err == nil:
+		return !keyspace.Hidden(v), nil
+	case !errors.Is(err, slate.ErrNotFound):
+		return false, err
+	}
+	if b.seq == 0 {
+		if err := p.findBranchSeq(ctx, b); err != nil {
+			return false, err
+		}
+	}
+	snap, err := p.store.SnapshotAt(b.seq)
+	if err != nil {
+		return false, err
+	}
+	defer snap.Close()
+	_, err = snap.Get(ctx, append(keyspace.CatalogPrefix(b.parent), key[4:]...))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, slate.ErrNotFound):
+		return false, nil
+	}
+	return false, err
+}
+
+// findBranchSeq reads the seq of the record of b's branch. REQUIRES: p.mu.
+func (p *Pipeline) findBranchSeq(ctx context.Context, b *branchCat) error {
+	it := p.store.ScanPrefix(ctx, keyspace.BranchPrefix())
+	defer it.Close()
+	for it.Next() {
+		_, rec, err := keyspace.DecodeBranch(it.Key(), it.Value())
+		if err != nil {
+			return err
+		}
+		for _, c := range rec.Catalogs {
+			if c.OwnID != 0 && p.branchCats[c.OwnID] == b {
+				b.seq = it.Seq()
+				return nil
+			}
+		}
+	}
+	if err := closeIter(it); err != nil {
+		return err
+	}
+	return fmt.Errorf("commit: the record of a writable branch (parent catalog %d) is not stored yet", b.parent)
+}
+
+// hideDeletes turns the deletes of a writable branch's own keys into
+// hidden values. REQUIRES: p.mu.
+func (tr *translator) hideDeletes() {
+	for k, e := range tr.pending {
+		if e.put || tr.dropped[e.catalogID] {
+			continue
+		}
+		if _, ok := tr.p.ownCatalog(e.catalogID); ok || tr.forkIDs[e.catalogID] {
+			e.put, e.value = true, []byte{}
+			tr.pending[k] = e
+		}
+	}
+}
+
+// dropBranch deletes a writable branch: its record and every key it wrote.
+func (tr *translator) dropBranch(b *keyspace.Branch) error {
+	if tr.dropped == nil {
+		tr.dropped = map[uint32]bool{}
+	}
+	for _, c := range b.Catalogs {
+		bc, ok := tr.p.ownCatalog(c.OwnID)
+		if !ok {
+			return fmt.Errorf("commit: drop branch %q: catalog %d is not a branch's", tr.c.DB.Name(), c.OwnID)
+		}
+		tr.dropped[c.OwnID] = true
+		for k := range bc.keys {
+			tr.pending[k] = pendingKV{catalogID: c.OwnID}
+		}
+	}
+	return nil
+}
+
+// branchKeys records, once a translation is queued, the keys a writable
+// branch now holds of its own, and forgets dropped branches. REQUIRES: p.mu.
+func (t *translation) branchKeys(p *Pipeline) {
+	for _, w := range t.keys {
+		if len(w.key) < 4 {
+			continue
+		}
+		id := binary.BigEndian.Uint32([]byte(w.key[:4]))
+		if bc, ok := p.branchCats[id]; ok && !t.dropped[id] {
+			bc.keys[w.key] = true
+		}
+	}
+	for id := range t.dropped {
+		delete(p.branchCats, id)
+	}
+}

@@ -1,0 +1,211 @@
+package maint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/commit"
+	"github.com/moraine-db/moraine/internal/server"
+)
+
+// branchOf forks l into a writable branch called name whose data path is
+// a fresh directory, and returns the harness reading and writing it.
+func branchOf(t *testing.T, l *lake, name string) *lake {
+	t.Helper()
+	addr := l.conn.Conn().RemoteAddr().String()
+	admin, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/postgres?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(l.ctx)
+	dir := t.TempDir()
+	if _, err := admin.Exec(l.ctx, "CREATE DATABASE "+name+" TEMPLATE lake LOCATION '"+dir+"/'").ReadAll(); err != nil {
+		t.Fatalf("fork: %v", err)
+	}
+	c, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/"+name+"?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(l.ctx) })
+	b := *l
+	b.conn, b.data = c, dir
+	return &b
+}
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// TestWritableBranch: a branch forked with a data path of its own takes
+// DuckLake's commits — inserts, deletes on the files it inherited, a merge
+// of its own files, expiry and cleanup — writing only under its data path,
+// reading its inherited files where the lake wrote them; the lake does not
+// see its writes nor the branch the lake's; and the branch may not remove
+// what it inherited.
+func TestWritableBranch(t *testing.T) {
+	l := newLake(t)
+	_, f1 := l.insert(1, 2, 3)
+	l.insert(4, 5)
+	lakeRows := l.rows(l.latest().id)
+	b := branchOf(t, l, "dev")
+
+	if got := b.scan("ducklake_metadata", "key", "value"); !strings.Contains(strings.Join(flat(got), " "), b.data) {
+		t.Fatalf("the branch's data_path is not its own: %q", flat(got))
+	}
+	for _, f := range b.dataFiles() {
+		if !filepath.IsAbs(f.path) || !strings.HasPrefix(f.path, l.data) {
+			t.Fatalf("the branch is served inherited file %d as %q, want an absolute path in %s", f.id, f.path, l.data)
+		}
+	}
+	sameRows(t, "the branch at the fork", b.rows(b.latest().id), lakeRows)
+
+	// The branch writes.
+	bs, bf := b.insert(10, 11)
+	if _, err := os.Stat(filepath.Join(b.data, "main", "m", fmt.Sprintf("ducklake-ins-%d.parquet", bf))); err != nil {
+		t.Fatalf("the branch's file is not under its data path: %v", err)
+	}
+	want := map[int64]int64{}
+	for k, v := range lakeRows {
+		want[k] = v
+	}
+	n := int64(len(lakeRows))
+	want[n], want[n+1] = 10, 11
+	sameRows(t, "the branch after its insert", b.rows(bs), want)
+	sameRows(t, "the lake after the branch's insert", l.rows(l.latest().id), lakeRows)
+
+	// The lake writes; the branch does not see it.
+	l.insert(20)
+	sameRows(t, "the branch after the lake's insert", b.rows(b.latest().id), want)
+
+	// A delete on a file the branch inherited: its delete file is the
+	// branch's, the data file stays the lake's.
+	var inherited catFile
+	for _, f := range b.dataFiles() {
+		if f.id == f1 {
+			inherited = f
+		}
+	}
+	ds, _ := b.deleteRows(inherited, 0)
+	delete(want, inherited.rowIDStart)
+	sameRows(t, "the branch after deleting a row of an inherited file", b.rows(ds), want)
+
+	// A merge of files the lake wrote is refused.
+	var inh []catFile
+	for _, f := range b.dataFiles() {
+		if f.id < f1+2 && f.end == nil {
+			inh = append(inh, f)
+		}
+	}
+	err := b.tryCommit(func(s snap) []string {
+		rows := b.mergeRows(inh)
+		path := "ducklake-merged-inherited.parquet"
+		n := writeData(t, b.local(path), rows, false, true)
+		return b.mergeSQL(s, inh, path, rows, n, inh[0].rowIDStart, true)
+	})
+	if pgCode(err) != "55006" {
+		t.Fatalf("a merge of inherited files on the branch: %v, want 55006", err)
+	}
+	// A merge of its own files is the branch's business; so are their
+	// cleanup and the expiry of snapshots it inherited when that purges
+	// nothing the lake wrote.
+	b.insert(12)
+	var own []catFile
+	for _, f := range b.dataFiles() {
+		if f.id >= bf && f.end == nil {
+			own = append(own, f)
+		}
+	}
+	if len(own) != 2 {
+		t.Fatalf("the branch's own live files: %+v", own)
+	}
+	b.commit(func(s snap) []string {
+		rows := b.mergeRows(own)
+		for i := range rows {
+			rows[i].hasRowID = false
+		}
+		path := fmt.Sprintf("ducklake-merged-%d.parquet", s.nextFile)
+		n := writeData(t, b.local(path), rows, false, true)
+		return b.mergeSQL(s, own, path, rows, n, own[0].rowIDStart, true)
+	})
+	removed := b.cleanup()
+	if len(removed) != 2 || !strings.HasPrefix(removed[0], b.data) {
+		t.Fatalf("the branch's cleanup removed %v, want its two merged sources under %s", removed, b.data)
+	}
+	if purged, err := b.tryExpire(0); err != nil || len(purged) != 0 {
+		t.Fatalf("expiring the inherited snapshot 0 on the branch: purged %v, %v", purged, err)
+	}
+	for _, f := range l.dataFiles() {
+		if _, err := os.Stat(l.local(f.path)); err != nil {
+			t.Fatalf("the lake's file %d is gone: %v", f.id, err)
+		}
+	}
+	if got := len(l.scan("ducklake_snapshot", "snapshot_id")); got < 5 {
+		t.Fatalf("the lake lost snapshots to the branch's expiry: %d left", got)
+	}
+	b.verify("after the branch's writes")
+	l.verify("after the branch's writes")
+
+	// A load of the store (a replica opening) reads the branch exactly as
+	// the writer holds it: the lake's keys at the fork under the branch's
+	// own, hidden where it deleted.
+	sameLoad(t, l, "dev", "lake")
+}
+
+// sameLoad fails t unless a fresh load of l's store holds each database of
+// dbs row for row as l's server does.
+func sameLoad(t *testing.T, l *lake, dbs ...string) {
+	t.Helper()
+	st, err := server.OpenStackOn(l.ctx, l.st.Store, server.StackOptions{Replica: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.KV.Close(context.Background())
+	rows := func(cat *catalog.Server, name string) map[string][]string {
+		db, ok := cat.Lookup(name)
+		if !ok {
+			t.Fatalf("no database %s", name)
+		}
+		out := map[string][]string{}
+		for name, rs := range commit.StoredOf(db.Current(), name, "public").Rows {
+			for _, r := range rs {
+				out[name] = append(out[name], string(r))
+			}
+			sort.Strings(out[name])
+		}
+		return out
+	}
+	for _, name := range dbs {
+		want, got := rows(l.st.Cat, name), rows(st.Cat, name)
+		for table, w := range want {
+			if fmt.Sprint(got[table]) != fmt.Sprint(w) {
+				t.Fatalf("%s.%s: a load of the store holds %d rows, the server %d", name, table, len(got[table]), len(w))
+			}
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: a load of the store holds %d tables, the server %d", name, len(got), len(want))
+		}
+	}
+}
+
+func flat(rows [][][]byte) []string {
+	var out []string
+	for _, r := range rows {
+		for _, c := range r {
+			out = append(out, string(c))
+		}
+	}
+	return out
+}

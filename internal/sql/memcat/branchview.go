@@ -1,0 +1,125 @@
+package memcat
+
+import (
+	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/keyspace"
+)
+
+// A writable branch writes its files under a data path of its own and
+// reads the files it inherited where its parent wrote them
+// (catalog/branch_write.go). DuckLake resolves a relative file path
+// against the catalog's data path, which on the branch is the branch's;
+// so the branch is served the rows of the files it inherited — ids below
+// the parent's next_file_id at the fork — with their paths resolved
+// against the parent's data path and made absolute. Served so, DuckDB
+// reads them where they are, and the branch's delete_orphaned_files,
+// which lists the branch's data path only, never meets them. The rows are
+// stored as DuckLake wrote them; only their serving changes, and serving
+// an absolute path is a no-op, so a row the branch updates (ending a
+// file) may be stored either way.
+
+// fixFor returns the rewrite of schema.table's served rows on a writable
+// branch, nil where rows are served as stored.
+func (v *Version) fixFor(schema, table string) func([]datum.Value) {
+	if v.branch == nil || !v.branch.Writable() || (table != "ducklake_data_file" && table != "ducklake_delete_file") {
+		return nil
+	}
+	var fork keyspace.BranchCatalog
+	for _, c := range v.branch.Catalogs {
+		if c.Schema == schema {
+			fork = c
+		}
+	}
+	if fork.DataPath == "" {
+		return nil
+	}
+	t, err := v.src.Table(schema, table)
+	if err != nil {
+		return nil
+	}
+	path, rel, tid := columnOf(t, "path"), columnOf(t, "path_is_relative"), columnOf(t, "table_id")
+	if path < 0 || rel < 0 || tid < 0 {
+		return nil
+	}
+	dirs := tableDirs(v.src, schema, fork.DataPath)
+	return func(vals []datum.Value) {
+		if len(vals) <= max(path, rel, tid) || vals[0].IsNull() || vals[0].I >= fork.NextFileID ||
+			vals[rel].IsNull() || vals[rel].I == 0 || vals[tid].IsNull() {
+			return
+		}
+		dir, ok := dirs[vals[tid].I]
+		if !ok {
+			return
+		}
+		vals[path] = datum.TextValue(dir + vals[path].S)
+		vals[rel] = datum.BoolValue(false)
+	}
+}
+
+// tableDirs resolves the directory of every DuckLake table of schema in v
+// as DuckLake does for a relative file path: the data path, the schema's
+// path, the table's path, each relative to the one before unless absolute.
+func tableDirs(v *catalog.Version, schema, dataPath string) map[int64]string {
+	type entry struct {
+		path     string
+		relative bool
+		parent   int64
+	}
+	read := func(table, id, parent string) map[int64]entry {
+		out := map[int64]entry{}
+		t, err := v.Table(schema, table)
+		if err != nil {
+			return out
+		}
+		ic, pc, rc, sc := columnOf(t, id), columnOf(t, "path"), columnOf(t, "path_is_relative"), columnOf(t, parent)
+		if ic < 0 || pc < 0 || rc < 0 {
+			return out
+		}
+		var buf []datum.Value
+		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+			vals, err := r.Decode(t.Types(), buf[:0])
+			if err != nil || vals[ic].IsNull() {
+				return true
+			}
+			buf = vals
+			e := entry{path: vals[pc].S, relative: vals[rc].IsNull() || vals[rc].I != 0}
+			if sc >= 0 && !vals[sc].IsNull() {
+				e.parent = vals[sc].I
+			}
+			out[vals[ic].I] = e
+			return true
+		})
+		return out
+	}
+	schemas := read("ducklake_schema", "schema_id", "")
+	out := map[int64]string{}
+	for id, t := range read("ducklake_table", "table_id", "schema_id") {
+		dir := t.path
+		if t.relative {
+			s, ok := schemas[t.parent]
+			if !ok {
+				continue
+			}
+			sdir := s.path
+			if s.relative {
+				sdir = dataPath + s.path
+			}
+			dir = sdir + t.path
+		}
+		out[id] = dir
+	}
+	return out
+}
+
+func columnOf(t *catalog.Table, name string) int {
+	if name == "" {
+		return -1
+	}
+	for i, c := range t.Def().Columns {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
