@@ -1,9 +1,11 @@
 package catalog
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
@@ -283,4 +285,178 @@ func (s *Server) ownedIDs() map[uint32]string {
 		}
 	}
 	return out
+}
+
+// TableDirs resolves the directory of every DuckLake table of schema in v
+// as DuckLake does for a relative file path: the data path, the schema's
+// path, the table's path, each relative to the one before unless absolute.
+func (v *Version) TableDirs(schema, dataPath string) map[int64]string {
+	type entry struct {
+		path     string
+		relative bool
+		parent   int64
+	}
+	read := func(table, id, parent string) map[int64]entry {
+		out := map[int64]entry{}
+		t, err := v.Table(schema, table)
+		if err != nil {
+			return out
+		}
+		ic, pc, rc, sc := columnIndex(t, id), columnIndex(t, "path"), columnIndex(t, "path_is_relative"), columnIndex(t, parent)
+		if ic < 0 || pc < 0 || rc < 0 {
+			return out
+		}
+		var buf []datum.Value
+		t.Scan(func(_ CTID, r datum.Row) bool {
+			vals, err := r.Decode(t.Types(), buf[:0])
+			if err != nil || vals[ic].IsNull() {
+				return true
+			}
+			buf = vals
+			e := entry{path: vals[pc].S, relative: vals[rc].IsNull() || vals[rc].I != 0}
+			if sc >= 0 && !vals[sc].IsNull() {
+				e.parent = vals[sc].I
+			}
+			out[vals[ic].I] = e
+			return true
+		})
+		return out
+	}
+	schemas := read("ducklake_schema", "schema_id", "")
+	out := map[int64]string{}
+	for id, t := range read("ducklake_table", "table_id", "schema_id") {
+		dir := t.path
+		if t.relative {
+			s, ok := schemas[t.parent]
+			if !ok {
+				continue
+			}
+			sdir := s.path
+			if s.relative {
+				sdir = dataPath + s.path
+			}
+			dir = sdir + t.path
+		}
+		out[id] = dir
+	}
+	return out
+}
+
+
+func columnIndex(t *Table, name string) int {
+	if name == "" {
+		return -1
+	}
+	for i, c := range t.Def().Columns {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// releaseBranchFiles hands the files a dropped writable branch wrote to its
+// parent's deletion schedule, so that the parent's own
+// ducklake_cleanup_old_files deletes them: nothing the branch wrote is
+// left behind for good. The files are under the branch's data path, which
+// the parent's catalog names nowhere else; their schedule rows carry
+// absolute paths and ids DuckLake never allocates (releasedID), so the
+// parent's cleanup deleting them by id touches no row of its own.
+func (s *Server) releaseBranchFiles(ctx context.Context, name string, b *keyspace.Branch, v *Version) error {
+	p, ok := s.Lookup(b.Parent)
+	if !ok {
+		return errNoDatabase(b.Parent)
+	}
+	now := datum.TimestampTZValue(time.Now().UnixMicro() - pgEpochMicros)
+	t := p.BeginLatest()
+	for _, c := range b.Catalogs {
+		sc, ok := v.Schema(c.Schema)
+		if !ok {
+			continue
+		}
+		if _, ok := sc.Table("ducklake_files_scheduled_for_deletion"); !ok {
+			continue
+		}
+		files, err := ownFiles(v, sc, c)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			vals := []datum.Value{datum.IntValue(releasedID(c.OwnID, f.id)), datum.TextValue(f.path), datum.BoolValue(false), now}
+			if _, err := t.InsertRow(c.Schema, "ducklake_files_scheduled_for_deletion", vals); err != nil {
+				t.Rollback()
+				return err
+			}
+		}
+	}
+	if len(t.Ops()) == 0 {
+		t.Rollback()
+		return nil
+	}
+	return t.Commit(ctx)
+}
+
+// pgEpochMicros is 2000-01-01 in Unix microseconds.
+const pgEpochMicros = 946684800 * 1_000_000
+
+// releasedID is the schedule id of file id of a dropped branch's catalog
+// own: above 2^62, where DuckLake's ids (counted from 0 by next_file_id)
+// never reach, and distinct per branch catalog.
+func releasedID(own uint32, id int64) int64 {
+	return 1<<62 | int64(own)<<30 | id&(1<<30-1)
+}
+
+type ownFile struct {
+	id   int64
+	path string
+}
+
+// ownFiles lists the files branch catalog c wrote, as of v: its data and
+// delete files of any snapshot and what it scheduled, with absolute paths.
+func ownFiles(v *Version, sc *Schema, c keyspace.BranchCatalog) ([]ownFile, error) {
+	dataPath, _ := metadataValue(sc, "data_path")
+	dataPath = withSlash(dataPath)
+	dirs := v.TableDirs(sc.Name, dataPath)
+	seen := map[string]bool{}
+	var out []ownFile
+	add := func(id int64, path string) {
+		if !seen[path] {
+			seen[path] = true
+			out = append(out, ownFile{id, path})
+		}
+	}
+	for _, table := range []string{"ducklake_data_file", "ducklake_delete_file", "ducklake_files_scheduled_for_deletion"} {
+		t, ok := sc.Table(table)
+		if !ok {
+			continue
+		}
+		pc, rc, tc := columnIndex(t, "path"), columnIndex(t, "path_is_relative"), columnIndex(t, "table_id")
+		if pc < 0 || rc < 0 {
+			return nil, fmt.Errorf("catalog: %s has no path", table)
+		}
+		var buf []datum.Value
+		t.Scan(func(_ CTID, r datum.Row) bool {
+			vals, err := r.Decode(t.Types(), buf[:0])
+			if err != nil || vals[0].IsNull() || vals[0].I < c.NextFileID || vals[pc].IsNull() {
+				return true
+			}
+			buf = vals
+			path := vals[pc].S
+			if vals[rc].IsNull() || vals[rc].I != 0 {
+				switch {
+				case tc < 0:
+					path = dataPath + path // the schedule: relative to the data path
+				default:
+					dir, ok := dirs[vals[tc].I]
+					if !ok {
+						return true
+					}
+					path = dir + path
+				}
+			}
+			add(vals[0].I, path)
+			return true
+		})
+	}
+	return out, nil
 }

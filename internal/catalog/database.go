@@ -78,6 +78,13 @@ func (s *Server) DropDatabase(ctx context.Context, name string) error {
 		return err
 	}
 	s.forget(db)
+	if b := db.branch; b != nil && b.Writable() {
+		// No commit follows the drop: its version holds every file the
+		// branch wrote.
+		if err := s.releaseBranchFiles(ctx, db.name, b, db.Current()); err != nil {
+			return fmt.Errorf("database %q is dropped, but scheduling its files for deletion in %q failed (they stay where they are): %w", db.name, b.Parent, err)
+		}
+	}
 	return nil
 }
 

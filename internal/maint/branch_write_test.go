@@ -162,6 +162,39 @@ func TestWritableBranch(t *testing.T) {
 	// the writer holds it: the lake's keys at the fork under the branch's
 	// own, hidden where it deleted.
 	sameLoad(t, l, "dev", "lake")
+
+	// Dropped, the branch leaves its files to the lake's schedule, and the
+	// lake's own cleanup deletes them: all but the file of the merge that
+	// never committed (delete_orphaned_files on the branch was for that).
+	addr := l.conn.Conn().RemoteAddr().String()
+	admin, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/postgres?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(l.ctx)
+	b.conn.Close(l.ctx)
+	if _, err := admin.Exec(l.ctx, "DROP DATABASE dev WITH (FORCE)").ReadAll(); err != nil {
+		t.Fatalf("drop the branch: %v", err)
+	}
+	removed = l.cleanup()
+	for _, p := range removed {
+		if !strings.HasPrefix(p, b.data) {
+			t.Fatalf("the lake's cleanup after the drop removed %s, not the branch's", p)
+		}
+	}
+	left, err := filepath.Glob(filepath.Join(b.data, "main", "m", "*.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 1 || filepath.Base(left[0]) != "ducklake-merged-inherited.parquet" || len(removed) != 2 {
+		t.Fatalf("after the drop and the lake's cleanup (which removed %v) the branch's data path holds %v", removed, left)
+	}
+	for _, f := range l.dataFiles() {
+		if _, err := os.Stat(l.local(f.path)); err != nil {
+			t.Fatalf("the lake's file %d is gone: %v", f.id, err)
+		}
+	}
+	l.verify("after the branch's drop and the lake's cleanup")
 }
 
 // sameLoad fails t unless a fresh load of l's store holds each database of

@@ -42,7 +42,7 @@ func (v *Version) fixFor(schema, table string) func([]datum.Value) {
 	if path < 0 || rel < 0 || tid < 0 {
 		return nil
 	}
-	dirs := tableDirs(v.src, schema, fork.DataPath)
+	dirs := v.src.TableDirs(schema, fork.DataPath)
 	return func(vals []datum.Value) {
 		if len(vals) <= max(path, rel, tid) || vals[0].IsNull() || vals[0].I >= fork.NextFileID ||
 			vals[rel].IsNull() || vals[rel].I == 0 || vals[tid].IsNull() {
@@ -55,61 +55,6 @@ func (v *Version) fixFor(schema, table string) func([]datum.Value) {
 		vals[path] = datum.TextValue(dir + vals[path].S)
 		vals[rel] = datum.BoolValue(false)
 	}
-}
-
-// tableDirs resolves the directory of every DuckLake table of schema in v
-// as DuckLake does for a relative file path: the data path, the schema's
-// path, the table's path, each relative to the one before unless absolute.
-func tableDirs(v *catalog.Version, schema, dataPath string) map[int64]string {
-	type entry struct {
-		path     string
-		relative bool
-		parent   int64
-	}
-	read := func(table, id, parent string) map[int64]entry {
-		out := map[int64]entry{}
-		t, err := v.Table(schema, table)
-		if err != nil {
-			return out
-		}
-		ic, pc, rc, sc := columnOf(t, id), columnOf(t, "path"), columnOf(t, "path_is_relative"), columnOf(t, parent)
-		if ic < 0 || pc < 0 || rc < 0 {
-			return out
-		}
-		var buf []datum.Value
-		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
-			vals, err := r.Decode(t.Types(), buf[:0])
-			if err != nil || vals[ic].IsNull() {
-				return true
-			}
-			buf = vals
-			e := entry{path: vals[pc].S, relative: vals[rc].IsNull() || vals[rc].I != 0}
-			if sc >= 0 && !vals[sc].IsNull() {
-				e.parent = vals[sc].I
-			}
-			out[vals[ic].I] = e
-			return true
-		})
-		return out
-	}
-	schemas := read("ducklake_schema", "schema_id", "")
-	out := map[int64]string{}
-	for id, t := range read("ducklake_table", "table_id", "schema_id") {
-		dir := t.path
-		if t.relative {
-			s, ok := schemas[t.parent]
-			if !ok {
-				continue
-			}
-			sdir := s.path
-			if s.relative {
-				sdir = dataPath + s.path
-			}
-			dir = sdir + t.path
-		}
-		out[id] = dir
-	}
-	return out
 }
 
 func columnOf(t *catalog.Table, name string) int {
