@@ -342,7 +342,6 @@ func (v *Version) TableDirs(schema, dataPath string) map[int64]string {
 	return out
 }
 
-
 func columnIndex(t *Table, name string) int {
 	if name == "" {
 		return -1
