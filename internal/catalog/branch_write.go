@@ -289,57 +289,65 @@ func (s *Server) ownedIDs() map[uint32]string {
 
 // TableDirs resolves the directory of every DuckLake table of schema in v
 // as DuckLake does for a relative file path: the data path, the schema's
-// path, the table's path, each relative to the one before unless absolute.
+// path, the table's path, each joined only when relative. A table's
+// current row wins; an ended one still resolves the files of a table
+// dropped since.
 func (v *Version) TableDirs(schema, dataPath string) map[int64]string {
-	type entry struct {
-		path     string
-		relative bool
-		parent   int64
-	}
-	read := func(table, id, parent string) map[int64]entry {
-		out := map[int64]entry{}
-		t, err := v.Table(schema, table)
-		if err != nil {
-			return out
-		}
-		ic, pc, rc, sc := columnIndex(t, id), columnIndex(t, "path"), columnIndex(t, "path_is_relative"), columnIndex(t, parent)
-		if ic < 0 || pc < 0 || rc < 0 {
-			return out
-		}
-		var buf []datum.Value
-		t.Scan(func(_ CTID, r datum.Row) bool {
-			vals, err := r.Decode(t.Types(), buf[:0])
-			if err != nil || vals[ic].IsNull() {
+	schemas := map[int64]string{}
+	if t, err := v.Table(schema, "ducklake_schema"); err == nil {
+		id, end, path, rel := columnIndex(t, "schema_id"), columnIndex(t, "end_snapshot"), columnIndex(t, "path"), columnIndex(t, "path_is_relative")
+		if id >= 0 && end >= 0 && path >= 0 && rel >= 0 {
+			t.Scan(func(_ CTID, r datum.Row) bool {
+				vals, err := r.Decode(t.Types(), nil)
+				if err == nil && vals[end].IsNull() {
+					schemas[vals[id].I] = JoinPath(dataPath, vals[path].S, vals[rel].IsNull() || vals[rel].I != 0)
+				}
 				return true
-			}
-			buf = vals
-			e := entry{path: vals[pc].S, relative: vals[rc].IsNull() || vals[rc].I != 0}
-			if sc >= 0 && !vals[sc].IsNull() {
-				e.parent = vals[sc].I
-			}
-			out[vals[ic].I] = e
-			return true
-		})
+			})
+		}
+	}
+	out := map[int64]string{}
+	t, err := v.Table(schema, "ducklake_table")
+	if err != nil {
 		return out
 	}
-	schemas := read("ducklake_schema", "schema_id", "")
-	out := map[int64]string{}
-	for id, t := range read("ducklake_table", "table_id", "schema_id") {
-		dir := t.path
-		if t.relative {
-			s, ok := schemas[t.parent]
-			if !ok {
-				continue
-			}
-			sdir := s.path
-			if s.relative {
-				sdir = dataPath + s.path
-			}
-			dir = sdir + t.path
-		}
-		out[id] = dir
+	id, sid, end, path, rel := columnIndex(t, "table_id"), columnIndex(t, "schema_id"), columnIndex(t, "end_snapshot"), columnIndex(t, "path"), columnIndex(t, "path_is_relative")
+	if id < 0 || sid < 0 || end < 0 || path < 0 || rel < 0 {
+		return out
 	}
+	current := map[int64]bool{}
+	t.Scan(func(_ CTID, r datum.Row) bool {
+		vals, err := r.Decode(t.Types(), nil)
+		if err != nil || (current[vals[id].I] && !vals[end].IsNull()) {
+			return true
+		}
+		current[vals[id].I] = vals[end].IsNull()
+		out[vals[id].I] = JoinPath(schemas[vals[sid].I], vals[path].S, vals[rel].IsNull() || vals[rel].I != 0)
+		return true
+	})
 	return out
+}
+
+// JoinPath is DuckLake's join of a path onto the one it is relative to:
+// p itself when it is absolute (or there is nothing to join it to).
+func JoinPath(base, p string, relative bool) string {
+	if !relative || base == "" {
+		return p
+	}
+	if strings.HasSuffix(base, "/") {
+		return base + p
+	}
+	return base + "/" + p
+}
+
+// MetadataValue is the catalog-wide ducklake_metadata value of key in
+// schema's DuckLake catalog.
+func (v *Version) MetadataValue(schema, key string) (string, bool) {
+	sc, ok := v.Schema(schema)
+	if !ok {
+		return "", false
+	}
+	return metadataValue(sc, key)
 }
 
 func columnIndex(t *Table, name string) int {
@@ -450,7 +458,7 @@ func ownFiles(v *Version, sc *Schema, c keyspace.BranchCatalog) ([]ownFile, erro
 					if !ok {
 						return true
 					}
-					path = dir + path
+					path = JoinPath(dir, path, true)
 				}
 			}
 			add(vals[0].I, path)

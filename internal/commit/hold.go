@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/moraine-db/moraine/internal/pgcode"
 
@@ -36,7 +35,7 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 			}
 		}
 	}
-	paths, err := newPathResolver(c.Base, schema)
+	paths, err := newPathResolver(c.DB, c.Base, schema)
 	if err != nil {
 		return err
 	}
@@ -63,7 +62,7 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 		col("path"), col("path_is_relative"), col("row_id_start"), col("record_count"), col("encryption_key")
 	file := func(r []datum.Value) (rowids.File, int64, error) {
 		tid := r[iTable].I
-		path, err := paths.resolve(tid, r[iPath].S, !r[iRel].IsNull() && r[iRel].Bool())
+		path, err := paths.resolve(r[iID].I, tid, r[iPath].S, !r[iRel].IsNull() && r[iRel].Bool())
 		if err != nil {
 			return rowids.File{}, 0, err
 		}
@@ -127,7 +126,7 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 		ddef, dtypes := dt.Def(), dt.Types()
 		dFile, dTable, dEnd, dPath, dRel := ddef.ColumnIndex("data_file_id"), ddef.ColumnIndex("table_id"),
 			ddef.ColumnIndex("end_snapshot"), ddef.ColumnIndex("path"), ddef.ColumnIndex("path_is_relative")
-		dFormat, dKey := ddef.ColumnIndex("format"), ddef.ColumnIndex("encryption_key")
+		dFormat, dKey, dID := ddef.ColumnIndex("format"), ddef.ColumnIndex("encryption_key"), ddef.ColumnIndex("delete_file_id")
 		for _, o := range ops {
 			if o.Table != "ducklake_delete_file" || o.Kind != catalog.OpUpdate {
 				continue
@@ -151,7 +150,7 @@ func (p *Pipeline) checkHolds(ctx context.Context, c *catalog.Commit, schema str
 			if !ok {
 				continue
 			}
-			path, err := paths.resolve(oldV[dTable].I, oldV[dPath].S, !oldV[dRel].IsNull() && oldV[dRel].Bool())
+			path, err := paths.resolve(oldV[dID].I, oldV[dTable].I, oldV[dPath].S, !oldV[dRel].IsNull() && oldV[dRel].Bool())
 			if err != nil {
 				return err
 			}
@@ -199,78 +198,41 @@ func encryptionKey(r []datum.Value, i int, path string) ([]byte, error) {
 	return key, nil
 }
 
-// pathResolver turns a data file's stored path into a readable location:
-// data_path (ducklake_metadata) + schema path + table path + file path, each
-// joined only when it is relative, as DuckLake resolves them.
+// pathResolver turns a data or delete file's stored path into a readable
+// location: data_path (ducklake_metadata) + schema path + table path + file
+// path, each joined only when it is relative, as DuckLake resolves them
+// (catalog.Version.TableDirs). On a writable branch the files it inherited
+// resolve against its parent's data path (catalog/branch_write.go).
 type pathResolver struct {
-	dataPath string
-	tables   map[int64][2]string // table id → schema path, table path (resolved)
+	dirs       map[int64]string // table id → directory
+	inherited  map[int64]string // the same against the parent's data path
+	nextFileID int64            // files below it are inherited
 }
 
-func newPathResolver(v *catalog.Version, schema string) (*pathResolver, error) {
-	pr := &pathResolver{tables: map[int64][2]string{}}
-	if t, err := v.Table(schema, "ducklake_metadata"); err == nil {
-		def := t.Def()
-		ik, iv, is := def.ColumnIndex("key"), def.ColumnIndex("value"), def.ColumnIndex("scope")
-		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
-			vals, err := r.Decode(t.Types(), nil)
-			if err == nil && vals[ik].S == "data_path" && (is < 0 || vals[is].IsNull() || vals[is].S == "") {
-				pr.dataPath = vals[iv].S
+func newPathResolver(db *catalog.Database, v *catalog.Version, schema string) (*pathResolver, error) {
+	dataPath, _ := v.MetadataValue(schema, "data_path")
+	pr := &pathResolver{dirs: v.TableDirs(schema, dataPath)}
+	if b := db.Branch(); b != nil && b.Writable() {
+		for _, c := range b.Catalogs {
+			if c.Schema == schema {
+				pr.inherited, pr.nextFileID = v.TableDirs(schema, c.DataPath), c.NextFileID
 			}
-			return true
-		})
-	}
-	schemaPaths := map[int64]string{}
-	if t, err := v.Table(schema, "ducklake_schema"); err == nil {
-		def := t.Def()
-		iID, iEnd, iPath, iRel := def.ColumnIndex("schema_id"), def.ColumnIndex("end_snapshot"), def.ColumnIndex("path"), def.ColumnIndex("path_is_relative")
-		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
-			vals, err := r.Decode(t.Types(), nil)
-			if err != nil || !vals[iEnd].IsNull() || iPath < 0 {
-				return true
-			}
-			schemaPaths[vals[iID].I] = join(pr.dataPath, vals[iPath].S, vals[iRel].IsNull() || vals[iRel].Bool())
-			return true
-		})
-	}
-	if t, err := v.Table(schema, "ducklake_table"); err == nil {
-		def := t.Def()
-		iID, iSchema, iEnd, iPath, iRel := def.ColumnIndex("table_id"), def.ColumnIndex("schema_id"), def.ColumnIndex("end_snapshot"), def.ColumnIndex("path"), def.ColumnIndex("path_is_relative")
-		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
-			vals, err := r.Decode(t.Types(), nil)
-			if err != nil || iPath < 0 {
-				return true
-			}
-			// Prefer the current row; an ended row still resolves files of a
-			// table dropped since.
-			if _, seen := pr.tables[vals[iID].I]; seen && !vals[iEnd].IsNull() {
-				return true
-			}
-			sp := schemaPaths[vals[iSchema].I]
-			pr.tables[vals[iID].I] = [2]string{sp, join(sp, vals[iPath].S, vals[iRel].IsNull() || vals[iRel].Bool())}
-			return true
-		})
+		}
 	}
 	return pr, nil
 }
 
-func (pr *pathResolver) resolve(tableID int64, path string, relative bool) (string, error) {
+func (pr *pathResolver) resolve(fileID, tableID int64, path string, relative bool) (string, error) {
 	if !relative {
 		return path, nil
 	}
-	tp, ok := pr.tables[tableID]
+	dirs := pr.dirs
+	if pr.inherited != nil && fileID < pr.nextFileID {
+		dirs = pr.inherited
+	}
+	dir, ok := dirs[tableID]
 	if !ok {
 		return "", fmt.Errorf("commit: data file of table %d: the table has no path in the catalog", tableID)
 	}
-	return join(tp[1], path, true), nil
-}
-
-func join(base, p string, relative bool) string {
-	if !relative || base == "" {
-		return p
-	}
-	if strings.HasSuffix(base, "/") {
-		return base + p
-	}
-	return base + "/" + p
+	return catalog.JoinPath(dir, path, true), nil
 }

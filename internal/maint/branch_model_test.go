@@ -17,29 +17,41 @@ import (
 	"pgregory.net/rapid"
 )
 
-// modelBranch is a live branch of the model's lake and what it must keep
-// reading: its catalog as the lake's was at the fork, and the rows of each
-// snapshot it retains.
-type modelBranch struct {
-	name  string
-	view  *lake // the harness reading the branch (same data path)
-	fork  int64
-	dump  map[string]string
-	rows  map[int64]map[int64]int64
-	files map[int64]bool // data and delete file ids it reads
+// side is where a model step runs: the lake, or a writable branch of it.
+type side struct {
+	name string
+	view *lake // the harness reading and writing it
+	// rows are what each snapshot read when the model first saw it: a
+	// retained snapshot must always read the same.
+	rows map[int64]map[int64]int64
+	// branch is nil for the lake.
+	branch *modelBranch
 }
 
-// TestBranchModel forks a lake DuckLake writes real Parquet files for, and
-// in random interleavings inserts, deletes rows, merges adjacent files,
-// rewrites a file with deletes, expires snapshots, cleans up scheduled
-// files and deletes orphaned files on the lake, forks and drops branches,
-// and tries to write on a branch. A maintenance commit of the lake is
-// refused exactly when it would remove or schedule a file a branch reads,
-// or expire a fork snapshot; writes on a branch always are. After every
-// step every file any live snapshot of the lake or of a branch references
-// is on disk, each branch's catalog is the lake's at its fork, each of
-// its snapshots reads the rows it read at the fork from the Parquet
-// files, and moraine verify (the cross-branch rule included) passes.
+// modelBranch is a live branch of the model's lake and what it must keep
+// reading.
+type modelBranch struct {
+	fork     int64
+	nextFile int64             // the lake's next_file_id at the fork
+	files    map[int64]bool    // the data and delete file ids it inherited
+	dump     map[string]string // a read-only branch's catalog: the lake's at the fork
+	writable bool
+}
+
+// TestBranchModel forks a lake DuckLake writes real Parquet files for into
+// read-only and writable branches, and in random interleavings, on the
+// lake and on the writable branches, inserts, deletes rows, merges
+// adjacent files, rewrites a file with deletes, expires snapshots, cleans
+// up scheduled files and deletes orphaned files; forks and drops branches;
+// and tries to write on a read-only one. A maintenance commit is refused
+// exactly when it would remove, schedule or expire what a branch reads of
+// the lake (on the lake), or what a branch inherited (on the branch);
+// writes on a read-only branch always are. After every step every file a
+// live snapshot of the lake or of a branch references is on disk, every
+// retained snapshot of each reads the rows it read when first seen (from
+// the Parquet files), a read-only branch's catalog is the lake's at its
+// fork, and moraine verify (the cross-branch rule included) passes; at the
+// end of a case a load of the store holds what the server does.
 func TestBranchModel(t *testing.T) {
 	outcomes := map[string]int{}
 	defer func() { t.Logf("maintenance outcomes: %v", outcomes) }()
@@ -51,55 +63,64 @@ func TestBranchModel(t *testing.T) {
 		l := newLake(sc)
 		m := &branchModel{rt: rt, l: l, outcomes: outcomes}
 		m.admin = m.connect("postgres")
+		m.sides = []*side{{name: "lake", view: l, rows: map[int64]map[int64]int64{}}}
 		n := 0
 		rt.Repeat(map[string]func(*rapid.T){
 			"insert": func(rt *rapid.T) {
+				s := m.pick(rt)
 				k := rapid.IntRange(1, 4).Draw(rt, "rows")
 				ids := make([]int64, k)
 				for i := range ids {
 					n++
 					ids[i] = int64(n)
 				}
-				l.insert(ids...)
+				s.view.insert(ids...)
 			},
 			"deleteRows": func(rt *rapid.T) {
-				f, ok := m.fileWithoutDeletes(rt)
+				s := m.pick(rt)
+				f, ok := fileWithoutDeletes(rt, s.view)
 				if !ok {
 					rt.Skip("no live file without deletes")
 				}
-				l.deleteRows(f, 0)
+				s.view.deleteRows(f, 0)
 			},
-			"merge":   func(rt *rapid.T) { m.merge(rt) },
-			"rewrite": func(rt *rapid.T) { m.rewrite(rt) },
-			"expire":  func(rt *rapid.T) { m.expire(rt) },
-			"cleanup": func(rt *rapid.T) { l.cleanup() },
-			"orphans": func(rt *rapid.T) { m.deleteOrphans() },
+			"merge":   func(rt *rapid.T) { m.merge(rt, m.pick(rt)) },
+			"rewrite": func(rt *rapid.T) { m.rewrite(rt, m.pick(rt)) },
+			"expire":  func(rt *rapid.T) { m.expire(rt, m.pick(rt)) },
+			"cleanup": func(rt *rapid.T) { m.pick(rt).view.cleanup() },
+			"orphans": func(rt *rapid.T) { deleteOrphans(m.pick(rt).view) },
 			"fork": func(rt *rapid.T) {
-				if len(m.branches) >= 3 {
+				if len(m.sides) >= 4 {
 					rt.Skip("enough branches")
 				}
-				m.fork()
+				m.fork(rapid.Bool().Draw(rt, "writable"))
 			},
 			"drop": func(rt *rapid.T) {
-				if len(m.branches) == 0 {
+				if len(m.sides) == 1 {
 					rt.Skip("no branch")
 				}
-				i := rapid.IntRange(0, len(m.branches)-1).Draw(rt, "branch")
-				m.drop(i)
+				m.drop(rapid.IntRange(1, len(m.sides)-1).Draw(rt, "branch"))
 			},
-			"writeBranch": func(rt *rapid.T) {
-				if len(m.branches) == 0 {
-					rt.Skip("no branch")
+			"writeReadOnly": func(rt *rapid.T) {
+				var ro []*side
+				for _, s := range m.sides[1:] {
+					if !s.branch.writable {
+						ro = append(ro, s)
+					}
 				}
-				b := m.branches[rapid.IntRange(0, len(m.branches)-1).Draw(rt, "branch")]
-				err := b.view.tryCommit(func(s snap) []string { return []string{snapshotSQL(s, s.nextFile)} })
+				if len(ro) == 0 {
+					rt.Skip("no read-only branch")
+				}
+				s := rapid.SampledFrom(ro).Draw(rt, "branch")
+				err := s.view.tryCommit(func(sn snap) []string { return []string{snapshotSQL(sn, sn.nextFile)} })
 				var pe *pgconn.PgError
 				if !errors.As(err, &pe) || pe.Code != "25006" {
-					rt.Fatalf("a commit on branch %s: %v, want 25006", b.name, err)
+					rt.Fatalf("a commit on read-only branch %s: %v, want 25006", s.name, err)
 				}
 			},
 			"": func(rt *rapid.T) { m.check(rt) },
 		})
+		sameLoad(t, l, m.names()...)
 	})
 }
 
@@ -122,7 +143,7 @@ type branchModel struct {
 	rt       *rapid.T
 	l        *lake
 	admin    *pgconn.PgConn
-	branches []*modelBranch
+	sides    []*side // the lake first, then the live branches
 	forks    int
 	outcomes map[string]int // "merge refused", "expire done", …
 }
@@ -136,22 +157,53 @@ func (m *branchModel) connect(db string) *pgconn.PgConn {
 	return c
 }
 
-// readBy reports the live branches that read file id.
-func (m *branchModel) readBy(ids ...int64) []string {
+func (m *branchModel) names() []string {
+	out := make([]string, len(m.sides))
+	for i, s := range m.sides {
+		out[i] = s.name
+	}
+	return out
+}
+
+// pick draws the side a step writes: the lake or a writable branch.
+func (m *branchModel) pick(rt *rapid.T) *side {
+	w := []*side{m.sides[0]}
+	for _, s := range m.sides[1:] {
+		if s.branch.writable {
+			w = append(w, s)
+		}
+	}
+	return rapid.SampledFrom(w).Draw(rt, "side")
+}
+
+// refusers names who refuses a maintenance commit of s that removes or
+// schedules files ids (and, expiring, snapshots victims): on the lake, the
+// branches that read any of them (or were forked at a victim); on a
+// branch, the branch itself if any of them is one it inherited.
+func (m *branchModel) refusers(s *side, ids, victims []int64) []string {
 	var out []string
-	for _, b := range m.branches {
+	if s.branch != nil {
 		for _, id := range ids {
-			if b.files[id] {
-				out = append(out, b.name)
-				break
+			if id < s.branch.nextFile {
+				return []string{s.name}
 			}
+		}
+		return nil
+	}
+	for _, b := range m.sides[1:] {
+		reads := slices.Contains(victims, b.branch.fork)
+		for _, id := range ids {
+			reads = reads || b.branch.files[id]
+		}
+		if reads {
+			out = append(out, b.name)
 		}
 	}
 	return out
 }
 
-func (m *branchModel) fileWithoutDeletes(rt *rapid.T) (catFile, bool) {
-	files, dels := m.l.live()
+func fileWithoutDeletes(rt *rapid.T, v *lake) (catFile, bool) {
+	files, dels := v.live()
 	var free []catFile
 	for _, f := range files {
 		if !slices.ContainsFunc(dels, func(d catDelete) bool { return d.dataFile == f.id }) {
@@ -164,31 +216,31 @@ func (m *branchModel) fileWithoutDeletes(rt *rapid.T) (catFile, bool) {
 	return free[rapid.IntRange(0, len(free)-1).Draw(rt, "file")], true
 }
 
-// expectRefusal checks that a maintenance commit failed exactly when the
-// model says a branch reads what it removes, and with the branch's error.
-func (m *branchModel) expectRefusal(rt *rapid.T, what string, err error, readers []string) {
+// expectRefusal checks that a maintenance commit failed (55006) exactly
+// when the model says it must.
+func (m *branchModel) expectRefusal(rt *rapid.T, what string, err error, refusers []string) {
 	outcome := strings.Fields(what)[0] + " done"
 	if err != nil {
 		outcome = strings.Fields(what)[0] + " refused"
 	}
 	m.outcomes[outcome]++
-	if len(readers) == 0 {
+	if len(refusers) == 0 {
 		if err != nil {
 			rt.Fatalf("%s, which no branch reads: %v", what, err)
 		}
 		return
 	}
 	var pe *pgconn.PgError
-	if !errors.As(err, &pe) || pe.Code != "55006" || !strings.Contains(pe.Message, "is a branch of") {
-		rt.Fatalf("%s, read by %v: %v, want 55006", what, readers, err)
+	if !errors.As(err, &pe) || pe.Code != "55006" {
+		rt.Fatalf("%s, refused by %v: %v, want 55006", what, refusers, err)
 	}
 }
 
 // merge is merge_adjacent_files over two or more live files without
 // deletes, adjacent in row ids.
-func (m *branchModel) merge(rt *rapid.T) {
-	l := m.l
-	files, dels := l.live()
+func (m *branchModel) merge(rt *rapid.T, s *side) {
+	v := s.view
+	files, dels := v.live()
 	var srcs []catFile
 	for _, f := range files {
 		if f.hasStart && !slices.ContainsFunc(dels, func(d catDelete) bool { return d.dataFile == f.id }) {
@@ -205,24 +257,24 @@ func (m *branchModel) merge(rt *rapid.T) {
 	for i, f := range srcs {
 		ids[i] = f.id
 	}
-	err := l.tryCommit(func(s snap) []string {
-		rows := l.mergeRows(srcs)
+	err := v.tryCommit(func(sn snap) []string {
+		rows := v.mergeRows(srcs)
 		for i := range rows {
 			rows[i].hasRowID = false
 		}
-		path := fmt.Sprintf("ducklake-merged-%d.parquet", s.nextFile)
-		n := writeData(l.t, l.local(path), rows, false, true)
-		return l.mergeSQL(s, srcs, path, rows, n, srcs[0].rowIDStart, true)
+		path := fmt.Sprintf("ducklake-merged-%d.parquet", sn.nextFile)
+		n := writeData(v.t, v.local(path), rows, false, true)
+		return v.mergeSQL(sn, srcs, path, rows, n, srcs[0].rowIDStart, true)
 	})
-	m.expectRefusal(rt, fmt.Sprintf("merging files %v", ids), err, m.readBy(ids...))
+	m.expectRefusal(rt, fmt.Sprintf("merging files %v on %s", ids, s.name), err, m.refusers(s, ids, nil))
 }
 
 // rewrite is rewrite_data_files over one live file with a live delete
 // file: the survivors in a new file, the source and its delete file
 // ended (not removed: that is expire's).
-func (m *branchModel) rewrite(rt *rapid.T) {
-	l := m.l
-	files, dels := l.live()
+func (m *branchModel) rewrite(rt *rapid.T, s *side) {
+	v := s.view
+	files, dels := v.live()
 	var f catFile
 	var d catDelete
 	found := false
@@ -235,40 +287,40 @@ func (m *branchModel) rewrite(rt *rapid.T) {
 		rt.Skip("no file with deletes")
 	}
 	deleted := map[int64]bool{}
-	for _, p := range readDeletes(l.t, l.local(d.path)) {
+	for _, p := range readDeletes(v.t, v.local(d.path)) {
 		deleted[p.pos] = true
 	}
 	if len(deleted) == int(f.records) {
 		rt.Skip("every row deleted: nothing to rewrite")
 	}
-	l.commit(func(s snap) []string {
-		c := s.id + 1
+	v.commit(func(sn snap) []string {
+		c := sn.id + 1
 		var rows []dataRow
-		for pos, r := range readData(l.t, l.local(f.path)) {
+		for pos, r := range readData(v.t, v.local(f.path)) {
 			if !deleted[int64(pos)] {
 				rows = append(rows, dataRow{id: r.id, rowID: f.rowIDStart + int64(pos), hasRowID: true})
 			}
 		}
-		path := fmt.Sprintf("ducklake-rewritten-%d.parquet", s.nextFile)
-		n := writeData(l.t, l.local(path), rows, true, false)
-		records, next, size, _ := l.tableStats()
-		stmts := []string{snapshotSQL(s, s.nextFile+1)}
-		stmts = append(stmts, l.fileSQL(s.nextFile, c, path, rows, n, 0, false, 0, false)...)
+		path := fmt.Sprintf("ducklake-rewritten-%d.parquet", sn.nextFile)
+		n := writeData(v.t, v.local(path), rows, true, false)
+		records, next, size, _ := v.tableStats()
+		stmts := []string{snapshotSQL(sn, sn.nextFile+1)}
+		stmts = append(stmts, v.fileSQL(sn.nextFile, c, path, rows, n, 0, false, 0, false)...)
 		return append(stmts,
 			fmt.Sprintf("UPDATE %s.ducklake_delete_file SET end_snapshot = %d WHERE delete_file_id = %d", q, c, d.id),
 			fmt.Sprintf("UPDATE %s.ducklake_data_file SET end_snapshot = %d WHERE data_file_id = %d", q, c, f.id),
-			fmt.Sprintf("UPDATE %s.ducklake_table_stats SET record_count=%d, file_size_bytes=%d, next_row_id=%d WHERE table_id=%d", q, records-int64(len(deleted)), size, next, l.table),
-			changesSQL(c, fmt.Sprintf("rewrite_delete:%d", l.table)))
+			fmt.Sprintf("UPDATE %s.ducklake_table_stats SET record_count=%d, file_size_bytes=%d, next_row_id=%d WHERE table_id=%d", q, records-int64(len(deleted)), size, next, v.table),
+			changesSQL(c, fmt.Sprintf("rewrite_delete:%d", v.table)))
 	})
 }
 
 // expire is expire_snapshots(older_than => …) at a random cutoff (never
 // the newest snapshot).
-func (m *branchModel) expire(rt *rapid.T) {
-	l := m.l
-	last := l.latest().id
+func (m *branchModel) expire(rt *rapid.T, s *side) {
+	v := s.view
+	last := v.latest().id
 	var retained []int64
-	for _, r := range l.scan("ducklake_snapshot", "snapshot_id") {
+	for _, r := range v.scan("ducklake_snapshot", "snapshot_id") {
 		if id, _ := i8(r[0]); id != last {
 			retained = append(retained, id)
 		}
@@ -277,57 +329,56 @@ func (m *branchModel) expire(rt *rapid.T) {
 		rt.Skip("only the newest snapshot")
 	}
 	sort.Slice(retained, func(i, j int) bool { return retained[i] < retained[j] })
-	// expire_snapshots(older_than => …): the oldest ones, up to a cutoff.
 	victims := retained[:rapid.IntRange(1, len(retained)).Draw(rt, "expired")]
-	purged, err := l.tryExpire(victims...)
-	readers := m.readBy(purged...)
-	for _, b := range m.branches {
-		if slices.Contains(victims, b.fork) && !slices.Contains(readers, b.name) {
-			readers = append(readers, b.name)
-		}
-	}
-	m.expectRefusal(rt, fmt.Sprintf("expiring %v (purging %v)", victims, purged), err, readers)
+	purged, err := v.tryExpire(victims...)
+	m.expectRefusal(rt, fmt.Sprintf("expiring %v (purging %v) on %s", victims, purged, s.name), err, m.refusers(s, purged, victims))
 }
 
-// deleteOrphans is delete_orphaned_files(cleanup_all => true): every
-// Parquet file under the data path that no data-file, delete-file or
-// schedule row of the lake names goes.
-func (m *branchModel) deleteOrphans() {
-	l := m.l
+// deleteOrphans is delete_orphaned_files(cleanup_all => true) on v: every
+// Parquet file under its data path that no data-file, delete-file or
+// schedule row of its catalog names goes.
+func deleteOrphans(v *lake) {
 	known := map[string]bool{}
-	for _, f := range l.dataFiles() {
-		known[l.local(f.path)] = true
+	for _, f := range v.dataFiles() {
+		known[v.local(f.path)] = true
 	}
-	for _, d := range l.deleteFiles() {
-		known[l.local(d.path)] = true
+	for _, d := range v.deleteFiles() {
+		known[v.local(d.path)] = true
 	}
-	for _, r := range l.scan("ducklake_files_scheduled_for_deletion", "path") {
-		known[filepath.Join(l.data, string(r[0]))] = true
+	for _, r := range v.scan("ducklake_files_scheduled_for_deletion", "path") {
+		known[filepath.Join(v.data, string(r[0]))] = true
 	}
-	err := filepath.WalkDir(l.data, func(p string, e fs.DirEntry, err error) error {
+	err := filepath.WalkDir(v.data, func(p string, e fs.DirEntry, err error) error {
 		if err != nil || e.IsDir() || !strings.HasSuffix(p, ".parquet") || known[p] {
 			return err
 		}
 		return os.Remove(p)
 	})
 	if err != nil {
-		l.t.Fatal(err)
+		v.t.Fatal(err)
 	}
 }
 
 // fork creates a branch of the lake and records what it reads.
-func (m *branchModel) fork() {
+func (m *branchModel) fork(writable bool) {
 	m.forks++
 	name := fmt.Sprintf("b%d", m.forks)
-	if _, err := m.admin.Exec(m.l.ctx, "CREATE DATABASE "+name+" TEMPLATE lake").ReadAll(); err != nil {
+	view := *m.l
+	sql := "CREATE DATABASE " + name + " TEMPLATE lake"
+	if writable {
+		view.data = m.l.t.TempDir()
+		sql += " LOCATION '" + view.data + "/'"
+	}
+	if _, err := m.admin.Exec(m.l.ctx, sql).ReadAll(); err != nil {
 		m.rt.Fatalf("fork: %v", err)
 	}
-	view := *m.l
 	view.conn = m.connect(name)
-	b := &modelBranch{name: name, view: &view, fork: m.l.latest().id, dump: m.dump(m.l.conn), rows: map[int64]map[int64]int64{}, files: map[int64]bool{}}
+	latest := m.l.latest()
+	b := &modelBranch{fork: latest.id, nextFile: latest.nextFile, files: map[int64]bool{}, writable: writable}
+	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b}
 	for _, r := range m.l.scan("ducklake_snapshot", "snapshot_id") {
-		s, _ := i8(r[0])
-		b.rows[s] = m.l.rows(s)
+		sn, _ := i8(r[0])
+		s.rows[sn] = m.l.rows(sn)
 	}
 	for _, f := range m.l.dataFiles() {
 		b.files[f.id] = true
@@ -335,15 +386,18 @@ func (m *branchModel) fork() {
 	for _, d := range m.l.deleteFiles() {
 		b.files[d.id] = true
 	}
-	m.branches = append(m.branches, b)
+	if !writable {
+		b.dump = m.dump(m.l.conn)
+	}
+	m.sides = append(m.sides, s)
 }
 
 func (m *branchModel) drop(i int) {
-	b := m.branches[i]
-	if _, err := m.admin.Exec(m.l.ctx, "DROP DATABASE "+b.name+" WITH (FORCE)").ReadAll(); err != nil {
-		m.rt.Fatalf("drop %s: %v", b.name, err)
+	s := m.sides[i]
+	if _, err := m.admin.Exec(m.l.ctx, "DROP DATABASE "+s.name+" WITH (FORCE)").ReadAll(); err != nil {
+		m.rt.Fatalf("drop %s: %v", s.name, err)
 	}
-	m.branches = slices.Delete(m.branches, i, i+1)
+	m.sides = slices.Delete(m.sides, i, i+1)
 }
 
 // dump is every DuckLake table as c reads it, rows sorted.
@@ -367,37 +421,41 @@ func (m *branchModel) dump(c *pgconn.PgConn) map[string]string {
 
 // check is the model's invariant, after every step.
 func (m *branchModel) check(rt *rapid.T) {
-	l := m.l
-	onDisk := func(who string, v *lake) {
+	for _, s := range m.sides {
+		v := s.view
 		for _, f := range v.dataFiles() {
 			if _, err := os.Stat(v.local(f.path)); err != nil {
-				rt.Fatalf("%s references data file %d (%s), which is gone: %v", who, f.id, f.path, err)
+				rt.Fatalf("%s references data file %d (%s), which is gone: %v", s.name, f.id, f.path, err)
 			}
 		}
 		for _, d := range v.deleteFiles() {
 			if _, err := os.Stat(v.local(d.path)); err != nil {
-				rt.Fatalf("%s references delete file %d (%s), which is gone: %v", who, d.id, d.path, err)
+				rt.Fatalf("%s references delete file %d (%s), which is gone: %v", s.name, d.id, d.path, err)
 			}
 		}
-	}
-	onDisk("the lake", l)
-	for _, b := range m.branches {
-		onDisk("branch "+b.name, b.view)
-		got := m.dump(b.view.conn)
-		for name, want := range b.dump {
-			if got[name] != want {
-				rt.Fatalf("branch %s: table %s differs from the lake's at the fork", b.name, name)
+		if b := s.branch; b != nil && !b.writable {
+			got := m.dump(v.conn)
+			for name, want := range b.dump {
+				if got[name] != want {
+					rt.Fatalf("read-only branch %s: table %s differs from the lake's at the fork", s.name, name)
+				}
+			}
+			if len(got) != len(b.dump) {
+				rt.Fatalf("read-only branch %s: %d tables, %d at the fork", s.name, len(got), len(b.dump))
 			}
 		}
-		if len(got) != len(b.dump) {
-			rt.Fatalf("branch %s: %d tables, %d at the fork", b.name, len(got), len(b.dump))
-		}
-		for s, want := range b.rows {
-			got := b.view.rows(s)
+		for _, r := range v.scan("ducklake_snapshot", "snapshot_id") {
+			sn, _ := i8(r[0])
+			got := v.rows(sn)
+			want, seen := s.rows[sn]
+			if !seen {
+				s.rows[sn] = got
+				continue
+			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
-				rt.Fatalf("branch %s at snapshot %d reads %v, read %v at the fork", b.name, s, got, want)
+				rt.Fatalf("%s at snapshot %d reads %v, read %v before", s.name, sn, got, want)
 			}
 		}
 	}
-	l.verify("model step")
+	m.l.verify("model step")
 }

@@ -52,7 +52,7 @@ func (v *Version) fixFor(schema, table string) func([]datum.Value) {
 		if !ok {
 			return
 		}
-		vals[path] = datum.TextValue(dir + vals[path].S)
+		vals[path] = datum.TextValue(catalog.JoinPath(dir, vals[path].S, true))
 		vals[rel] = datum.BoolValue(false)
 	}
 }
