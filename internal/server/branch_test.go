@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/commit"
@@ -476,5 +477,63 @@ func TestBranchResidentMetrics(t *testing.T) {
 	got := strings.Join(series(), "\n")
 	if !strings.Contains(got, `table="ducklake_snapshot"`) || strings.Contains(got, `table="ducklake_metadata"`) {
 		t.Fatalf("after the lake's commits the branch counts:\n%s\nwant its snapshot table, not its metadata", got)
+	}
+}
+
+// TestWritableBranchOnAReplica: a replica serves a writable branch as the
+// writer holds it — it reloads to follow the branch's commits, which
+// overlay what it reads of its parent — and refuses a LOCATION that
+// overlaps the lake's data path.
+func TestWritableBranchOnAReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w, st := writerAndReplica(t, ctx)
+	cfg := workload.Config{ConnString: w.Conninfo("lake"), Writers: 1, CommitsPerWriter: 3, Tables: 1, Seed: 4}
+	if err := workload.Prepare(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workload.Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	admin := w.Conninfo("postgres")
+	wantCode(t, "a LOCATION inside the lake's data path", execErr(ctx, admin, "CREATE DATABASE dev TEMPLATE lake LOCATION '/lake/workload/dev/'"), "22023", "overlaps")
+	wantCode(t, "a LOCATION without a TEMPLATE", execErr(ctx, admin, "CREATE DATABASE dev LOCATION '/elsewhere/'"), "0A000", "TEMPLATE")
+	if err := execErr(ctx, admin, "CREATE DATABASE dev TEMPLATE lake LOCATION '/lake/dev/'"); err != nil {
+		t.Fatal(err)
+	}
+	if got := queryOne(t, ctx, w.Conninfo("dev"), "SELECT value FROM ducklake_metadata WHERE key = 'data_path'"); got != "/lake/dev/" {
+		t.Fatalf("the branch's data_path is %q", got)
+	}
+	if err := execErr(ctx, w.Conninfo("dev"), "INSERT INTO ducklake_metadata (key, value) VALUES ('on_the_branch', '1')"); err != nil {
+		t.Fatalf("a write on the writable branch: %v", err)
+	}
+	m := NewMetrics()
+	if err := st.KV.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.catchUp(ctx, m, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	db, ok := st.Cat.Lookup("dev")
+	if !ok || db.Branch() == nil || !db.Branch().Writable() {
+		t.Fatal("the replica does not serve dev as a writable branch")
+	}
+	rows := commit.StoredOf(db.Current(), "dev", "public").Rows["ducklake_metadata"]
+	var found, path bool
+	for _, r := range rows {
+		found = found || strings.Contains(string(r), "on_the_branch")
+		path = path || strings.Contains(string(r), "/lake/dev/")
+	}
+	if !found || !path {
+		t.Fatalf("the replica's branch lacks its own writes (on_the_branch %v, data_path %v)", found, path)
+	}
+	lake, _ := st.Cat.Lookup("lake")
+	for _, r := range commit.StoredOf(lake.Current(), "lake", "public").Rows["ducklake_metadata"] {
+		if strings.Contains(string(r), "on_the_branch") || strings.Contains(string(r), "/lake/dev/") {
+			t.Fatal("the replica's lake holds the branch's writes")
+		}
+	}
+	if testutil.ToFloat64(m.ReplicaReloads) == 0 {
+		t.Fatal("the replica followed a writable branch's commits without reloading")
 	}
 }
