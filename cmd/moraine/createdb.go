@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -20,6 +21,7 @@ func createdbMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := newFlags("createdb [flags] <name>", stdout, stderr)
 	addr, maint := dbToolFlags(fs)
 	template := fs.String("template", "", "a database of the server to fork: the new database is a branch of it (CREATE DATABASE … TEMPLATE …; docs/branches.md)")
+	location := fs.String("location", "", "with --template: the branch's own data path, which makes it writable (… LOCATION '…')")
 	if code, ok := fs.parse(args, 1); !ok {
 		return code
 	}
@@ -27,6 +29,9 @@ func createdbMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		sql := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
 		if *template != "" {
 			sql += " TEMPLATE " + pgx.Identifier{*template}.Sanitize()
+		}
+		if *location != "" {
+			sql += " LOCATION '" + strings.ReplaceAll(*location, "'", "''") + "'"
 		}
 		return sql
 	})

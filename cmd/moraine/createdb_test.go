@@ -58,6 +58,9 @@ func TestCreatedbDropdb(t *testing.T) {
 	if code, msg := run(createdbMain, "-template", "d2", "b1"); code != 0 {
 		t.Fatalf("createdb -template d2 b1: exit %d: %s", code, msg)
 	}
+	if code, msg := run(createdbMain, "-template", "d2", "-location", "/x/", "b3"); code != 1 || !strings.Contains(msg, "holds 0 DuckLake catalogs") {
+		t.Fatalf("createdb -template d2 -location /x/ b3 (d2 holds no lake): exit %d: %s", code, msg)
+	}
 	if out, err := exec.Command("createdb", "-h", host, "-p", port, "-U", "moraine", "-T", "d2", "b2").CombinedOutput(); err != nil {
 		t.Fatalf("createdb -T d2 b2: %v\n%s", err, out)
 	}
