@@ -507,6 +507,12 @@ func TestWritableBranchOnAReplica(t *testing.T) {
 	if err := execErr(ctx, w.Conninfo("dev"), "INSERT INTO ducklake_metadata (key, value) VALUES ('on_the_branch', '1')"); err != nil {
 		t.Fatalf("a write on the writable branch: %v", err)
 	}
+	// A row whose identity the branch inherited is stored already: the
+	// branch's keys are checked against the parent's at the fork.
+	dup := execErr(ctx, w.Conninfo("dev"), "INSERT INTO ducklake_metadata (key, value) VALUES ('version', 'again')")
+	if dup == nil || !strings.Contains(dup.Error(), "same identity") {
+		t.Fatalf("a second row with an inherited identity on the branch: %v", dup)
+	}
 	m := NewMetrics()
 	if err := st.KV.Refresh(ctx); err != nil {
 		t.Fatal(err)
