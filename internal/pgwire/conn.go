@@ -479,8 +479,13 @@ func (c *conn) enterIdle() bool {
 	}
 	c.mu.idle = true
 	var d time.Time
-	if t := c.srv.cfg.IdleTimeout; t > 0 {
-		d = time.Now().Add(t)
+	switch {
+	case c.evicted.Load() != nil:
+		// Terminated while it was busy: the deadline evict set must not be
+		// lifted, or the next request would be served.
+		d = time.Now()
+	case c.srv.cfg.IdleTimeout > 0:
+		d = time.Now().Add(c.srv.cfg.IdleTimeout)
 	}
 	_ = c.mu.netConn.SetReadDeadline(d)
 	return true
