@@ -15,15 +15,16 @@ import (
 )
 
 // A branch is a database forked from another (its parent) at one instant:
-// it reads the parent's DuckLake catalogs exactly as they were then, and it
-// is read-only. A fork costs one store record whatever the catalog's size
-// (keyspace.Branch: the store keeps the parent's keys as of the record's
-// seq), and O(1) memory: the branch's version is the parent's version at
-// the fork, shared node for node.
+// it starts as the parent's DuckLake catalogs exactly as they were then. It
+// is read-only, or writable when forked with a data path of its own
+// (branch_write.go). A fork costs one store record whatever the catalog's
+// size (keyspace.Branch: the store keeps the parent's keys as of the
+// record's seq), and O(1) memory: the branch's version is the parent's
+// version at the fork, shared node for node.
 //
-// The data files a branch reads are the parent's, in the parent's data
+// The data files a branch inherited are the parent's, in the parent's data
 // path. The parent therefore may not delete, or schedule for deletion, a
-// file any of its branches references, nor expire the snapshot a branch was
+// file any of its branches inherited, nor expire the snapshot a branch was
 // forked at (checkBranches): DuckLake's maintenance functions on the parent
 // fail with the branch named rather than remove what a branch reads. A
 // parent is not dropped while it has branches.
