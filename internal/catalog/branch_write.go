@@ -73,6 +73,16 @@ func (s *Server) writableFork(v *Version, rec *keyspace.Branch, dataPath string)
 		return nil, nil, &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
 			Message: fmt.Sprintf("cannot fork %q with a data path: it holds %d DuckLake catalogs, and a writable branch takes one", rec.Parent, lakes)}
 	}
+	// Nor may it overlap the data path of any other lake of the server (a
+	// sibling branch's above all): each one's orphan cleanup would take
+	// the other's files.
+	for name, other := range s.dataPaths() {
+		if strings.HasPrefix(dataPath, other) || strings.HasPrefix(other, dataPath) {
+			return nil, nil, &Error{Kind: ErrBadDef, Code: pgcode.InvalidParameterValue,
+				Message: fmt.Sprintf("the branch's data path %q overlaps %s's data path %q", dataPath, name, other),
+				Detail:  "Each lake's ducklake_delete_orphaned_files deletes what its own catalog does not name under its data path: no data path may contain another."}
+		}
+	}
 	b := newBuilder(v)
 	for i := range rec.Catalogs {
 		c := &rec.Catalogs[i]
@@ -101,6 +111,28 @@ func (s *Server) writableFork(v *Version, rec *keyspace.Branch, dataPath string)
 		return nil
 	}
 	return b.finish(), fork, nil
+}
+
+// dataPaths returns the data path of every DuckLake catalog of every
+// database of the server, by "database.schema".
+func (s *Server) dataPaths() map[string]string {
+	s.mu.Lock()
+	dbs := make([]*Database, 0, len(s.mu.dbs))
+	for _, db := range s.mu.dbs {
+		if !db.dropped.Load() {
+			dbs = append(dbs, db)
+		}
+	}
+	s.mu.Unlock()
+	out := map[string]string{}
+	for _, db := range dbs {
+		for _, sc := range db.Current().Schemas() {
+			if p, ok := metadataValue(sc, "data_path"); ok && p != "" {
+				out[db.name+"."+sc.Name] = withSlash(p)
+			}
+		}
+	}
+	return out
 }
 
 func withSlash(p string) string {

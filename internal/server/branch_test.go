@@ -501,6 +501,7 @@ func TestWritableBranchOnAReplica(t *testing.T) {
 	if err := execErr(ctx, admin, "CREATE DATABASE dev TEMPLATE lake LOCATION '/lake/dev/'"); err != nil {
 		t.Fatal(err)
 	}
+	wantCode(t, "a second branch on the first one's data path", execErr(ctx, admin, "CREATE DATABASE dev2 TEMPLATE lake LOCATION '/lake/dev/more/'"), "22023", "dev.public")
 	if got := queryOne(t, ctx, w.Conninfo("dev"), "SELECT value FROM ducklake_metadata WHERE key = 'data_path'"); got != "/lake/dev/" {
 		t.Fatalf("the branch's data_path is %q", got)
 	}
