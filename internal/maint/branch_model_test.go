@@ -314,8 +314,8 @@ func (m *branchModel) rewrite(rt *rapid.T, s *side) {
 	})
 }
 
-// expire is expire_snapshots(older_than => …) at a random cutoff (never
-// the newest snapshot).
+// expire is expire_snapshots of the snapshots older than a random cutoff,
+// or of a random set of them (never the newest).
 func (m *branchModel) expire(rt *rapid.T, s *side) {
 	v := s.view
 	last := v.latest().id
@@ -329,7 +329,12 @@ func (m *branchModel) expire(rt *rapid.T, s *side) {
 		rt.Skip("only the newest snapshot")
 	}
 	sort.Slice(retained, func(i, j int) bool { return retained[i] < retained[j] })
+	// expire_snapshots(older_than => …) or (versions => [...]).
 	victims := retained[:rapid.IntRange(1, len(retained)).Draw(rt, "expired")]
+	if rapid.Bool().Draw(rt, "byVersion") {
+		victims = rapid.SliceOfNDistinct(rapid.SampledFrom(retained), 1, len(retained), rapid.ID[int64]).Draw(rt, "versions")
+		slices.Sort(victims)
+	}
 	purged, err := v.tryExpire(victims...)
 	m.expectRefusal(rt, fmt.Sprintf("expiring %v (purging %v) on %s", victims, purged, s.name), err, m.refusers(s, purged, victims))
 }
