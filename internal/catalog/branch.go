@@ -503,35 +503,49 @@ func (c *concatIter) close() error {
 }
 
 // followBranch applies a branch record a replica follows: a fork of the
-// parent as the replica holds it, or the branch's drop.
-func (s *Server) followBranch(o PairOp) error {
+// parent as the replica holds it (a writable branch's catalogs under their
+// own ids), or, for a delete, nothing yet: the caller drops the branch
+// with the rest of the batch. It returns the branch's name.
+func (s *Server) followBranch(o PairOp) (string, error) {
 	if o.Delete {
 		r := keyspace.NewKeyReader(o.Key)
 		r.Uint32()
 		r.Byte()
 		name, _ := r.String()
 		if err := r.Done(); err != nil {
-			return fmt.Errorf("%w: branch key: %v", ErrCorrupt, err)
+			return "", fmt.Errorf("%w: branch key: %v", ErrCorrupt, err)
 		}
-		s.Forget(name)
-		return nil
+		return name, nil
 	}
 	name, rec, err := keyspace.DecodeBranch(o.Key, o.Value)
 	if err != nil {
-		return fmt.Errorf("follow branch: %w", err)
+		return "", fmt.Errorf("follow branch: %w", err)
 	}
 	p, ok := s.Lookup(rec.Parent)
 	if !ok || p.branch != nil {
-		return fmt.Errorf("%w: branch %q of unknown database %q", ErrCannotFollow, name, rec.Parent)
+		return "", fmt.Errorf("%w: branch %q of unknown database %q", ErrCannotFollow, name, rec.Parent)
 	}
 	v := p.Current()
 	for _, c := range rec.Catalogs {
 		if sc, ok := v.Schema(c.Schema); !ok || sc.CatalogID != c.ID {
-			return fmt.Errorf("%w: branch %q reads catalog %s (%d), which %q does not hold", ErrCannotFollow, name, c.Schema, c.ID, rec.Parent)
+			return "", fmt.Errorf("%w: branch %q reads catalog %s (%d), which %q does not hold", ErrCannotFollow, name, c.Schema, c.ID, rec.Parent)
 		}
 	}
+	if rec.Writable() {
+		b := newBuilder(v)
+		for _, c := range rec.Catalogs {
+			own, err := b.ownSchema(c.Schema)
+			if err != nil {
+				return "", err
+			}
+			own.CatalogID = c.OwnID
+			for cur := s.nextCatalogID.Load(); cur <= c.OwnID && !s.nextCatalogID.CompareAndSwap(cur, c.OwnID+1); cur = s.nextCatalogID.Load() {
+			}
+		}
+		v = b.finish()
+	}
 	s.addBranch(name, &rec, v)
-	return nil
+	return name, nil
 }
 
 // overlayIter is a writable branch's catalog: the parent's pairs at the

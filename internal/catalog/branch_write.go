@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
@@ -272,51 +271,6 @@ func (db *Database) tableTypes(schema, table string) []datum.Type {
 		return nil
 	}
 	return t.Types()
-}
-
-// followsBranchWrites refuses to follow op if it is a writable branch's
-// (its record, or a key under one of its own catalog ids): ErrCannotFollow
-// makes the replica reload instead.
-func (s *Server) followsBranchWrites(o PairOp, owned map[uint32]string) error {
-	if len(o.Key) < 5 {
-		return nil
-	}
-	id := binary.BigEndian.Uint32(o.Key)
-	if id == keyspace.StoreCatalogID && keyspace.Kind(o.Key[4]) == keyspace.KindBranch {
-		if o.Delete {
-			r := keyspace.NewKeyReader(o.Key)
-			r.Uint32()
-			r.Byte()
-			name, _ := r.String()
-			if db, ok := s.Lookup(name); ok && db.branch != nil && db.branch.Writable() {
-				return fmt.Errorf("%w: the drop of writable branch %q", ErrCannotFollow, name)
-			}
-			return nil
-		}
-		if name, b, err := keyspace.DecodeBranch(o.Key, o.Value); err == nil && b.Writable() {
-			return fmt.Errorf("%w: the fork of writable branch %q", ErrCannotFollow, name)
-		}
-		return nil
-	}
-	if name, ok := owned[id]; ok {
-		return fmt.Errorf("%w: a commit of writable branch %q", ErrCannotFollow, name)
-	}
-	return nil
-}
-
-// ownedIDs maps the own catalog ids of the writable branches to their names.
-func (s *Server) ownedIDs() map[uint32]string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := map[uint32]string{}
-	for _, db := range s.mu.dbs {
-		if db.branch != nil && db.branch.Writable() && !db.dropped.Load() {
-			for _, c := range db.branch.Catalogs {
-				out[c.OwnID] = db.name
-			}
-		}
-	}
-	return out
 }
 
 // TableDirs resolves the directory of every DuckLake table of schema in v

@@ -52,14 +52,20 @@ type followCat struct {
 // and publishes each one's next version. The server must be a follower's:
 // nothing else may commit or publish on it meanwhile.
 func (s *Server) ApplyCommitted(ops []PairOp) error {
-	// A writable branch's commits overlay what it reads of its parent:
-	// a replica reloads to follow them (its rows are not indexed by key).
-	if s.branches.Load() > 0 {
-		owned := s.ownedIDs()
-		for _, o := range ops {
-			if err := s.followsBranchWrites(o, owned); err != nil {
-				return err
-			}
+	// A branch's fork reads its parent as the batches before its record
+	// left it — as this replica holds it now, before the rest of the batch
+	// (a writable branch's own first rows, which need it).
+	var dropBranches []string
+	for _, o := range ops {
+		if len(o.Key) < 5 || keyspaceCatalogID(o.Key) != keyspace.StoreCatalogID || keyspace.Kind(o.Key[4]) != keyspace.KindBranch {
+			continue
+		}
+		name, err := s.followBranch(o)
+		if err != nil {
+			return err
+		}
+		if o.Delete {
+			dropBranches = append(dropBranches, name)
 		}
 	}
 	cats := map[uint32]*followCat{}
@@ -72,16 +78,23 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 		s.follow = newFollowState()
 	}
 	f := &follower{srv: s, st: s.follow, cats: cats, dropping: map[string]bool{}}
+	for _, name := range dropBranches {
+		f.dropping[name] = true // its own keys go with it
+	}
 	// Definitions first (a new table's rows follow in the same batch),
 	// then deletes, then puts (an UPDATE that moves a row between keys is
 	// a delete and a put; applying every delete first keeps a primary key
 	// from being held twice in between), then dropped definitions.
-	var regs, defs, dels, puts, drops, branches []PairOp
+	var regs, defs, dels, puts, drops []PairOp
 	for _, o := range ops {
 		if len(o.Key) < 5 {
 			return fmt.Errorf("%w: key %x too short", ErrCorrupt, o.Key)
 		}
 		kind := keyspace.Kind(o.Key[4])
+		if !o.Delete && keyspace.Hidden(o.Value) && keyspaceCatalogID(o.Key) != keyspace.StoreCatalogID {
+			// A writable branch's delete of a key it read of its parent.
+			o.Delete, o.Value = true, nil
+		}
 		switch {
 		case kind.IsRowKind() && o.Delete:
 			dels = append(dels, o)
@@ -102,7 +115,7 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 				return err
 			}
 		case kind == keyspace.KindBranch:
-			branches = append(branches, o)
+			// Followed above.
 		default:
 			return fmt.Errorf("%w: %v record %s", ErrCannotFollow, kind, keyspace.FormatKey(o.Key))
 		}
@@ -151,13 +164,6 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 	}
 	for name := range f.dropping {
 		s.Forget(name)
-	}
-	// A branch reads its parent as the batches before its record left it:
-	// as this replica now holds it.
-	for _, o := range branches {
-		if err := s.followBranch(o); err != nil {
-			return err
-		}
 	}
 	if f.nextID > 0 {
 		for {
@@ -367,7 +373,7 @@ func (f *follower) drop(o PairOp) error {
 	}
 	t, err := c.b.dropTable(c.schema, name)
 	if err == nil {
-		delete(f.st.idx, t.info)
+		delete(f.st.idx, idxKey{t.info, cid})
 		delete(f.st.codecs, t.info)
 	}
 	return err

@@ -23,7 +23,9 @@ import (
 
 type followState struct {
 	seed maphash.Seed
-	idx  map[*TableInfo]*rowIndex
+	// idx is by table definition and catalog id: a branch shares its
+	// parent's tables, but its keys carry its own catalog id.
+	idx map[idxKey]*rowIndex
 	// codecs are the keyspace codecs of the tables followed so far, by
 	// definition (a definition changes only by DDL, which makes another
 	// TableInfo).
@@ -31,7 +33,12 @@ type followState struct {
 }
 
 func newFollowState() *followState {
-	return &followState{seed: maphash.MakeSeed(), idx: map[*TableInfo]*rowIndex{}, codecs: map[*TableInfo]*keyspace.Table{}}
+	return &followState{seed: maphash.MakeSeed(), idx: map[idxKey]*rowIndex{}, codecs: map[*TableInfo]*keyspace.Table{}}
+}
+
+type idxKey struct {
+	info *TableInfo
+	cid  uint32
 }
 
 // rowIndex is one table's: base holds (hash, ctid) of the rows it was built
@@ -118,15 +125,10 @@ func indexed(t *Table) bool { return t.pk != nil || t.look != nil }
 // embedded child table, indexed by parent link), building it if missing or
 // stale.
 func (f *follower) index(c *followCat, t *Table, kt *keyspace.Table) (*rowIndex, error) {
-	idx := f.st.idx[t.info]
+	cid := keyFor(f.cats, c)
+	idx := f.st.idx[idxKey{t.info, cid}]
 	if idx != nil && idx.t == t {
 		return idx, nil
-	}
-	cid := uint32(0)
-	for id, o := range f.cats {
-		if o == c {
-			cid = id
-		}
 	}
 	keyOf, err := f.indexKey(t, kt, cid)
 	if err != nil {
@@ -146,7 +148,7 @@ func (f *follower) index(c *followCat, t *Table, kt *keyspace.Table) (*rowIndex,
 		return nil, kerr
 	}
 	idx = newRowIndex(t, base)
-	f.st.idx[t.info] = idx
+	f.st.idx[idxKey{t.info, cid}] = idx
 	return idx, nil
 }
 
@@ -219,13 +221,14 @@ func (f *follower) track(c *followCat, before *Table, table string, change func(
 	if indexed(before) {
 		return
 	}
-	idx := f.st.idx[before.info]
+	key := idxKey{before.info, keyFor(f.cats, c)}
+	idx := f.st.idx[key]
 	if idx == nil || idx.t != before {
 		return
 	}
 	after, err := c.b.peek(c.schema, table)
 	if err != nil {
-		delete(f.st.idx, before.info)
+		delete(f.st.idx, key)
 		return
 	}
 	change(idx)

@@ -483,8 +483,16 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 		v.seq = 0
 		l.srv.mu.dbs[name] = newDatabase(name, l.srv, v)
 	}
-	for t, base := range l.hashed {
-		l.srv.follow.idx[t.info] = newRowIndex(t, base)
+	if len(l.hashed) > 0 {
+		cidOf := map[*Table]uint32{}
+		for cid, c := range l.cats {
+			for _, t := range c.tables {
+				cidOf[t] = cid
+			}
+		}
+		for t, base := range l.hashed {
+			l.srv.follow.idx[idxKey{t.info, cidOf[t]}] = newRowIndex(t, base)
+		}
 	}
 	for _, b := range l.branches {
 		if err := l.srv.loadBranch(ctx, b, opts); err != nil {

@@ -200,9 +200,13 @@ func (tr *translator) op(o *catalog.Op) error {
 		tr.put(keyspace.BranchKey(tr.c.DB.Name()), keyspace.EncodeBranch(*b), keyspace.StoreCatalogID, "")
 		if b.Writable() {
 			tr.fork = b
+			next := uint32(0)
 			for _, c := range b.Catalogs {
 				tr.forkIDs[c.OwnID] = true
+				next = max(next, c.OwnID+1)
 			}
+			// Its own ids stay allocated across restarts, dropped or not.
+			tr.put(keyspace.NextCatalogIDKey(), keyspace.EncodeNextCatalogID(next), keyspace.StoreCatalogID, "")
 		}
 		return nil
 	case catalog.OpDropDatabase:

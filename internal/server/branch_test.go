@@ -481,9 +481,9 @@ func TestBranchResidentMetrics(t *testing.T) {
 }
 
 // TestWritableBranchOnAReplica: a replica serves a writable branch as the
-// writer holds it — it reloads to follow the branch's commits, which
-// overlay what it reads of its parent — and refuses a LOCATION that
-// overlaps the lake's data path.
+// writer holds it, following its fork, its commits (whose keys overlay
+// what it reads of its parent) and its drop commit by commit; and the
+// writer refuses data paths that overlap another lake's.
 func TestWritableBranchOnAReplica(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -540,7 +540,77 @@ func TestWritableBranchOnAReplica(t *testing.T) {
 			t.Fatal("the replica's lake holds the branch's writes")
 		}
 	}
-	if testutil.ToFloat64(m.ReplicaReloads) == 0 {
-		t.Fatal("the replica followed a writable branch's commits without reloading")
+	if n := testutil.ToFloat64(m.ReplicaReloads); n != 0 {
+		t.Fatalf("the replica reloaded %v times to follow a writable branch", n)
+	}
+	sameAsStore(t, ctx, st)
+	sameBranchAsStore(t, ctx, st, "dev")
+
+	// The branch's later commits (a delete of an inherited row: a hidden
+	// key) and its drop, followed commit by commit too.
+	if err := execErr(ctx, w.Conninfo("dev"), "DELETE FROM ducklake_metadata WHERE key = 'created_by'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.KV.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.catchUp(ctx, m, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	sameBranchAsStore(t, ctx, st, "dev")
+	if err := execErr(ctx, admin, "DROP DATABASE dev"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.KV.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.catchUp(ctx, m, t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.Cat.Lookup("dev"); ok {
+		t.Fatal("the replica still serves the dropped branch")
+	}
+	sameAsStore(t, ctx, st)
+	if n := testutil.ToFloat64(m.ReplicaReloads); n != 0 {
+		t.Fatalf("the replica reloaded %v times to follow a writable branch", n)
+	}
+}
+
+// sameBranchAsStore fails t unless the replica's branch holds, row for
+// row, what a fresh load of the store at its seq does.
+func sameBranchAsStore(t *testing.T, ctx context.Context, st *Stack, name string) {
+	t.Helper()
+	snap, err := st.KV.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Close()
+	it := snap.ScanPrefix(ctx, nil)
+	fresh, err := catalog.Load(ctx, it, catalog.Options{ReadAt: st.readAt})
+	it.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := func(cat *catalog.Server) map[string][]string {
+		db, ok := cat.Lookup(name)
+		if !ok {
+			t.Fatalf("no branch %s", name)
+		}
+		out := map[string][]string{}
+		for table, rs := range commit.StoredOf(db.Current(), name, "public").Rows {
+			for _, r := range rs {
+				out[table] = append(out[table], string(r))
+			}
+			sort.Strings(out[table])
+		}
+		return out
+	}
+	if got, want := rows(st.Cat), rows(fresh); fmt.Sprint(got) != fmt.Sprint(want) {
+		for table := range want {
+			if fmt.Sprint(got[table]) != fmt.Sprint(want[table]) {
+				t.Fatalf("the replica's branch %s differs from a load of the store in %s: %d rows, want %d", name, table, len(got[table]), len(want[table]))
+			}
+		}
+		t.Fatalf("the replica's branch %s differs from a load of the store", name)
 	}
 }

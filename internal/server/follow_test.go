@@ -57,7 +57,7 @@ func sameAsStore(t *testing.T, ctx context.Context, st *Stack) {
 		t.Fatalf("replica at %d after catching up to the reader's %d", st.followed.Load(), snap.Seq())
 	}
 	it := snap.ScanPrefix(ctx, nil)
-	fresh, err := catalog.Load(ctx, it, catalog.Options{})
+	fresh, err := catalog.Load(ctx, it, catalog.Options{ReadAt: st.readAt})
 	it.Close()
 	if err != nil {
 		t.Fatal(err)
