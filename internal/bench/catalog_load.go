@@ -75,7 +75,7 @@ func RunCatalogLoad(ctx context.Context, w io.Writer, files, snaps, nstats int, 
 	// shared in memory.
 	heapBefore := heapInUse()
 	forkStart := time.Now()
-	if _, err := srv.ForkDatabase(ctx, "dev", "lake", ""); err != nil {
+	if _, err := srv.ForkDatabase(ctx, "dev", "lake", catalog.ForkOptions{}); err != nil {
 		return err
 	}
 	forkTime := time.Since(forkStart)

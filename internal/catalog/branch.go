@@ -43,11 +43,22 @@ func errBranchReadOnly(db *Database) error {
 // that is not a branch.
 func (db *Database) Branch() *keyspace.Branch { return db.branch }
 
+// ForkOptions say what kind of branch a fork makes.
+type ForkOptions struct {
+	// DataPath makes the branch writable, its new files under it
+	// (branch_write.go). Empty: read-only.
+	DataPath string
+	// HasAt forks at the parent's DuckLake snapshot At rather than its
+	// newest: a read-only branch reading the lake as that snapshot did.
+	HasAt bool
+	At    int64
+}
+
 // ForkDatabase creates the database called name as a branch of parent at
 // parent's newest commit, and returns once the fork is durable. No commit
-// of parent lands between the instant it reads and its record. With a
-// data path the branch is writable (branch_write.go); without, read-only.
-func (s *Server) ForkDatabase(ctx context.Context, name, parent, dataPath string) (*Database, error) {
+// of parent lands between the instant it reads and its record.
+func (s *Server) ForkDatabase(ctx context.Context, name, parent string, o ForkOptions) (*Database, error) {
+	dataPath := o.DataPath
 	if name == "" {
 		return nil, &Error{Kind: ErrBadDef, Code: pgcode.InvalidName, Message: "database name must not be empty"}
 	}
@@ -77,6 +88,11 @@ func (s *Server) ForkDatabase(ctx context.Context, name, parent, dataPath string
 		rec.Catalogs = append(rec.Catalogs, bc)
 	}
 	fork := func(t *Txn) error { return nil }
+	if o.HasAt {
+		if err := forkAt(rec, v, o); err != nil {
+			return nil, err
+		}
+	}
 	if dataPath != "" {
 		var err error
 		if v, fork, err = s.writableFork(v, rec, dataPath); err != nil {
@@ -123,6 +139,41 @@ func headSnapshot(sc *Schema) (int64, bool) {
 		return 0, false
 	}
 	return v.Int(), true
+}
+
+// forkAt makes rec read its parent as of DuckLake snapshot o.At, which the
+// parent (v) must retain: read-only, of a parent with one DuckLake catalog.
+func forkAt(rec *keyspace.Branch, v *Version, o ForkOptions) error {
+	if o.DataPath != "" {
+		return &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
+			Message: "a branch at an earlier snapshot is read-only: it takes no data path"}
+	}
+	lake := -1
+	for i, c := range rec.Catalogs {
+		if sc, _ := v.Schema(c.Schema); sc != nil {
+			if _, ok := sc.Table("ducklake_snapshot"); ok {
+				if lake >= 0 {
+					return &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
+						Message: fmt.Sprintf("cannot fork %q at a snapshot: it holds several DuckLake catalogs", rec.Parent)}
+				}
+				lake = i
+			}
+		}
+	}
+	if lake < 0 {
+		return &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
+			Message: fmt.Sprintf("cannot fork %q at a snapshot: it holds no DuckLake catalog", rec.Parent)}
+	}
+	c := &rec.Catalogs[lake]
+	sc, _ := v.Schema(c.Schema)
+	st, _ := sc.Table("ducklake_snapshot")
+	if _, _, ok := st.LookupKey([]datum.Value{datum.IntValue(o.At)}); !ok {
+		return &Error{Kind: ErrBadDef, Code: pgcode.InvalidParameterValue,
+			Message: fmt.Sprintf("snapshot %d is not a snapshot %q retains", o.At, rec.Parent)}
+	}
+	rec.HasAt, rec.At = true, o.At
+	c.Snapshot, c.HasSnapshot = o.At, true
+	return nil
 }
 
 // nextFileID is the next_file_id of a catalog's newest snapshot: the files

@@ -18,8 +18,13 @@ type Branch struct {
 	// Parent is the database the branch was forked from.
 	Parent string
 	// Catalogs are the parent's DuckLake catalogs the branch reads, with
-	// the newest snapshot each had at the fork.
+	// the newest snapshot each had at the fork (or At).
 	Catalogs []BranchCatalog
+	// HasAt: the branch reads its parent as of its DuckLake snapshot At,
+	// an earlier one than the fork's newest — the snapshots after it
+	// hidden, as DuckLake's time travel reads the catalog. Read-only.
+	HasAt bool
+	At    int64
 }
 
 // BranchCatalog is one catalog a branch reads.
@@ -73,7 +78,11 @@ func EncodeBranch(b Branch) []byte {
 		v = binary.AppendVarint(v, c.NextFileID)
 		v = appendStr(v, c.DataPath)
 	}
-	return v
+	if b.HasAt {
+		v = append(v, 1)
+		return binary.AppendVarint(v, b.At)
+	}
+	return append(v, 0)
 }
 
 // DecodeBranch decodes a branch record: the branch's name and value.
@@ -130,8 +139,18 @@ func DecodeBranch(key, value []byte) (name string, b Branch, err error) {
 		}
 		b.Catalogs = append(b.Catalogs, c)
 	}
+	switch d.byte() {
+	case 0:
+	case 1:
+		b.HasAt, b.At = true, d.varint()
+	default:
+		d.fail("bad snapshot flag")
+	}
 	if err := d.done(); err != nil {
 		return "", Branch{}, err
+	}
+	if b.HasAt && b.Writable() {
+		return "", Branch{}, fmt.Errorf("%w: branch %s: writable at an earlier snapshot", ErrCorrupt, name)
 	}
 	if b.Parent == "" {
 		return "", Branch{}, fmt.Errorf("%w: branch %s without a parent", ErrCorrupt, name)

@@ -34,7 +34,7 @@ type modelBranch struct {
 	fork     int64
 	nextFile int64             // the lake's next_file_id at the fork
 	files    map[int64]bool    // the data and delete file ids it inherited
-	dump     map[string]string // a read-only branch's catalog: the lake's at the fork
+	dump     map[string]string // a read-only branch's catalog at the lake's newest: the lake's then
 	writable bool
 }
 
@@ -93,7 +93,7 @@ func TestBranchModel(t *testing.T) {
 				if len(m.sides) >= 4 {
 					rt.Skip("enough branches")
 				}
-				m.fork(rapid.Bool().Draw(rt, "writable"))
+				m.fork(rt, rapid.IntRange(0, 2).Draw(rt, "kind"))
 			},
 			"drop": func(rt *rapid.T) {
 				if len(m.sides) == 1 {
@@ -364,26 +364,41 @@ func deleteOrphans(v *lake) {
 	}
 }
 
-// fork creates a branch of the lake and records what it reads.
-func (m *branchModel) fork(writable bool) {
+// fork creates a branch of the lake — kind 0 read-only, 1 writable, 2
+// read-only at a retained earlier snapshot — and records what it reads.
+func (m *branchModel) fork(rt *rapid.T, kind int) {
 	m.forks++
 	name := fmt.Sprintf("b%d", m.forks)
 	view := *m.l
+	latest := m.l.latest()
+	at := latest.id
 	sql := "CREATE DATABASE " + name + " TEMPLATE lake"
-	if writable {
+	switch kind {
+	case 1:
 		view.data = m.l.t.TempDir()
 		sql += " LOCATION '" + view.data + "/'"
+	case 2:
+		var retained []int64
+		for _, r := range m.l.scan("ducklake_snapshot", "snapshot_id") {
+			sn, _ := i8(r[0])
+			retained = append(retained, sn)
+		}
+		at = rapid.SampledFrom(retained).Draw(rt, "at")
+		sql += fmt.Sprintf(" AT_SNAPSHOT %d", at)
 	}
 	if _, err := m.admin.Exec(m.l.ctx, sql).ReadAll(); err != nil {
 		m.rt.Fatalf("fork: %v", err)
 	}
 	view.conn = m.connect(name)
-	latest := m.l.latest()
-	b := &modelBranch{fork: latest.id, nextFile: latest.nextFile, files: map[int64]bool{}, writable: writable}
+	b := &modelBranch{fork: at, nextFile: latest.nextFile, files: map[int64]bool{}, writable: kind == 1}
 	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b}
 	for _, r := range m.l.scan("ducklake_snapshot", "snapshot_id") {
-		sn, _ := i8(r[0])
-		s.rows[sn] = m.l.rows(sn)
+		if sn, _ := i8(r[0]); sn <= at {
+			s.rows[sn] = m.l.rows(sn)
+		}
+	}
+	if got := view.latest().id; got != at {
+		rt.Fatalf("branch %s's newest snapshot is %d, want %d", name, got, at)
 	}
 	for _, f := range m.l.dataFiles() {
 		b.files[f.id] = true
@@ -391,7 +406,7 @@ func (m *branchModel) fork(writable bool) {
 	for _, d := range m.l.deleteFiles() {
 		b.files[d.id] = true
 	}
-	if !writable {
+	if kind == 0 {
 		b.dump = m.dump(m.l.conn)
 	}
 	m.sides = append(m.sides, s)
@@ -438,7 +453,7 @@ func (m *branchModel) check(rt *rapid.T) {
 				rt.Fatalf("%s references delete file %d (%s), which is gone: %v", s.name, d.id, d.path, err)
 			}
 		}
-		if b := s.branch; b != nil && !b.writable {
+		if b := s.branch; b != nil && b.dump != nil {
 			got := m.dump(v.conn)
 			for name, want := range b.dump {
 				if got[name] != want {

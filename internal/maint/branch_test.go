@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/commit"
 	"github.com/moraine-db/moraine/internal/keyspace"
 	"github.com/moraine-db/moraine/internal/replay"
@@ -28,7 +29,7 @@ func TestVerifyChecksBranches(t *testing.T) {
 	}
 	st, _, tr := replayOnStack(t, ctx, filepath.Join(dir, "s11_commit_mix.jsonl"))
 	lake := tr.Databases()[0]
-	if _, err := st.Cat.ForkDatabase(ctx, "dev", lake, ""); err != nil {
+	if _, err := st.Cat.ForkDatabase(ctx, "dev", lake, catalog.ForkOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	check := func() []verify.Violation {

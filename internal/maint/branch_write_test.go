@@ -242,3 +242,64 @@ func flat(rows [][][]byte) []string {
 	}
 	return out
 }
+
+// TestBranchAtEarlierSnapshot: a branch forked at an earlier snapshot of
+// the lake reads, through DuckLake's own reads, the lake as that snapshot
+// did — the later snapshots hidden, every table read as of it — from the
+// lake's files; the lake keeps that snapshot and what it sees.
+func TestBranchAtEarlierSnapshot(t *testing.T) {
+	l := newLake(t)
+	s1, _ := l.insert(1, 2, 3)
+	files, _ := l.live()
+	l.insert(4, 5)
+	l.deleteRows(files[0], 1)
+	head := l.latest().id
+	want := l.rows(s1)
+
+	addr := l.conn.Conn().RemoteAddr().String()
+	admin, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/postgres?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(l.ctx)
+	exec := func(sql string) error { _, err := admin.Exec(l.ctx, sql).ReadAll(); return err }
+	if err := exec(fmt.Sprintf("CREATE DATABASE old TEMPLATE lake AT_SNAPSHOT %d", head+5)); pgCode(err) != "22023" {
+		t.Fatalf("a fork at a snapshot the lake does not have: %v, want 22023", err)
+	}
+	if err := exec(fmt.Sprintf("CREATE DATABASE old TEMPLATE lake AT_SNAPSHOT %d LOCATION '/elsewhere/'", s1)); pgCode(err) != "0A000" {
+		t.Fatalf("a writable fork at a snapshot: %v, want 0A000", err)
+	}
+	if err := exec(fmt.Sprintf("CREATE DATABASE old TEMPLATE lake AT_SNAPSHOT %d", s1)); err != nil {
+		t.Fatalf("fork at snapshot %d: %v", s1, err)
+	}
+	c, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/old?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(l.ctx)
+	o := *l
+	o.conn = c
+	if got := o.latest().id; got != s1 {
+		t.Fatalf("the branch's newest snapshot is %d, want %d", got, s1)
+	}
+	sameRows(t, "the branch at its snapshot", o.rows(o.latest().id), want)
+	if n := len(o.scan("ducklake_snapshot_changes", "snapshot_id")); n != int(s1)+1 {
+		t.Fatalf("the branch shows %d snapshot changes, want %d", n, s1+1)
+	}
+	if err := o.tryCommit(func(s snap) []string { return []string{snapshotSQL(s, s.nextFile)} }); pgCode(err) != "25006" {
+		t.Fatalf("a commit on the branch: %v, want 25006", err)
+	}
+	if _, err := l.tryExpire(s1); pgCode(err) != "55006" {
+		t.Fatalf("expiring the branch's snapshot on the lake: %v, want 55006", err)
+	}
+	var desc string
+	res, err := admin.Exec(l.ctx, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = 'old'").ReadAll()
+	if err == nil && len(res[0].Rows) == 1 {
+		desc = string(res[0].Rows[0][0])
+	}
+	if want := fmt.Sprintf("branch of lake at snapshot %d (read-only)", s1); desc != want {
+		t.Fatalf("\\l+ describes the branch as %q, want %q", desc, want)
+	}
+	l.verify("with a branch at an earlier snapshot")
+	sameLoad(t, l, "old", "lake")
+}

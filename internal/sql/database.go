@@ -3,11 +3,13 @@ package sql
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
 
+	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/pgcode"
 	"github.com/moraine-db/moraine/internal/pgwire"
 )
@@ -32,14 +34,14 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 		return errf(pgcode.ReadOnlySQLTransaction, "cannot execute %s in a read-only transaction", verb)
 	}
 	if c := n.GetCreatedbStmt(); c != nil {
-		template, location, err := checkCreatedbOptions(c.Options)
+		template, fork, err := checkCreatedbOptions(c.Options)
 		if err != nil {
 			return err
 		}
 		if template != "" {
-			err = s.ex.cat.ForkDatabase(ctx, c.Dbname, template, location)
-		} else if location != "" {
-			err = errf(pgcode.FeatureNotSupported, "LOCATION goes with a TEMPLATE to fork: it is the branch's data path")
+			err = s.ex.cat.ForkDatabase(ctx, c.Dbname, template, fork)
+		} else if fork.DataPath != "" || fork.HasAt {
+			err = errf(pgcode.FeatureNotSupported, "LOCATION and AT_SNAPSHOT go with a TEMPLATE to fork")
 		} else {
 			err = s.ex.cat.CreateDatabase(ctx, c.Dbname)
 		}
@@ -107,14 +109,15 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 // meaning moraine has: a template (template0 and template1 are the empty
 // database every new one starts as; any other database is forked: the new
 // database is a branch of it, docs/branches.md), UTF8, and an owner (roles
-// own nothing here); and LOCATION, the data path of a writable branch
-// (PostgreSQL retired the option; here it says where the new database's
-// files go). It returns the database to fork and the data path, if any.
-func checkCreatedbOptions(opts []*pg.Node) (template, location string, err error) {
+// own nothing here); and two of a fork: LOCATION, the data path of a
+// writable branch (PostgreSQL retired the option; here it says where the
+// new database's files go), and AT_SNAPSHOT, the parent's DuckLake snapshot a
+// read-only branch reads as of. It returns the database to fork, if any.
+func checkCreatedbOptions(opts []*pg.Node) (template string, fork catalog.ForkOptions, err error) {
 	for _, o := range opts {
 		de := o.GetDefElem()
 		if de == nil {
-			return "", "", unsupported("this CREATE DATABASE option")
+			return "", fork, unsupported("this CREATE DATABASE option")
 		}
 		val := strings.ToLower(defString(de))
 		switch de.Defname {
@@ -124,18 +127,24 @@ func checkCreatedbOptions(opts []*pg.Node) (template, location string, err error
 				template = defString(de)
 			}
 		case "location":
-			if location = defString(de); location == "" {
-				return "", "", errf(pgcode.InvalidParameterValue, "LOCATION must name a data path")
+			if fork.DataPath = defString(de); fork.DataPath == "" {
+				return "", fork, errf(pgcode.InvalidParameterValue, "LOCATION must name a data path")
 			}
+		case "at_snapshot":
+			n, perr := strconv.ParseInt(defString(de), 10, 64)
+			if perr != nil || n < 0 {
+				return "", fork, errf(pgcode.InvalidParameterValue, "AT_SNAPSHOT must be a DuckLake snapshot id, not %q", defString(de))
+			}
+			fork.HasAt, fork.At = true, n
 		case "encoding":
 			if val != "utf8" && val != "utf-8" && val != "unicode" && val != "6" {
-				return "", "", unsupported("ENCODING %s (databases are UTF8)", defString(de))
+				return "", fork, unsupported("ENCODING %s (databases are UTF8)", defString(de))
 			}
 		default:
-			return "", "", unsupported("CREATE DATABASE option %s", strings.ToUpper(de.Defname))
+			return "", fork, unsupported("CREATE DATABASE option %s", strings.ToUpper(de.Defname))
 		}
 	}
-	return template, location, nil
+	return template, fork, nil
 }
 
 func defName(de *pg.DefElem) string {

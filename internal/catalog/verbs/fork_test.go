@@ -45,7 +45,7 @@ func forkAllocs(t *testing.T, srv *catalog.Server) uint64 {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	if _, err := srv.ForkDatabase(context.Background(), "dev", "lake", ""); err != nil {
+	if _, err := srv.ForkDatabase(context.Background(), "dev", "lake", catalog.ForkOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	runtime.ReadMemStats(&after)

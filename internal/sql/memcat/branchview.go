@@ -19,6 +19,32 @@ import (
 // an absolute path is a no-op, so a row the branch updates (ending a
 // file) may be stored either way.
 
+// A read-only branch forked at an earlier snapshot of its parent is
+// served the parent's catalog at the fork without the snapshots after that
+// one (ducklake_snapshot, ducklake_snapshot_changes): DuckLake takes the
+// newest snapshot it sees as the catalog's and reads every other table as
+// of it, by begin and end snapshot, as its time travel does.
+
+// viewFor returns how schema.table's rows are served on a branch (and
+// whether the view hides rows), nil where rows are served as stored.
+func (v *Version) viewFor(schema, table string) (func([]datum.Value) bool, bool) {
+	if v.branch == nil {
+		return nil, false
+	}
+	if v.branch.HasAt {
+		if table != "ducklake_snapshot" && table != "ducklake_snapshot_changes" {
+			return nil, false
+		}
+		at := v.branch.At
+		return func(vals []datum.Value) bool { return len(vals) == 0 || vals[0].IsNull() || vals[0].I <= at }, true
+	}
+	fix := v.fixFor(schema, table)
+	if fix == nil {
+		return nil, false
+	}
+	return func(vals []datum.Value) bool { fix(vals); return true }, false
+}
+
 // fixFor returns the rewrite of schema.table's served rows on a writable
 // branch, nil where rows are served as stored.
 func (v *Version) fixFor(schema, table string) func([]datum.Value) {

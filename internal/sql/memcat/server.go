@@ -64,10 +64,9 @@ func (s *Server) CreateDatabase(ctx context.Context, name string) error {
 	return err
 }
 
-// ForkDatabase creates a branch of parent, writable under dataPath if it
-// is not empty (catalog.Server.ForkDatabase).
-func (s *Server) ForkDatabase(ctx context.Context, name, parent, dataPath string) error {
-	_, err := s.cat.ForkDatabase(ctx, name, parent, dataPath)
+// ForkDatabase creates a branch of parent (catalog.Server.ForkDatabase).
+func (s *Server) ForkDatabase(ctx context.Context, name, parent string, o catalog.ForkOptions) error {
+	_, err := s.cat.ForkDatabase(ctx, name, parent, o)
 	return err
 }
 

@@ -63,10 +63,13 @@ type Table struct {
 	Rows  []Row
 	src   *catalog.Table
 	alloc *atomic.Int64
-	// fix, when set, rewrites a lake table's decoded row as it is served:
-	// a writable branch's view of the files it inherited (branchview.go).
-	// Such a table has no encoded form to serve (EncodedRows).
-	fix func(vals []datum.Value)
+	// view, when set, rewrites a lake table's decoded row as it is served
+	// and says whether to serve it at all: a branch's view of its parent
+	// (branchview.go). Such a table has no encoded form to serve
+	// (EncodedRows); one that hides rows (filters) answers no index
+	// lookups either, so that the executor scans.
+	view    func(vals []datum.Value) bool
+	filters bool
 }
 
 // NewTable returns an empty session-local temp table.
@@ -111,8 +114,8 @@ func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
 			derr = fmt.Errorf("memcat: %s row %s: %w", t.Name, c, err)
 			return false
 		}
-		if t.fix != nil {
-			t.fix(vals)
+		if t.view != nil && !t.view(vals) {
+			return true
 		}
 		return fn(int64(c), vals)
 	})
@@ -125,7 +128,7 @@ func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
 // served rewritten (fix). The binary COPY fast
 // path (internal/sql/copyplan.go) encodes straight from these bytes.
 func (t *Table) EncodedRows() (types []datum.Type, scan func(fn func(ctid int64, r datum.Row) bool), ok bool) {
-	if t.src == nil || t.fix != nil {
+	if t.src == nil || t.view != nil {
 		return nil, nil, false
 	}
 	src := t.src
@@ -145,7 +148,7 @@ type ChunkKey = catalog.ChunkKey
 // table and for a table the transaction is writing (its rows change in
 // place, so no key can name them).
 func (t *Table) EncodedChunks() (types []datum.Type, chunks func(fn func(Chunk) bool), ok bool) {
-	if t.src == nil || t.fix != nil {
+	if t.src == nil || t.view != nil {
 		return nil, nil, false
 	}
 	src := t.src
@@ -157,7 +160,7 @@ func (t *Table) EncodedChunks() (types []datum.Type, chunks func(fn func(Chunk) 
 
 // Indexed reports whether the table is a lake table with a primary key
 // index (LookupKey and EdgeKey answer from it).
-func (t *Table) Indexed() bool { return t.src != nil && t.src.HasPrimaryKey() }
+func (t *Table) Indexed() bool { return t.src != nil && !t.filters && t.src.HasPrimaryKey() }
 
 // LookupKey returns the row whose primary key equals key (one value per key
 // column, each of its column's kind), decoded into buf. ok is false when no
@@ -205,7 +208,7 @@ func (t *Table) LookupCTID(ctid int64, buf []datum.Value) (vals []datum.Value, o
 // LookupColumns returns the columns of a lake table's lookup index
 // (catalog.Table.LookupColumns), nil for a table without one.
 func (t *Table) LookupColumns() []int {
-	if t.src == nil {
+	if t.src == nil || t.filters {
 		return nil
 	}
 	return t.src.LookupColumns()
@@ -218,12 +221,13 @@ func (t *Table) LookupColumns() []int {
 // false when the table cannot answer (no lookup index, a prefix that does
 // not fit it); the caller then scans.
 func (t *Table) LookupPrefix(prefix, buf []datum.Value, fn func(ctid int64, vals []datum.Value) error) (ok bool, err error) {
-	if t.src == nil {
+	if t.src == nil || t.filters {
 		return false, nil
 	}
 	ok = t.src.LookupPrefix(prefix, func(c catalog.CTID, r datum.Row) bool {
 		var vals []datum.Value
-		if _, vals, _, err = t.decodeAt(c, r, buf); err == nil {
+		var keep bool
+		if _, vals, keep, err = t.decodeAt(c, r, buf); err == nil && keep {
 			buf = vals
 			err = fn(int64(c), vals)
 		}
@@ -237,8 +241,8 @@ func (t *Table) decodeAt(c catalog.CTID, r datum.Row, buf []datum.Value) (int64,
 	if err != nil {
 		return 0, nil, false, fmt.Errorf("memcat: %s row %s: %w", t.Name, c, err)
 	}
-	if t.fix != nil {
-		t.fix(vals)
+	if t.view != nil && !t.view(vals) {
+		return 0, nil, false, nil
 	}
 	return int64(c), vals, true, nil
 }

@@ -69,7 +69,7 @@ func (v *Version) Lookup(schema, table string) (*Table, bool) {
 		return nil, false
 	}
 	t := lakeTable(ct, v.defs)
-	t.fix = v.fixFor(schema, table)
+	t.view, t.filters = v.viewFor(schema, table)
 	if v.tables == nil {
 		v.tables = map[[2]string]*Table{}
 	}
@@ -92,7 +92,7 @@ func (v *Version) SchemaList() []*Schema {
 			t, ok := v.tables[k]
 			if !ok {
 				t = lakeTable(ct, v.defs)
-				t.fix = v.fixFor(s.Name, ct.Name())
+				t.view, t.filters = v.viewFor(s.Name, ct.Name())
 				if v.tables == nil {
 					v.tables = map[[2]string]*Table{}
 				}
