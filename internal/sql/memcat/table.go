@@ -125,7 +125,7 @@ func (t *Table) Scan(fn func(ctid int64, vals []datum.Value) bool) error {
 // EncodedRows returns, for a lake table, the types its rows are encoded
 // with and a scan over the stored rows in ctid order (a row's bytes are
 // valid during fn only); ok is false for a temp table and for a table
-// served rewritten (fix). The binary COPY fast
+// served through a view. The binary COPY fast
 // path (internal/sql/copyplan.go) encodes straight from these bytes.
 func (t *Table) EncodedRows() (types []datum.Type, scan func(fn func(ctid int64, r datum.Row) bool), ok bool) {
 	if t.src == nil || t.view != nil {
