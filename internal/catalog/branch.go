@@ -67,25 +67,44 @@ func (s *Server) ForkDatabase(ctx context.Context, name, parent string, o ForkOp
 		return nil, &Error{Kind: ErrNoDatabase, Code: pgcode.InvalidCatalogName,
 			Message: fmt.Sprintf("template database %q does not exist", parent)}
 	}
+	var v *Version
+	var rec *keyspace.Branch
 	if p.branch != nil {
-		return nil, &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
-			Message: fmt.Sprintf("cannot fork %q: it is a branch of %q; fork %q instead", parent, p.branch.Parent, p.branch.Parent)}
-	}
-	// Holding the parent's commit lock keeps its commits out until the
-	// fork's record is queued behind every commit the fork's version
-	// holds: the store reads the parent's keys at the record's seq.
-	p.commitMu.Lock()
-	defer p.commitMu.Unlock()
-	if p.dropped.Load() {
-		return nil, errNoDatabase(parent)
-	}
-	v := p.cur.Load()
-	rec := &keyspace.Branch{Parent: parent}
-	for _, sc := range v.Schemas() {
-		bc := keyspace.BranchCatalog{Schema: sc.Name, ID: uint32(sc.CatalogID)}
-		bc.Snapshot, bc.HasSnapshot = headSnapshot(sc)
-		bc.NextFileID = nextFileID(sc)
-		rec.Catalogs = append(rec.Catalogs, bc)
+		// A read-only branch is its parent at a pinned instant: a fork of
+		// it is a branch of that parent, reading it there as well.
+		if p.branch.Writable() || p.branch.HasAt {
+			return nil, &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
+				Message: fmt.Sprintf("cannot fork %q: it is a writable branch or one at an earlier snapshot of %q; fork %q or a read-only branch of it", parent, p.branch.Parent, p.branch.Parent)}
+		}
+		if _, ok := s.Lookup(p.branch.Parent); !ok {
+			return nil, errNoDatabase(p.branch.Parent)
+		}
+		v = p.Current()
+		rec = &keyspace.Branch{Parent: p.branch.Parent, Base: p.branch.Base, BaseOf: parent}
+		for _, c := range p.branch.Catalogs {
+			rec.Catalogs = append(rec.Catalogs, keyspace.BranchCatalog{Schema: c.Schema, ID: c.ID,
+				Snapshot: c.Snapshot, HasSnapshot: c.HasSnapshot, NextFileID: c.NextFileID})
+		}
+		// The branch's parent commits on: forking from the branch holds
+		// no lock of it (the versions read are pinned by the branch).
+	} else {
+		// Holding the parent's commit lock keeps its commits out until
+		// the fork's record is queued behind every commit the fork's
+		// version holds: the store reads the parent's keys at the record's
+		// seq.
+		p.commitMu.Lock()
+		defer p.commitMu.Unlock()
+		if p.dropped.Load() {
+			return nil, errNoDatabase(parent)
+		}
+		v = p.cur.Load()
+		rec = &keyspace.Branch{Parent: parent}
+		for _, sc := range v.Schemas() {
+			bc := keyspace.BranchCatalog{Schema: sc.Name, ID: uint32(sc.CatalogID)}
+			bc.Snapshot, bc.HasSnapshot = headSnapshot(sc)
+			bc.NextFileID = nextFileID(sc)
+			rec.Catalogs = append(rec.Catalogs, bc)
+		}
 	}
 	fork := func(t *Txn) error { return nil }
 	if o.HasAt {
@@ -571,6 +590,10 @@ func (s *Server) followBranch(o PairOp) (string, error) {
 	name, rec, err := keyspace.DecodeBranch(o.Key, o.Value)
 	if err != nil {
 		return "", fmt.Errorf("follow branch: %w", err)
+	}
+	if rec.Base != 0 {
+		// It reads its parent as of an earlier seq than this replica holds.
+		return "", fmt.Errorf("%w: branch %q reads its parent at seq %d", ErrCannotFollow, name, rec.Base)
 	}
 	p, ok := s.Lookup(rec.Parent)
 	if !ok || p.branch != nil {

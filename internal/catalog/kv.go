@@ -426,6 +426,9 @@ func Load(ctx context.Context, it Iterator, opts Options) (*Server, error) {
 				return fail(fmt.Errorf("load branch %q: the store scan does not report seqs", name))
 			}
 			pb := pendingBranch{name: name, rec: rec, seq: sq.Seq()}
+			if rec.Base != 0 {
+				pb.seq = rec.Base
+			}
 			if rec.Writable() {
 				rs, ok := it.(interface{ ReadSeq() uint64 })
 				if !ok {

@@ -5,9 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
 	"github.com/moraine-db/moraine/internal/slate"
 )
@@ -33,22 +33,29 @@ func (p *Pipeline) ownCatalog(id uint32) (*branchCat, bool) {
 	return b, ok
 }
 
-// forkCatalogs registers the catalogs of the writable branch a fork
-// commit creates, and gives each the parent's embedded children as of the
-// fork (the parent's commits are all queued before it). REQUIRES: p.mu.
-func (p *Pipeline) forkCatalogs(b *keyspace.Branch) {
+// forkChildren returns the embedded child rows of the catalogs of the
+// writable branch b, as its first version v holds them (what it reads of
+// its parent at the fork), by parent identity under its own ids.
+func (p *Pipeline) forkChildren(b *keyspace.Branch, v *catalog.Version) (map[string][]datum.Row, error) {
+	out := map[string][]datum.Row{}
 	for _, c := range b.Catalogs {
-		p.branchCats[c.OwnID] = &branchCat{parent: c.ID, keys: map[string]bool{}}
-		from, to := string(keyspace.CatalogPrefix(c.ID)), string(keyspace.CatalogPrefix(c.OwnID))
-		var copies []string
-		for ident := range p.children.m {
-			if strings.HasPrefix(ident, from) {
-				copies = append(copies, ident)
+		if sc, ok := v.Schema(c.Schema); ok {
+			if err := p.indexChildren(c.OwnID, sc, func(ident string, r datum.Row) { out[ident] = append(out[ident], r) }); err != nil {
+				return nil, err
 			}
 		}
-		for _, ident := range copies {
-			p.children.m[to+ident[len(from):]] = p.children.m[ident]
-		}
+	}
+	return out, nil
+}
+
+// forkCatalogs registers the catalogs of the writable branch a fork commit
+// created, with their children. REQUIRES: p.mu.
+func (p *Pipeline) forkCatalogs(b *keyspace.Branch, children map[string][]datum.Row) {
+	for _, c := range b.Catalogs {
+		p.branchCats[c.OwnID] = &branchCat{parent: c.ID, seq: b.Base, keys: map[string]bool{}}
+	}
+	for ident, rows := range children {
+		p.children.set(ident, rows)
 	}
 }
 
@@ -69,8 +76,12 @@ func (p *Pipeline) primeBranches(ctx context.Context, srv *catalog.Server, s Sca
 		if _, ok := srv.Lookup(name); !ok {
 			continue
 		}
+		seq := it.Seq()
+		if b.Base != 0 {
+			seq = b.Base
+		}
 		for _, c := range b.Catalogs {
-			bc := &branchCat{parent: c.ID, seq: it.Seq(), keys: map[string]bool{}}
+			bc := &branchCat{parent: c.ID, seq: seq, keys: map[string]bool{}}
 			ki := s.ScanPrefix(ctx, keyspace.CatalogPrefix(c.OwnID))
 			for ki.Next() {
 				bc.keys[string(ki.Key())] = true
@@ -184,4 +195,20 @@ func (t *translation) branchKeys(p *Pipeline) {
 	for id := range t.dropped {
 		delete(p.branchCats, id)
 	}
+}
+
+// recordSeq is the seq of the stored record of the branch called name.
+// REQUIRES: p.mu.
+func (p *Pipeline) recordSeq(ctx context.Context, name string) (uint64, error) {
+	it := p.store.ScanPrefix(ctx, keyspace.BranchKey(name))
+	defer it.Close()
+	for it.Next() {
+		if string(it.Key()) == string(keyspace.BranchKey(name)) {
+			return it.Seq(), nil
+		}
+	}
+	if err := closeIter(it); err != nil {
+		return 0, err
+	}
+	return 0, fmt.Errorf("commit: branch %q has no stored record", name)
 }

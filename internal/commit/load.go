@@ -39,7 +39,11 @@ func ReadBranches(ctx context.Context, s Scanner) ([]*StoredBranch, error) {
 			it.Close()
 			return nil, fmt.Errorf("read store: %w", err)
 		}
-		out = append(out, &StoredBranch{Name: name, Branch: b, Seq: it.Seq()})
+		seq := it.Seq()
+		if b.Base != 0 {
+			seq = b.Base
+		}
+		out = append(out, &StoredBranch{Name: name, Branch: b, Seq: seq})
 	}
 	if err := closeIter(it); err != nil {
 		return nil, fmt.Errorf("read store: branches: %w", err)
@@ -306,30 +310,39 @@ func (p *Pipeline) PrimeLoaded(ctx context.Context, srv *catalog.Server, s Scann
 		if !ok {
 			continue
 		}
-		for _, t := range sc.Tables() {
-			// Only embedded tables have rows to index; the codecs of the
-			// others are made when a commit first writes them.
-			if spec, ok := keyspace.Known(t.Name()); !ok || !spec.Embedded() {
-				continue
-			}
-			codec, err := p.codecs.get(id, t.Def())
+		if err := p.indexChildren(id, sc, p.children.add); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// indexChildren calls add with each embedded child row of catalog id
+// (schema sc) and its parent's identity.
+func (p *Pipeline) indexChildren(id uint32, sc *catalog.Schema, add func(ident string, r datum.Row)) error {
+	for _, t := range sc.Tables() {
+		// Only embedded tables have rows to index; the codecs of the
+		// others are made when a commit first writes them.
+		if spec, ok := keyspace.Known(t.Name()); !ok || !spec.Embedded() {
+			continue
+		}
+		codec, err := p.codecs.get(id, t.Def())
+		if err != nil {
+			return err
+		}
+		spec := codec.Spec
+		var ferr error
+		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+			link, err := linkValues(r, codec.Types(), spec.ParentLink, 0)
 			if err != nil {
-				return err
+				ferr = fmt.Errorf("prime: %s: %w", t.Name(), err)
+				return false
 			}
-			spec := codec.Spec
-			var ferr error
-			t.Scan(func(_ catalog.CTID, r datum.Row) bool {
-				link, err := linkValues(r, codec.Types(), spec.ParentLink, 0)
-				if err != nil {
-					ferr = fmt.Errorf("prime: %s: %w", t.Name(), err)
-					return false
-				}
-				p.children.add(identity(id, spec.Parent, link), r)
-				return true
-			})
-			if ferr != nil {
-				return ferr
-			}
+			add(identity(id, spec.Parent, link), r)
+			return true
+		})
+		if ferr != nil {
+			return ferr
 		}
 	}
 	return nil

@@ -53,12 +53,13 @@ type childChange struct {
 }
 
 type translation struct {
-	batch    *slate.Batch
-	keys     []keyWrite // every key the batch writes, in key order
-	children map[string]*childChange
-	heads    map[uint32]headState
-	dropped  map[uint32]bool  // catalogs whose head the pipeline forgets
-	fork     *keyspace.Branch // a writable branch the commit forks
+	batch        *slate.Batch
+	keys         []keyWrite // every key the batch writes, in key order
+	children     map[string]*childChange
+	heads        map[uint32]headState
+	dropped      map[uint32]bool        // catalogs whose head the pipeline forgets
+	fork         *keyspace.Branch       // a writable branch the commit forks
+	forkChildren map[string][]datum.Row // its catalogs' embedded children
 }
 
 // keyWrite is a key a batch writes and whether it puts or deletes it.
@@ -74,8 +75,9 @@ type headState struct {
 type translator struct {
 	// fork is a writable branch the commit forks, forkIDs its own catalog
 	// ids (branch.go).
-	fork    *keyspace.Branch
-	forkIDs map[uint32]bool
+	fork         *keyspace.Branch
+	forkIDs      map[uint32]bool
+	forkChildren map[string][]datum.Row
 
 	ctx      context.Context
 	p        *Pipeline
@@ -197,9 +199,22 @@ func (tr *translator) op(o *catalog.Op) error {
 		if b == nil {
 			return fmt.Errorf("commit: fork of %q without a branch record", tr.c.DB.Name())
 		}
+		if b.BaseOf != "" && b.Base == 0 {
+			// Forked from a read-only branch: read the parent where it does.
+			seq, err := tr.p.recordSeq(tr.ctx, b.BaseOf)
+			if err != nil {
+				return err
+			}
+			b.Base = seq
+		}
 		tr.put(keyspace.BranchKey(tr.c.DB.Name()), keyspace.EncodeBranch(*b), keyspace.StoreCatalogID, "")
 		if b.Writable() {
 			tr.fork = b
+			children, err := tr.p.forkChildren(b, tr.c.Next)
+			if err != nil {
+				return err
+			}
+			tr.forkChildren = children
 			next := uint32(0)
 			for _, c := range b.Catalogs {
 				tr.forkIDs[c.OwnID] = true
@@ -685,7 +700,7 @@ func (tr *translator) emit() (*translation, error) {
 		// A hidden value is a delete to the duplicate check.
 		written[i] = keyWrite{k, e.put && !keyspace.Hidden(e.value)}
 	}
-	return &translation{batch: b, keys: written, children: tr.children, heads: heads, dropped: tr.dropped, fork: tr.fork}, nil
+	return &translation{batch: b, keys: written, children: tr.children, heads: heads, dropped: tr.dropped, fork: tr.fork, forkChildren: tr.forkChildren}, nil
 }
 
 // sameKind returns the other table of schema in the next version whose rows
@@ -730,7 +745,7 @@ func (tr *translator) refOf(id uint32) catalog.CatalogRef {
 // publish folds a durable commit into the pipeline's indexes.
 func (t *translation) publish(p *Pipeline) {
 	if t.fork != nil {
-		p.forkCatalogs(t.fork)
+		p.forkCatalogs(t.fork, t.forkChildren)
 	}
 	t.branchKeys(p)
 	for ident, ch := range t.children {

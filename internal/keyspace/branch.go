@@ -25,6 +25,24 @@ type Branch struct {
 	// hidden, as DuckLake's time travel reads the catalog. Read-only.
 	HasAt bool
 	At    int64
+	// Base is the store seq the branch reads its parent's catalogs at
+	// when it is not the record's own: a branch forked from a read-only
+	// branch reads the parent as that one does. Pinned like the record's
+	// own seq (BranchBase).
+	Base uint64
+	// BaseOf, in memory only, names the read-only branch whose Base (or
+	// record seq) the commit that stores this record resolves into Base.
+	BaseOf string
+}
+
+// BranchBase returns the Base a stored branch record pins besides its
+// own seq: slate's Options.PinValue.
+func BranchBase(value []byte) (uint64, bool) {
+	_, b, err := DecodeBranch(BranchKey("x"), value)
+	if err != nil || b.Base == 0 {
+		return 0, false
+	}
+	return b.Base, true
 }
 
 // BranchCatalog is one catalog a branch reads.
@@ -80,9 +98,11 @@ func EncodeBranch(b Branch) []byte {
 	}
 	if b.HasAt {
 		v = append(v, 1)
-		return binary.AppendVarint(v, b.At)
+		v = binary.AppendVarint(v, b.At)
+	} else {
+		v = append(v, 0)
 	}
-	return append(v, 0)
+	return binary.AppendUvarint(v, b.Base)
 }
 
 // DecodeBranch decodes a branch record: the branch's name and value.
@@ -146,6 +166,7 @@ func DecodeBranch(key, value []byte) (name string, b Branch, err error) {
 	default:
 		d.fail("bad snapshot flag")
 	}
+	b.Base = d.uvarint()
 	if err := d.done(); err != nil {
 		return "", Branch{}, err
 	}

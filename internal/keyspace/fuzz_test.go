@@ -99,7 +99,7 @@ func FuzzDecodeMeta(f *testing.F) {
 	f.Add(RegistryKey("lake", "public"), EncodeRegistryValue(3))
 	f.Add(HeadKey(1), EncodeHead(Head{FormatVersion: 1, Database: "d", Schema: "s", HasSnapshot: true, Snapshot: 7, Commits: 9}))
 	f.Add(BranchKey("dev"), EncodeBranch(Branch{Parent: "lake", Catalogs: []BranchCatalog{{Schema: "public", ID: 2, Snapshot: 4, HasSnapshot: true}, {Schema: "m", ID: 5}}}))
-	f.Add(BranchKey("old"), EncodeBranch(Branch{Parent: "lake", HasAt: true, At: 3, Catalogs: []BranchCatalog{{Schema: "public", ID: 2, Snapshot: 3, HasSnapshot: true, NextFileID: 7}}}))
+	f.Add(BranchKey("old"), EncodeBranch(Branch{Parent: "lake", HasAt: true, At: 3, Base: 41, Catalogs: []BranchCatalog{{Schema: "public", ID: 2, Snapshot: 3, HasSnapshot: true, NextFileID: 7}}}))
 	f.Add(BranchKey("w"), EncodeBranch(Branch{Parent: "lake", Catalogs: []BranchCatalog{{Schema: "public", ID: 2, Snapshot: 4, HasSnapshot: true, OwnID: 9, NextFileID: 17, DataPath: "s3://b/lake/"}}}))
 	f.Fuzz(func(t *testing.T, key, value []byte) {
 		if name, b, err := DecodeBranch(key, value); err == nil {

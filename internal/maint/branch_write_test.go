@@ -303,3 +303,56 @@ func TestBranchAtEarlierSnapshot(t *testing.T) {
 	l.verify("with a branch at an earlier snapshot")
 	sameLoad(t, l, "old", "lake")
 }
+
+// TestBranchOfATag: a read-only branch is a tag of the lake; a writable
+// branch forked from it reads the lake where the tag does, and keeps
+// reading there once the tag is dropped and the store compacted, with the
+// lake's commits in between.
+func TestBranchOfATag(t *testing.T) {
+	l := newLake(t)
+	l.must("INSERT INTO public.ducklake_metadata (key, value) VALUES ('tag_test', 'before')")
+	tagged, _ := l.insert(1, 2, 3)
+	want := l.rows(tagged)
+	addr := l.conn.Conn().RemoteAddr().String()
+	admin, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/postgres?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(l.ctx)
+	exec := func(sql string) error { _, err := admin.Exec(l.ctx, sql).ReadAll(); return err }
+	if err := exec("CREATE DATABASE tag TEMPLATE lake"); err != nil {
+		t.Fatal(err)
+	}
+	l.insert(4, 5) // the lake moves on, and changes a row the branch reads
+	l.must("UPDATE public.ducklake_metadata SET value = 'after' WHERE key = 'tag_test'")
+	dir := t.TempDir()
+	if err := exec("CREATE DATABASE dev TEMPLATE tag LOCATION '" + dir + "/'"); err != nil {
+		t.Fatalf("a writable branch of the tag: %v", err)
+	}
+	if err := exec("DROP DATABASE tag"); err != nil {
+		t.Fatalf("drop the tag: %v", err)
+	}
+	c, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/dev?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(l.ctx)
+	b := *l
+	b.conn, b.data = c, dir
+	if got := b.latest().id; got != tagged {
+		t.Fatalf("the branch of the tag starts at snapshot %d, want %d", got, tagged)
+	}
+	sameRows(t, "the branch of the tag", b.rows(tagged), want)
+	s, _ := b.insert(10)
+	want[int64(len(want))] = 10
+	sameRows(t, "the branch of the tag after its insert", b.rows(s), want)
+	l.insert(6)
+	if err := l.st.KV.Rewrite(l.ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.verify("a branch of a dropped tag")
+	sameLoad(t, l, "dev", "lake")
+	if got := flat(b.scan("ducklake_metadata", "key", "value")); !strings.Contains(strings.Join(got, " "), "tag_test before") {
+		t.Fatalf("the branch of the tag reads the lake's later metadata: %v", got)
+	}
+}

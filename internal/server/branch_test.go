@@ -164,8 +164,15 @@ func TestBranch(t *testing.T) {
 	}
 	wantCode(t, "fork onto an existing name", execErr(ctx, admin, "CREATE DATABASE dev TEMPLATE "+lake), "42P04", `"dev" already exists`)
 	wantCode(t, "fork of a missing database", execErr(ctx, admin, "CREATE DATABASE dev2 TEMPLATE nosuch"), "3D000", `"nosuch" does not exist`)
-	wantCode(t, "fork of a branch", execErr(ctx, admin, "CREATE DATABASE dev2 TEMPLATE dev"), "0A000", "is a branch of")
 	sameTables(t, "the branch at the fork", atFork, dumpDB(t, ctx, w.Conninfo("dev")))
+	// A fork of the read-only branch reads the lake where it does.
+	if err := execErr(ctx, admin, "CREATE DATABASE dev2 TEMPLATE dev"); err != nil {
+		t.Fatalf("fork of the branch: %v", err)
+	}
+	sameTables(t, "a branch of the branch", atFork, dumpDB(t, ctx, w.Conninfo("dev2")))
+	if err := execErr(ctx, admin, "DROP DATABASE dev2"); err != nil {
+		t.Fatal(err)
+	}
 	desc := queryOne(t, ctx, admin, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = 'dev'")
 	if want := fmt.Sprintf("branch of %s at snapshot %s (read-only)", lake, head); desc != want {
 		t.Fatalf("\\l+ describes the branch as %q, want %q", desc, want)
@@ -263,7 +270,7 @@ func rewriteStore(t *testing.T, ctx context.Context, url string) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	d, err := slate.Open(ctx, s, slate.Options{GCInterval: -1, PinPrefix: keyspace.BranchPrefix()})
+	d, err := slate.Open(ctx, s, slate.Options{GCInterval: -1, PinPrefix: keyspace.BranchPrefix(), PinValue: keyspace.BranchBase})
 	if err != nil {
 		t.Fatal(err)
 	}

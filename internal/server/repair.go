@@ -27,7 +27,7 @@ var ErrRepairRefused = errors.New("repair refused")
 // the way back is a checkpoint or backup taken before the commit that
 // altered it.
 func DropUnloadableTable(ctx context.Context, store objstore.Store, database, schema, table string) error {
-	d, err := slate.Open(ctx, store, slate.Options{GCInterval: -1, PinPrefix: keyspace.BranchPrefix()})
+	d, err := slate.Open(ctx, store, slate.Options{GCInterval: -1, PinPrefix: keyspace.BranchPrefix(), PinValue: keyspace.BranchBase})
 	if err != nil {
 		return err
 	}

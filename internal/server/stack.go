@@ -122,7 +122,7 @@ func (o StackOptions) logAndSlate() (*slog.Logger, slate.Options) {
 	so := o.Slate
 	// A branch record pins the store as of its own seq: the branch reads
 	// its parent's catalogs there (keyspace.Branch).
-	so.PinPrefix = keyspace.BranchPrefix()
+	so.PinPrefix, so.PinValue = keyspace.BranchPrefix(), keyspace.BranchBase
 	if so.Logf == nil {
 		so.Logf = func(format string, args ...any) { log.Warn("store: " + fmt.Sprintf(format, args...)) }
 	}

@@ -69,6 +69,10 @@ type Options struct {
 	// read the whole store as it was when the pinning key was written —
 	// until that key is deleted or overwritten. Nil: no pins.
 	PinPrefix []byte
+	// PinValue, when set, may name one more seq a pin's value pins (a
+	// record that reads the store as of another's seq); it returns false
+	// for none.
+	PinValue func(value []byte) (uint64, bool)
 	// Logf receives background errors (flush, compaction, GC) that are
 	// retried; nil discards them.
 	Logf func(format string, args ...any)

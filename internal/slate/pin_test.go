@@ -189,3 +189,34 @@ func versionsOf(t *testing.T, d *DB, key string) int {
 	}
 	return n
 }
+
+// TestPinValue: a pin whose value names another seq keeps that one too,
+// after the key that pinned it first is gone.
+func TestPinValue(t *testing.T) {
+	ctx := context.Background()
+	opts := testOpts()
+	opts.PinPrefix = []byte("~pin/")
+	opts.PinValue = func(v []byte) (uint64, bool) {
+		var seq uint64
+		_, err := fmt.Sscanf(string(v), "seq:%d", &seq)
+		return seq, err == nil
+	}
+	d := mustOpen(t, objstore.NewMem(), opts)
+	defer d.Close(ctx)
+	put(t, d, "k", "old")
+	at := put(t, d, "~pin/1", "x")
+	put(t, d, "k", "new")
+	put(t, d, "~pin/2", fmt.Sprintf("seq:%d", at))
+	put(t, d, "~pin/1", "<del>")
+	if err := d.Rewrite(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.SnapshotAt(at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if v, err := s.Get(ctx, []byte("k")); err != nil || string(v) != "old" {
+		t.Fatalf("k at the seq pin 2 names: %q, %v", v, err)
+	}
+}

@@ -122,6 +122,11 @@ func (d *DB) pinnedSeqs(ctx context.Context, st *readState) ([]uint64, error) {
 	var pins []uint64
 	for it.Next() {
 		pins = append(pins, it.Seq())
+		if d.opts.PinValue != nil {
+			if seq, ok := d.opts.PinValue(it.Value()); ok {
+				pins = append(pins, seq)
+			}
+		}
 	}
 	if err := it.Close(); err != nil {
 		return nil, fmt.Errorf("read pins: %w", err)
