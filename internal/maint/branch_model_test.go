@@ -93,7 +93,7 @@ func TestBranchModel(t *testing.T) {
 				if len(m.sides) >= 4 {
 					rt.Skip("enough branches")
 				}
-				m.fork(rt, rapid.IntRange(0, 2).Draw(rt, "kind"))
+				m.fork(rt, rapid.IntRange(0, 3).Draw(rt, "kind"))
 			},
 			"drop": func(rt *rapid.T) {
 				if len(m.sides) == 1 {
@@ -365,8 +365,22 @@ func deleteOrphans(v *lake) {
 }
 
 // fork creates a branch of the lake — kind 0 read-only, 1 writable, 2
-// read-only at a retained earlier snapshot — and records what it reads.
+// read-only at a retained earlier snapshot, 3 writable from a read-only
+// branch (a tag) — and records what it reads.
 func (m *branchModel) fork(rt *rapid.T, kind int) {
+	if kind == 3 {
+		var tags []*side
+		for _, s := range m.sides[1:] {
+			if s.branch.dump != nil {
+				tags = append(tags, s)
+			}
+		}
+		if len(tags) == 0 {
+			rt.Skip("no tag to fork")
+		}
+		m.forkTag(rt, rapid.SampledFrom(tags).Draw(rt, "tag"))
+		return
+	}
 	m.forks++
 	name := fmt.Sprintf("b%d", m.forks)
 	view := *m.l
@@ -408,6 +422,29 @@ func (m *branchModel) fork(rt *rapid.T, kind int) {
 	}
 	if kind == 0 {
 		b.dump = m.dump(m.l.conn)
+	}
+	m.sides = append(m.sides, s)
+}
+
+// forkTag forks tag, a read-only branch, into a writable branch: it
+// starts as the tag reads the lake.
+func (m *branchModel) forkTag(rt *rapid.T, tag *side) {
+	m.forks++
+	name := fmt.Sprintf("b%d", m.forks)
+	view := *m.l
+	view.data = m.l.t.TempDir()
+	if _, err := m.admin.Exec(m.l.ctx, "CREATE DATABASE "+name+" TEMPLATE "+tag.name+" LOCATION '"+view.data+"/'").ReadAll(); err != nil {
+		rt.Fatalf("fork of tag %s: %v", tag.name, err)
+	}
+	view.conn = m.connect(name)
+	t := tag.branch
+	b := &modelBranch{fork: t.fork, nextFile: t.nextFile, files: t.files, writable: true}
+	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b}
+	for sn, rows := range tag.rows {
+		s.rows[sn] = rows
+	}
+	if got := view.latest().id; got != t.fork {
+		rt.Fatalf("branch %s of tag %s starts at snapshot %d, want %d", name, tag.name, got, t.fork)
 	}
 	m.sides = append(m.sides, s)
 }
