@@ -206,11 +206,9 @@ func nextFileID(sc *Schema) int64 {
 	if !ok {
 		return 0
 	}
-	for i, c := range st.Def().Columns {
-		if c.Name == "next_file_id" {
-			if v, err := r.Column(st.Types(), i); err == nil && !v.IsNull() {
-				return v.Int()
-			}
+	if i := st.Def().ColumnIndex("next_file_id"); i >= 0 {
+		if v, err := r.Column(st.Types(), i); err == nil && !v.IsNull() {
+			return v.Int()
 		}
 	}
 	return 0
@@ -393,16 +391,15 @@ func (k *Database) branchReads(parent *Database, o *Op, row datum.Row) error {
 
 // columnText is the text value of the named column of r, a row of t.
 func columnText(t *Table, r datum.Row, name string) (string, bool) {
-	for i, c := range t.Def().Columns {
-		if c.Name == name {
-			v, err := r.Column(t.Types(), i)
-			if err != nil || v.IsNull() {
-				return "", false
-			}
-			return v.Text(), true
-		}
+	i := t.Def().ColumnIndex(name)
+	if i < 0 {
+		return "", false
 	}
-	return "", false
+	v, err := r.Column(t.Types(), i)
+	if err != nil || v.IsNull() {
+		return "", false
+	}
+	return v.Text(), true
 }
 
 // pendingBranch is a branch record Load met: the branch is read at seq, the

@@ -281,7 +281,7 @@ func (db *Database) tableTypes(schema, table string) []datum.Type {
 func (v *Version) TableDirs(schema, dataPath string) map[int64]string {
 	schemas := map[int64]string{}
 	if t, err := v.Table(schema, "ducklake_schema"); err == nil {
-		id, end, path, rel := columnIndex(t, "schema_id"), columnIndex(t, "end_snapshot"), columnIndex(t, "path"), columnIndex(t, "path_is_relative")
+		id, end, path, rel := t.Def().ColumnIndex("schema_id"), t.Def().ColumnIndex("end_snapshot"), t.Def().ColumnIndex("path"), t.Def().ColumnIndex("path_is_relative")
 		if id >= 0 && end >= 0 && path >= 0 && rel >= 0 {
 			t.Scan(func(_ CTID, r datum.Row) bool {
 				vals, err := r.Decode(t.Types(), nil)
@@ -297,7 +297,7 @@ func (v *Version) TableDirs(schema, dataPath string) map[int64]string {
 	if err != nil {
 		return out
 	}
-	id, sid, end, path, rel := columnIndex(t, "table_id"), columnIndex(t, "schema_id"), columnIndex(t, "end_snapshot"), columnIndex(t, "path"), columnIndex(t, "path_is_relative")
+	id, sid, end, path, rel := t.Def().ColumnIndex("table_id"), t.Def().ColumnIndex("schema_id"), t.Def().ColumnIndex("end_snapshot"), t.Def().ColumnIndex("path"), t.Def().ColumnIndex("path_is_relative")
 	if id < 0 || sid < 0 || end < 0 || path < 0 || rel < 0 {
 		return out
 	}
@@ -334,18 +334,6 @@ func (v *Version) MetadataValue(schema, key string) (string, bool) {
 		return "", false
 	}
 	return metadataValue(sc, key)
-}
-
-func columnIndex(t *Table, name string) int {
-	if name == "" {
-		return -1
-	}
-	for i, c := range t.Def().Columns {
-		if c.Name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 // releaseBranchFiles hands the files a dropped writable branch wrote to its
@@ -423,7 +411,7 @@ func ownFiles(v *Version, sc *Schema, c keyspace.BranchCatalog) ([]ownFile, erro
 		if !ok {
 			continue
 		}
-		pc, rc, tc := columnIndex(t, "path"), columnIndex(t, "path_is_relative"), columnIndex(t, "table_id")
+		pc, rc, tc := t.Def().ColumnIndex("path"), t.Def().ColumnIndex("path_is_relative"), t.Def().ColumnIndex("table_id")
 		if pc < 0 || rc < 0 {
 			return nil, fmt.Errorf("catalog: %s has no path", table)
 		}

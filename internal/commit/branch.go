@@ -3,7 +3,6 @@ package commit
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"github.com/moraine-db/moraine/internal/catalog"
@@ -99,12 +98,8 @@ func (p *Pipeline) primeBranches(ctx context.Context, srv *catalog.Server, s Sca
 // own id): its own value if it wrote one, else the parent's at the fork.
 // REQUIRES: p.mu.
 func (p *Pipeline) branchStored(ctx context.Context, b *branchCat, key []byte) (bool, error) {
-	v, err := p.store.Get(ctx, key)
-	switch {
-	case err == nil:
-		return !keyspace.Hidden(v), nil
-	case !errors.Is(err, slate.ErrNotFound):
-		return false, err
+	if v, err := getOne(ctx, p.store, key); err != nil || v != nil {
+		return v != nil && !keyspace.Hidden(v), err
 	}
 	if b.seq == 0 {
 		if err := p.findBranchSeq(ctx, b); err != nil {
@@ -116,14 +111,8 @@ func (p *Pipeline) branchStored(ctx context.Context, b *branchCat, key []byte) (
 		return false, err
 	}
 	defer snap.Close()
-	_, err = snap.Get(ctx, append(keyspace.CatalogPrefix(b.parent), key[4:]...))
-	switch {
-	case err == nil:
-		return true, nil
-	case errors.Is(err, slate.ErrNotFound):
-		return false, nil
-	}
-	return false, err
+	v, err := getOne(ctx, snap, append(keyspace.CatalogPrefix(b.parent), key[4:]...))
+	return v != nil, err
 }
 
 // findBranchSeq reads the seq of the record of b's branch. REQUIRES: p.mu.
@@ -151,6 +140,9 @@ func (p *Pipeline) findBranchSeq(ctx context.Context, b *branchCat) error {
 // hideDeletes turns the deletes of a writable branch's own keys into
 // hidden values. REQUIRES: p.mu.
 func (tr *translator) hideDeletes() {
+	if len(tr.p.branchCats) == 0 && len(tr.forkIDs) == 0 {
+		return
+	}
 	for k, e := range tr.pending {
 		if e.put || tr.dropped[e.catalogID] {
 			continue
@@ -211,4 +203,22 @@ func (p *Pipeline) recordSeq(ctx context.Context, name string) (uint64, error) {
 		return 0, err
 	}
 	return 0, fmt.Errorf("commit: branch %q has no stored record", name)
+}
+
+// PinnedReader is the catalog.ReadAt over a store's snapshots at given
+// seqs (at: slate.DB.SnapshotAt, slate.Snapshot.At): what a load reads
+// branches through.
+func PinnedReader(at func(seq uint64) (*slate.Snapshot, error)) catalog.ReadAt {
+	return func(ctx context.Context, seq uint64, prefix []byte) (catalog.Iterator, func() error, error) {
+		snap, err := at(seq)
+		if err != nil {
+			return nil, nil, err
+		}
+		it := snap.ScanPrefix(ctx, prefix)
+		return it, func() error {
+			err := it.Close()
+			snap.Close()
+			return err
+		}, nil
+	}
 }

@@ -100,18 +100,7 @@ func ReadBranches(ctx context.Context, s Scanner) ([]*StoredBranch, error) {
 func loadAll(ctx context.Context, s Scanner, at func(seq uint64) (*slate.Snapshot, error)) (*catalog.Server, error) {
 	it := s.ScanPrefix(ctx, nil)
 	defer it.Close()
-	return catalog.Load(ctx, it, catalog.Options{ReadAt: func(ctx context.Context, seq uint64, prefix []byte) (catalog.Iterator, func() error, error) {
-		snap, err := at(seq)
-		if err != nil {
-			return nil, nil, err
-		}
-		pi := snap.ScanPrefix(ctx, prefix)
-		return pi, func() error {
-			err := pi.Close()
-			snap.Close()
-			return err
-		}, nil
-	}})
+	return catalog.Load(ctx, it, catalog.Options{ReadAt: PinnedReader(at)})
 }
 
 // StoredCatalog is one DuckLake catalog as the store holds it: its registry

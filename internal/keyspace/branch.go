@@ -86,22 +86,12 @@ func EncodeBranch(b Branch) []byte {
 	for _, c := range b.Catalogs {
 		v = appendStr(v, c.Schema)
 		v = binary.BigEndian.AppendUint32(v, c.ID)
-		if c.HasSnapshot {
-			v = append(v, 1)
-			v = binary.AppendVarint(v, c.Snapshot)
-		} else {
-			v = append(v, 0)
-		}
+		v = appendOptVarint(v, c.Snapshot, c.HasSnapshot)
 		v = binary.BigEndian.AppendUint32(v, c.OwnID)
 		v = binary.AppendVarint(v, c.NextFileID)
 		v = appendStr(v, c.DataPath)
 	}
-	if b.HasAt {
-		v = append(v, 1)
-		v = binary.AppendVarint(v, b.At)
-	} else {
-		v = append(v, 0)
-	}
+	v = appendOptVarint(v, b.At, b.HasAt)
 	return binary.AppendUvarint(v, b.Base)
 }
 
@@ -136,13 +126,7 @@ func DecodeBranch(key, value []byte) (name string, b Branch, err error) {
 		}
 		c.ID = binary.BigEndian.Uint32(d.b)
 		d.b = d.b[4:]
-		switch d.byte() {
-		case 0:
-		case 1:
-			c.HasSnapshot, c.Snapshot = true, d.varint()
-		default:
-			d.fail("bad snapshot flag")
-		}
+		c.Snapshot, c.HasSnapshot = d.optVarint()
 		if len(d.b) < 4 {
 			d.fail("truncated own catalog id")
 			break
@@ -159,13 +143,7 @@ func DecodeBranch(key, value []byte) (name string, b Branch, err error) {
 		}
 		b.Catalogs = append(b.Catalogs, c)
 	}
-	switch d.byte() {
-	case 0:
-	case 1:
-		b.HasAt, b.At = true, d.varint()
-	default:
-		d.fail("bad snapshot flag")
-	}
+	b.At, b.HasAt = d.optVarint()
 	b.Base = d.uvarint()
 	if err := d.done(); err != nil {
 		return "", Branch{}, err

@@ -124,12 +124,7 @@ func EncodeHead(h Head) []byte {
 	b = binary.AppendUvarint(b, uint64(h.FormatVersion))
 	b = appendStr(b, h.Database)
 	b = appendStr(b, h.Schema)
-	if h.HasSnapshot {
-		b = append(b, 1)
-		b = binary.AppendVarint(b, h.Snapshot)
-	} else {
-		b = append(b, 0)
-	}
+	b = appendOptVarint(b, h.Snapshot, h.HasSnapshot)
 	return binary.AppendUvarint(b, h.Commits)
 }
 
@@ -147,14 +142,7 @@ func DecodeHead(value []byte) (Head, error) {
 	h.FormatVersion = uint32(fv)
 	h.Database = d.str()
 	h.Schema = d.str()
-	switch d.byte() {
-	case 0:
-	case 1:
-		h.HasSnapshot = true
-		h.Snapshot = d.varint()
-	default:
-		d.fail("bad snapshot flag")
-	}
+	h.Snapshot, h.HasSnapshot = d.optVarint()
 	h.Commits = d.uvarint()
 	if err := d.done(); err != nil {
 		return Head{}, err
@@ -257,6 +245,15 @@ func DecodeTableDef(key, value []byte) (catalogID uint32, def TableDef, err erro
 	return catalogID, def, nil
 }
 
+// appendOptVarint appends an optional integer: u8 0, or u8 1 and the
+// varint.
+func appendOptVarint(b []byte, v int64, has bool) []byte {
+	if !has {
+		return append(b, 0)
+	}
+	return binary.AppendVarint(append(b, 1), v)
+}
+
 func appendStr(b []byte, s string) []byte {
 	b = binary.AppendUvarint(b, uint64(len(s)))
 	return append(b, s...)
@@ -340,6 +337,18 @@ func (d *valueReader) str() string {
 	s := string(d.b[:n])
 	d.b = d.b[n:]
 	return s
+}
+
+// optVarint reads what appendOptVarint appends.
+func (d *valueReader) optVarint() (int64, bool) {
+	switch d.byte() {
+	case 0:
+		return 0, false
+	case 1:
+		return d.varint(), true
+	}
+	d.fail("bad optional-value flag")
+	return 0, false
 }
 
 func (d *valueReader) done() error {

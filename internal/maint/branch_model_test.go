@@ -2,7 +2,6 @@ package maint
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -62,7 +61,7 @@ func TestBranchModel(t *testing.T) {
 		defer sc.close()
 		l := newLake(sc)
 		m := &branchModel{rt: rt, l: l, outcomes: outcomes}
-		m.admin = m.connect("postgres")
+		m.admin = l.connectTo("postgres")
 		m.sides = []*side{{name: "lake", view: l, rows: map[int64]map[int64]int64{}}}
 		n := 0
 		rt.Repeat(map[string]func(*rapid.T){
@@ -146,15 +145,6 @@ type branchModel struct {
 	sides    []*side // the lake first, then the live branches
 	forks    int
 	outcomes map[string]int // "merge refused", "expire done", …
-}
-
-func (m *branchModel) connect(db string) *pgconn.PgConn {
-	c, err := pgconn.Connect(m.l.ctx, "postgres://moraine@"+m.l.conn.Conn().RemoteAddr().String()+"/"+db+"?sslmode=disable")
-	if err != nil {
-		m.rt.Fatalf("connect %s: %v", db, err)
-	}
-	m.l.t.Cleanup(func() { c.Close(context.Background()) })
-	return c
 }
 
 func (m *branchModel) names() []string {
@@ -403,7 +393,7 @@ func (m *branchModel) fork(rt *rapid.T, kind int) {
 	if _, err := m.admin.Exec(m.l.ctx, sql).ReadAll(); err != nil {
 		m.rt.Fatalf("fork: %v", err)
 	}
-	view.conn = m.connect(name)
+	view.conn = m.l.connectTo(name)
 	b := &modelBranch{fork: at, nextFile: latest.nextFile, files: map[int64]bool{}, writable: kind == 1}
 	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b}
 	for _, r := range m.l.scan("ducklake_snapshot", "snapshot_id") {
@@ -436,7 +426,7 @@ func (m *branchModel) forkTag(rt *rapid.T, tag *side) {
 	if _, err := m.admin.Exec(m.l.ctx, "CREATE DATABASE "+name+" TEMPLATE "+tag.name+" LOCATION '"+view.data+"/'").ReadAll(); err != nil {
 		rt.Fatalf("fork of tag %s: %v", tag.name, err)
 	}
-	view.conn = m.connect(name)
+	view.conn = m.l.connectTo(name)
 	t := tag.branch
 	b := &modelBranch{fork: t.fork, nextFile: t.nextFile, files: t.files, writable: true}
 	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b}

@@ -17,28 +17,49 @@ import (
 	"github.com/moraine-db/moraine/internal/server"
 )
 
+// connectTo opens a connection to database db of l's server, closed when
+// l's test ends.
+func (l *lake) connectTo(db string) *pgconn.PgConn {
+	l.t.Helper()
+	c, err := pgconn.Connect(l.ctx, "postgres://moraine@"+l.conn.Conn().RemoteAddr().String()+"/"+db+"?sslmode=disable")
+	if err != nil {
+		l.t.Fatalf("connect %s: %v", db, err)
+	}
+	l.t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// admin runs sql on the maintenance database of l's server.
+func (l *lake) admin(sql string) error {
+	c, err := pgconn.Connect(l.ctx, "postgres://moraine@"+l.conn.Conn().RemoteAddr().String()+"/postgres?sslmode=disable")
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	_, err = c.Exec(l.ctx, sql).ReadAll()
+	return err
+}
+
+// viewOf is the harness on database db of l's server, its data path data
+// (l's when empty).
+func (l *lake) viewOf(db, data string) *lake {
+	v := *l
+	v.conn = l.connectTo(db)
+	if data != "" {
+		v.data = data
+	}
+	return &v
+}
+
 // branchOf forks l into a writable branch called name whose data path is
 // a fresh directory, and returns the harness reading and writing it.
 func branchOf(t *testing.T, l *lake, name string) *lake {
 	t.Helper()
-	addr := l.conn.Conn().RemoteAddr().String()
-	admin, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/postgres?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(l.ctx)
 	dir := t.TempDir()
-	if _, err := admin.Exec(l.ctx, "CREATE DATABASE "+name+" TEMPLATE lake LOCATION '"+dir+"/'").ReadAll(); err != nil {
+	if err := l.admin("CREATE DATABASE " + name + " TEMPLATE lake LOCATION '" + dir + "/'"); err != nil {
 		t.Fatalf("fork: %v", err)
 	}
-	c, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/"+name+"?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(l.ctx) })
-	b := *l
-	b.conn, b.data = c, dir
-	return &b
+	return l.viewOf(name, dir)
 }
 
 func pgCode(err error) string {
@@ -166,14 +187,8 @@ func TestWritableBranch(t *testing.T) {
 	// Dropped, the branch leaves its files to the lake's schedule, and the
 	// lake's own cleanup deletes them: all but the file of the merge that
 	// never committed (delete_orphaned_files on the branch was for that).
-	addr := l.conn.Conn().RemoteAddr().String()
-	admin, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/postgres?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(l.ctx)
 	b.conn.Close(l.ctx)
-	if _, err := admin.Exec(l.ctx, "DROP DATABASE dev WITH (FORCE)").ReadAll(); err != nil {
+	if err := l.admin("DROP DATABASE dev WITH (FORCE)"); err != nil {
 		t.Fatalf("drop the branch: %v", err)
 	}
 	removed = l.cleanup()
@@ -256,13 +271,7 @@ func TestBranchAtEarlierSnapshot(t *testing.T) {
 	head := l.latest().id
 	want := l.rows(s1)
 
-	addr := l.conn.Conn().RemoteAddr().String()
-	admin, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/postgres?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(l.ctx)
-	exec := func(sql string) error { _, err := admin.Exec(l.ctx, sql).ReadAll(); return err }
+	exec := l.admin
 	if err := exec(fmt.Sprintf("CREATE DATABASE old TEMPLATE lake AT_SNAPSHOT %d", head+5)); pgCode(err) != "22023" {
 		t.Fatalf("a fork at a snapshot the lake does not have: %v, want 22023", err)
 	}
@@ -272,13 +281,7 @@ func TestBranchAtEarlierSnapshot(t *testing.T) {
 	if err := exec(fmt.Sprintf("CREATE DATABASE old TEMPLATE lake AT_SNAPSHOT %d", s1)); err != nil {
 		t.Fatalf("fork at snapshot %d: %v", s1, err)
 	}
-	c, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/old?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(l.ctx)
-	o := *l
-	o.conn = c
+	o := l.viewOf("old", "")
 	if got := o.latest().id; got != s1 {
 		t.Fatalf("the branch's newest snapshot is %d, want %d", got, s1)
 	}
@@ -293,7 +296,7 @@ func TestBranchAtEarlierSnapshot(t *testing.T) {
 		t.Fatalf("expiring the branch's snapshot on the lake: %v, want 55006", err)
 	}
 	var desc string
-	res, err := admin.Exec(l.ctx, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = 'old'").ReadAll()
+	res, err := l.connectTo("postgres").Exec(l.ctx, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = 'old'").ReadAll()
 	if err == nil && len(res[0].Rows) == 1 {
 		desc = string(res[0].Rows[0][0])
 	}
@@ -313,13 +316,7 @@ func TestBranchOfATag(t *testing.T) {
 	l.must("INSERT INTO public.ducklake_metadata (key, value) VALUES ('tag_test', 'before')")
 	tagged, _ := l.insert(1, 2, 3)
 	want := l.rows(tagged)
-	addr := l.conn.Conn().RemoteAddr().String()
-	admin, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/postgres?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(l.ctx)
-	exec := func(sql string) error { _, err := admin.Exec(l.ctx, sql).ReadAll(); return err }
+	exec := l.admin
 	if err := exec("CREATE DATABASE tag TEMPLATE lake"); err != nil {
 		t.Fatal(err)
 	}
@@ -332,13 +329,7 @@ func TestBranchOfATag(t *testing.T) {
 	if err := exec("DROP DATABASE tag"); err != nil {
 		t.Fatalf("drop the tag: %v", err)
 	}
-	c, err := pgconn.Connect(l.ctx, "postgres://moraine@"+addr+"/dev?sslmode=disable")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(l.ctx)
-	b := *l
-	b.conn, b.data = c, dir
+	b := l.viewOf("dev", dir)
 	if got := b.latest().id; got != tagged {
 		t.Fatalf("the branch of the tag starts at snapshot %d, want %d", got, tagged)
 	}

@@ -314,36 +314,7 @@ func sameCatalog(t *testing.T, ctx context.Context, st *Stack, branch, lake stri
 	if !ok || db.Branch() == nil || db.Branch().Parent != lake {
 		t.Fatalf("the replica does not serve %s as a branch of %s", branch, lake)
 	}
-	snap, err := st.KV.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer snap.Close()
-	it := snap.ScanPrefix(ctx, nil)
-	fresh, err := catalog.Load(ctx, it, catalog.Options{ReadAt: st.readAt})
-	it.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	fdb, ok := fresh.Lookup(branch)
-	if !ok || fdb.Branch() == nil {
-		t.Fatalf("a load of the store has no branch %s", branch)
-	}
-	rows := func(db *catalog.Database) map[string][]string {
-		out := map[string][]string{}
-		for name, rs := range commit.StoredOf(db.Current(), branch, "public").Rows {
-			for _, r := range rs {
-				out[name] = append(out[name], string(r))
-			}
-			sort.Strings(out[name])
-		}
-		return out
-	}
-	got, want := rows(db), rows(fdb)
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatal("the replica's branch differs from a load of the store")
-	}
-	for _, r := range got["ducklake_metadata"] {
+	for _, r := range sameBranchAsStore(t, ctx, st, branch)["ducklake_metadata"] {
 		if strings.Contains(r, "after_fork") {
 			t.Fatal("the replica's branch holds the lake's commit after the fork")
 		}
@@ -584,8 +555,9 @@ func TestWritableBranchOnAReplica(t *testing.T) {
 }
 
 // sameBranchAsStore fails t unless the replica's branch holds, row for
-// row, what a fresh load of the store at its seq does.
-func sameBranchAsStore(t *testing.T, ctx context.Context, st *Stack, name string) {
+// row, what a fresh load of the store at its seq does, a branch in both;
+// it returns the branch's rows, sorted, by table.
+func sameBranchAsStore(t *testing.T, ctx context.Context, st *Stack, name string) map[string][]string {
 	t.Helper()
 	snap, err := st.KV.Snapshot()
 	if err != nil {
@@ -600,7 +572,7 @@ func sameBranchAsStore(t *testing.T, ctx context.Context, st *Stack, name string
 	}
 	rows := func(cat *catalog.Server) map[string][]string {
 		db, ok := cat.Lookup(name)
-		if !ok {
+		if !ok || db.Branch() == nil {
 			t.Fatalf("no branch %s", name)
 		}
 		out := map[string][]string{}
@@ -612,7 +584,8 @@ func sameBranchAsStore(t *testing.T, ctx context.Context, st *Stack, name string
 		}
 		return out
 	}
-	if got, want := rows(st.Cat), rows(fresh); fmt.Sprint(got) != fmt.Sprint(want) {
+	got, want := rows(st.Cat), rows(fresh)
+	if fmt.Sprint(got) != fmt.Sprint(want) {
 		for table := range want {
 			if fmt.Sprint(got[table]) != fmt.Sprint(want[table]) {
 				t.Fatalf("the replica's branch %s differs from a load of the store in %s: %d rows, want %d", name, table, len(got[table]), len(want[table]))
@@ -620,4 +593,5 @@ func sameBranchAsStore(t *testing.T, ctx context.Context, st *Stack, name string
 		}
 		t.Fatalf("the replica's branch %s differs from a load of the store", name)
 	}
+	return got
 }

@@ -214,16 +214,7 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 
 // readAt reads the store as a branch record pins it (catalog.ReadAt).
 func (st *Stack) readAt(ctx context.Context, seq uint64, prefix []byte) (catalog.Iterator, func() error, error) {
-	snap, err := st.KV.SnapshotAt(seq)
-	if err != nil {
-		return nil, nil, err
-	}
-	it := snap.ScanPrefix(ctx, prefix)
-	return it, func() error {
-		err := it.Close()
-		snap.Close()
-		return err
-	}, nil
+	return commit.PinnedReader(st.KV.SnapshotAt)(ctx, seq, prefix)
 }
 
 // checkNewCatalog refuses a commit that creates an inconsistent DuckLake

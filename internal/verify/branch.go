@@ -28,29 +28,18 @@ const (
 	KindBranchFileScheduled Kind = "branch-file-scheduled"
 )
 
-// fileKey names a file: its id and its path as stored.
-type fileKey struct {
-	id   int64
-	path string
-}
-
-// storedFiles returns the data and delete files a catalog references, and
-// those it has scheduled for deletion.
-func storedFiles(c *commit.StoredCatalog) (refs, scheduled map[fileKey]bool, err error) {
-	refs, scheduled = map[fileKey]bool{}, map[fileKey]bool{}
-	for table, into := range map[string]map[fileKey]bool{
+// storedFiles returns the data and delete files a catalog references and
+// those it has scheduled for deletion, each id with its path as stored.
+func storedFiles(c *commit.StoredCatalog) (refs, scheduled map[int64]string, err error) {
+	refs, scheduled = map[int64]string{}, map[int64]string{}
+	for table, into := range map[string]map[int64]string{
 		"ducklake_data_file": refs, "ducklake_delete_file": refs, "ducklake_files_scheduled_for_deletion": scheduled,
 	} {
 		def, ok := c.Defs[table]
 		if !ok {
 			continue
 		}
-		types, pi := def.Types(), -1
-		for i, col := range def.Columns {
-			if col.Name == "path" {
-				pi = i
-			}
-		}
+		types, pi := def.Types(), def.ColumnIndex("path")
 		if pi < 0 {
 			return nil, nil, fmt.Errorf("verify: %s has no path column", table)
 		}
@@ -64,7 +53,7 @@ func storedFiles(c *commit.StoredCatalog) (refs, scheduled map[fileKey]bool, err
 				return nil, nil, fmt.Errorf("verify: %s: %w", table, err)
 			}
 			if !id.IsNull() {
-				into[fileKey{id.Int(), p.Text()}] = true
+				into[id.Int()] = p.Text()
 			}
 		}
 	}
@@ -116,30 +105,21 @@ func CheckBranches(branches []*commit.StoredBranch, cats map[uint32]*commit.Stor
 			// The files it reads of the parent's: ids below the parent's
 			// next_file_id at the fork (one id, one file on both sides;
 			// a writable branch may store the path made absolute).
-			ids := map[int64]string{}
-			for f := range reads {
-				if f.id < fork.NextFileID {
-					ids[f.id] = f.path
+			var files []int64
+			for id := range reads {
+				if id < fork.NextFileID {
+					files = append(files, id)
 				}
-			}
-			knownID, scheduledID := map[int64]bool{}, map[int64]bool{}
-			for f := range known {
-				knownID[f.id] = true
-			}
-			for f := range scheduled {
-				scheduledID[f.id] = true
-			}
-			files := make([]int64, 0, len(ids))
-			for id := range ids {
-				files = append(files, id)
 			}
 			sort.Slice(files, func(i, j int) bool { return files[i] < files[j] })
 			for _, id := range files {
+				_, isScheduled := scheduled[id]
+				_, isKnown := known[id]
 				switch {
-				case scheduledID[id]:
-					out = append(out, Violation{name, KindBranchFileScheduled, fmt.Sprintf("file %d (%s) is scheduled for deletion in %s.%s", id, ids[id], parent.Database, parent.Schema)})
-				case !knownID[id]:
-					out = append(out, Violation{name, KindBranchFileUnknown, fmt.Sprintf("file %d (%s) has no row in %s.%s: its orphan cleanup would delete it", id, ids[id], parent.Database, parent.Schema)})
+				case isScheduled:
+					out = append(out, Violation{name, KindBranchFileScheduled, fmt.Sprintf("file %d (%s) is scheduled for deletion in %s.%s", id, reads[id], parent.Database, parent.Schema)})
+				case !isKnown:
+					out = append(out, Violation{name, KindBranchFileUnknown, fmt.Sprintf("file %d (%s) has no row in %s.%s: its orphan cleanup would delete it", id, reads[id], parent.Database, parent.Schema)})
 				}
 			}
 		}

@@ -27,6 +27,7 @@ import (
 
 // viewFor returns how schema.table's rows are served on a branch (and
 // whether the view hides rows), nil where rows are served as stored.
+// REQUIRES: v.mu held.
 func (v *Version) viewFor(schema, table string) (func([]datum.Value) bool, bool) {
 	if v.branch == nil {
 		return nil, false
@@ -46,7 +47,7 @@ func (v *Version) viewFor(schema, table string) (func([]datum.Value) bool, bool)
 }
 
 // fixFor returns the rewrite of schema.table's served rows on a writable
-// branch, nil where rows are served as stored.
+// branch, nil where rows are served as stored. REQUIRES: v.mu held.
 func (v *Version) fixFor(schema, table string) func([]datum.Value) {
 	if v.branch == nil || !v.branch.Writable() || (table != "ducklake_data_file" && table != "ducklake_delete_file") {
 		return nil
@@ -64,11 +65,20 @@ func (v *Version) fixFor(schema, table string) func([]datum.Value) {
 	if err != nil {
 		return nil
 	}
-	path, rel, tid := columnOf(t, "path"), columnOf(t, "path_is_relative"), columnOf(t, "table_id")
+	def := t.Def()
+	path, rel, tid := def.ColumnIndex("path"), def.ColumnIndex("path_is_relative"), def.ColumnIndex("table_id")
 	if path < 0 || rel < 0 || tid < 0 {
 		return nil
 	}
-	dirs := v.src.TableDirs(schema, fork.DataPath)
+	dirs, ok := v.dirs[schema]
+	if !ok {
+		// Both file tables resolve against the same directories.
+		dirs = v.src.TableDirs(schema, fork.DataPath)
+		if v.dirs == nil {
+			v.dirs = map[string]map[int64]string{}
+		}
+		v.dirs[schema] = dirs
+	}
 	return func(vals []datum.Value) {
 		if len(vals) <= max(path, rel, tid) || vals[0].IsNull() || vals[0].I >= fork.NextFileID ||
 			vals[rel].IsNull() || vals[rel].I == 0 || vals[tid].IsNull() {
@@ -81,16 +91,4 @@ func (v *Version) fixFor(schema, table string) func([]datum.Value) {
 		vals[path] = datum.TextValue(catalog.JoinPath(dir, vals[path].S, true))
 		vals[rel] = datum.BoolValue(false)
 	}
-}
-
-func columnOf(t *catalog.Table, name string) int {
-	if name == "" {
-		return -1
-	}
-	for i, c := range t.Def().Columns {
-		if c.Name == name {
-			return i
-		}
-	}
-	return -1
 }

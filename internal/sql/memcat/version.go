@@ -34,6 +34,7 @@ type Version struct {
 	mu     sync.Mutex
 	tables map[[2]string]*Table
 	list   []*Schema
+	dirs   map[string]map[int64]string // a writable branch's table directories, by schema
 }
 
 // DDLSeq identifies the version's schemas, tables and columns: equal for
