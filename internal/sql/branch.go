@@ -20,14 +20,14 @@ func (x *exec) branchDescription(oid uint32) (string, bool) {
 		if !ok || db.Branch() == nil {
 			return "", false
 		}
-		return BranchDescription(db.Branch()), true
+		return branchDescription(db.Branch()), true
 	}
 	return "", false
 }
 
-// BranchDescription says what a branch reads: its parent and, per
+// branchDescription says what a branch reads: its parent and, per
 // DuckLake catalog, the snapshot it was forked at.
-func BranchDescription(b *keyspace.Branch) string {
+func branchDescription(b *keyspace.Branch) string {
 	var at []string
 	for _, c := range b.Catalogs {
 		if !c.HasSnapshot {
