@@ -417,39 +417,56 @@ func (s *Server) loadBranch(ctx context.Context, b pendingBranch, opts Options) 
 	if opts.ReadAt == nil {
 		return fmt.Errorf("load branch %q: the store holds branches and the loader cannot read at their seqs", b.name)
 	}
-	// The branch's pairs: its registry as of the fork (the record's
-	// catalogs, under the branch's name), then each catalog's keys at the
-	// record's seq, in id order: key order, as Load requires.
 	writable := b.rec.Writable()
-	// A catalog's id in the branch: the parent's, or its own.
+	v, err := readBranch(ctx, b.name, b.rec.Catalogs, writable, func(c keyspace.BranchCatalog) (Iterator, []func() error, error) {
+		ci, done, err := opts.ReadAt(ctx, b.seq, keyspace.CatalogPrefix(c.ID))
+		if err != nil || !writable {
+			return ci, []func() error{done}, err
+		}
+		oi, odone, err := opts.ReadAt(ctx, b.at, keyspace.CatalogPrefix(c.OwnID))
+		if err != nil {
+			return nil, []func() error{done}, err
+		}
+		return &overlayIter{base: ci, over: oi, own: keyspace.CatalogPrefix(c.OwnID)}, []func() error{done, odone}, nil
+	})
+	if err != nil {
+		return err
+	}
+	if p, ok := s.Lookup(b.rec.Parent); ok && p.branch == nil {
+		v = shareUnchanged(v, p.Current())
+	}
+	rec := b.rec
+	s.addBranch(b.name, &rec, v)
+	return nil
+}
+
+// readBranch loads, as one version of a database called name, the
+// catalogs cats: each one's pairs from open, under the branch's own
+// catalog id if own, else the parent's.
+func readBranch(ctx context.Context, name string, cats []keyspace.BranchCatalog, own bool, open func(keyspace.BranchCatalog) (Iterator, []func() error, error)) (*Version, error) {
+	// The branch's pairs: its registry as of the fork (the catalogs, under
+	// the branch's name), then each catalog's keys, in id order: key
+	// order, as Load requires.
 	idOf := func(c keyspace.BranchCatalog) uint32 {
-		if writable {
+		if own {
 			return c.OwnID
 		}
 		return c.ID
 	}
-	cats := append([]keyspace.BranchCatalog(nil), b.rec.Catalogs...)
+	cats = append([]keyspace.BranchCatalog(nil), cats...)
 	sort.Slice(cats, func(i, j int) bool { return idOf(cats[i]) < idOf(cats[j]) })
 	var reg []kvPair
 	for _, c := range cats {
-		reg = append(reg, kvPair{keyspace.RegistryKey(b.name, c.Schema), keyspace.EncodeRegistryValue(idOf(c))})
+		reg = append(reg, kvPair{keyspace.RegistryKey(name, c.Schema), keyspace.EncodeRegistryValue(idOf(c))})
 	}
 	sort.Slice(reg, func(i, j int) bool { return string(reg[i].k) < string(reg[j].k) })
 	it := &concatIter{pairs: reg}
 	defer it.close()
 	for _, c := range cats {
-		ci, done, err := opts.ReadAt(ctx, b.seq, keyspace.CatalogPrefix(c.ID))
+		ci, dones, err := open(c)
+		it.dones = append(it.dones, dones...)
 		if err != nil {
-			return fmt.Errorf("load branch %q: catalog %d: %w", b.name, c.ID, err)
-		}
-		it.dones = append(it.dones, done)
-		if writable {
-			oi, done, err := opts.ReadAt(ctx, b.at, keyspace.CatalogPrefix(c.OwnID))
-			if err != nil {
-				return fmt.Errorf("load branch %q: catalog %d: %w", b.name, c.OwnID, err)
-			}
-			it.dones = append(it.dones, done)
-			ci = &overlayIter{base: ci, over: oi, own: keyspace.CatalogPrefix(c.OwnID)}
+			return nil, fmt.Errorf("load branch %q: catalog %d: %w", name, c.ID, err)
 		}
 		it.its = append(it.its, ci)
 	}
@@ -458,19 +475,13 @@ func (s *Server) loadBranch(ctx context.Context, b pendingBranch, opts Options) 
 		err = it.close()
 	}
 	if err != nil {
-		return fmt.Errorf("load branch %q: %w", b.name, err)
+		return nil, fmt.Errorf("load branch %q: %w", name, err)
 	}
-	db, ok := sub.Lookup(b.name)
+	db, ok := sub.Lookup(name)
 	if !ok {
-		return fmt.Errorf("%w: branch %q reads no catalog", ErrCorrupt, b.name)
+		return nil, fmt.Errorf("%w: branch %q reads no catalog", ErrCorrupt, name)
 	}
-	v := db.Current()
-	if p, ok := s.Lookup(b.rec.Parent); ok && p.branch == nil {
-		v = shareUnchanged(v, p.Current())
-	}
-	rec := b.rec
-	s.addBranch(b.name, &rec, v)
-	return nil
+	return db.Current(), nil
 }
 
 // shareUnchanged returns v with each table that is, row for row and oid
@@ -561,6 +572,9 @@ func (c *concatIter) Err() error    { return c.err }
 func (c *concatIter) close() error {
 	var first error
 	for _, d := range c.dones {
+		if d == nil {
+			continue
+		}
 		if err := d(); err != nil && first == nil {
 			first = err
 		}

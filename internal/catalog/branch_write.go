@@ -341,7 +341,7 @@ func (v *Version) MetadataValue(schema, key string) (string, bool) {
 // ducklake_cleanup_old_files deletes them: nothing the branch wrote is
 // left behind for good. The files are under the branch's data path, which
 // the parent's catalog names nowhere else; their schedule rows carry
-// absolute paths and ids DuckLake never allocates (releasedID), so the
+// absolute paths and ids DuckLake never allocates (ReleasedID), so the
 // parent's cleanup deleting them by id touches no row of its own.
 func (s *Server) releaseBranchFiles(ctx context.Context, name string, b *keyspace.Branch, v *Version) error {
 	p, ok := s.Lookup(b.Parent)
@@ -363,7 +363,7 @@ func (s *Server) releaseBranchFiles(ctx context.Context, name string, b *keyspac
 			return err
 		}
 		for _, f := range files {
-			vals := []datum.Value{datum.IntValue(releasedID(c.OwnID, f.id)), datum.TextValue(f.path), datum.BoolValue(false), now}
+			vals := []datum.Value{datum.IntValue(ReleasedID(c.OwnID, f.id)), datum.TextValue(f.path), datum.BoolValue(false), now}
 			if _, err := t.InsertRow(c.Schema, "ducklake_files_scheduled_for_deletion", vals); err != nil {
 				t.Rollback()
 				return err
@@ -380,10 +380,10 @@ func (s *Server) releaseBranchFiles(ctx context.Context, name string, b *keyspac
 // pgEpochMicros is 2000-01-01 in Unix microseconds.
 const pgEpochMicros = 946684800 * 1_000_000
 
-// releasedID is the schedule id of file id of a dropped branch's catalog
+// ReleasedID is the schedule id of file id of a dropped branch's catalog
 // own: above 2^62, where DuckLake's ids (counted from 0 by next_file_id)
 // never reach, and distinct per branch catalog.
-func releasedID(own uint32, id int64) int64 {
+func ReleasedID(own uint32, id int64) int64 {
 	return 1<<62 | int64(own)<<30 | id&(1<<30-1)
 }
 

@@ -67,6 +67,10 @@ type Commit struct {
 	// one (Txn.SetFollowed); the Committer may hold this commit briefly to
 	// persist both together.
 	Followed bool
+	// Consumes is the writable branch a merge commit publishes (merge.go):
+	// the same batch erases it, as its drop would, without handing its
+	// files to anyone, since the commit's rows now name them.
+	Consumes *Database
 }
 
 // Options configure a Server.
@@ -85,6 +89,10 @@ type Options struct {
 	// ReadAt reads the store as of an earlier seq that a branch record pins
 	// (branch.go); Load needs it only for a store holding branches.
 	ReadAt ReadAt
+	// BranchSeq returns the seq the stored record of the branch called
+	// name reads its parent at: what a merge reads the fork through
+	// (merge.go). Nil: branches cannot be merged.
+	BranchSeq func(ctx context.Context, name string) (uint64, error)
 }
 
 // ReadAt returns the pairs under prefix as the store held them at seq, in
@@ -382,13 +390,14 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 			sealed.resolve(published && next == sealed)
 		}
 	}
-	c := &Commit{DB: db, Base: cur, Next: next, Ops: t.ops, Pinned: t.base, Followed: t.followed}
+	c := &Commit{DB: db, Base: cur, Next: next, Ops: t.ops, Pinned: t.base, Followed: t.followed, Consumes: t.consumes}
 	cm := db.srv.opts.Committer
 	if cm == nil {
 		// In memory only: the commit is durable as it is published.
 		if dropsDatabase(t.ops) {
 			db.dropped.Store(true)
 		}
+		db.srv.consumed(t.consumes)
 		db.cur.Store(next)
 		settleSealed(true)
 		db.advanceDurable(next)
@@ -407,6 +416,7 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 	if dropsDatabase(t.ops) {
 		db.dropped.Store(true)
 	}
+	db.srv.consumed(t.consumes)
 	db.cur.Store(next)
 	settleSealed(true)
 	db.commitMu.Unlock()

@@ -125,6 +125,9 @@ type Txn struct {
 	ops      []Op
 	done     bool
 	followed bool
+	// consumes is the branch a merge commit erases (merge.go); its
+	// commit lock is held by the merge.
+	consumes *Database
 }
 
 // SetFollowed tells the commit that another writer is waiting to commit

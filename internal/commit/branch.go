@@ -154,15 +154,15 @@ func (tr *translator) hideDeletes() {
 	}
 }
 
-// dropBranch deletes a writable branch: its record and every key it wrote.
-func (tr *translator) dropBranch(b *keyspace.Branch) error {
+// dropBranch deletes the keys the writable branch name (record b) wrote.
+func (tr *translator) dropBranch(name string, b *keyspace.Branch) error {
 	if tr.dropped == nil {
 		tr.dropped = map[uint32]bool{}
 	}
 	for _, c := range b.Catalogs {
 		bc, ok := tr.p.ownCatalog(c.OwnID)
 		if !ok {
-			return fmt.Errorf("commit: drop branch %q: catalog %d is not a branch's", tr.c.DB.Name(), c.OwnID)
+			return fmt.Errorf("commit: drop branch %q: catalog %d is not a branch's", name, c.OwnID)
 		}
 		tr.dropped[c.OwnID] = true
 		for k := range bc.keys {
@@ -192,12 +192,39 @@ func (t *translation) branchKeys(p *Pipeline) {
 // recordSeq is the seq of the stored record of the branch called name.
 // REQUIRES: p.mu.
 func (p *Pipeline) recordSeq(ctx context.Context, name string) (uint64, error) {
-	it := p.store.ScanPrefix(ctx, keyspace.BranchKey(name))
+	return recordSeq(ctx, p.store, name, false)
+}
+
+// BranchSeq returns the seq the stored record of the branch called name
+// reads its parent at: the record's own, or the earlier one it names
+// (keyspace.Branch.Base). It is catalog.Options.BranchSeq over a store.
+func BranchSeq(s interface {
+	ScanPrefix(ctx context.Context, prefix []byte) *slate.Iterator
+}) func(ctx context.Context, name string) (uint64, error) {
+	return func(ctx context.Context, name string) (uint64, error) { return recordSeq(ctx, s, name, true) }
+}
+
+// recordSeq is the seq of the stored record of the branch called name, or,
+// if base, the seq it reads its parent at.
+func recordSeq(ctx context.Context, s interface {
+	ScanPrefix(ctx context.Context, prefix []byte) *slate.Iterator
+}, name string, base bool) (uint64, error) {
+	key := keyspace.BranchKey(name)
+	it := s.ScanPrefix(ctx, key)
 	defer it.Close()
 	for it.Next() {
-		if string(it.Key()) == string(keyspace.BranchKey(name)) {
-			return it.Seq(), nil
+		if string(it.Key()) != string(key) {
+			continue
 		}
+		seq := it.Seq()
+		if base {
+			if _, b, err := keyspace.DecodeBranch(it.Key(), it.Value()); err != nil {
+				return 0, err
+			} else if b.Base != 0 {
+				seq = b.Base
+			}
+		}
+		return seq, nil
 	}
 	if err := closeIter(it); err != nil {
 		return 0, err

@@ -138,6 +138,17 @@ func (p *Pipeline) translate(ctx context.Context, c *catalog.Commit) (*translati
 			return nil, err
 		}
 	}
+	if m := c.Consumes; m != nil {
+		// A merge: the branch goes in the same batch (catalog/merge.go).
+		b := m.Branch()
+		if b == nil || !b.Writable() {
+			return nil, fmt.Errorf("commit: merge of %q, which is no writable branch", m.Name())
+		}
+		tr.pending[string(keyspace.BranchKey(m.Name()))] = pendingKV{catalogID: keyspace.StoreCatalogID}
+		if err := tr.dropBranch(m.Name(), b); err != nil {
+			return nil, err
+		}
+	}
 	if err := tr.rewriteTables(); err != nil {
 		return nil, err
 	}
@@ -228,7 +239,7 @@ func (tr *translator) op(o *catalog.Op) error {
 		if b := tr.c.DB.Branch(); b != nil {
 			tr.pending[string(keyspace.BranchKey(tr.c.DB.Name()))] = pendingKV{catalogID: keyspace.StoreCatalogID}
 			if b.Writable() {
-				return tr.dropBranch(b)
+				return tr.dropBranch(tr.c.DB.Name(), b)
 			}
 			return nil // the catalogs are the parent's: the branch is its record
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/commit"
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/keyspace"
 	"github.com/moraine-db/moraine/internal/slate"
@@ -138,7 +139,7 @@ func (st *Stack) reload(ctx context.Context, m *Metrics) error {
 	seq := snap.Seq()
 	it := snap.ScanPrefix(ctx, nil)
 	restoreGC := boostGCForLoad()
-	next, err := catalog.Load(ctx, it, catalog.Options{Follow: true, ReadAt: st.readAt})
+	next, err := catalog.Load(ctx, it, catalog.Options{Follow: true, ReadAt: st.readAt, BranchSeq: commit.BranchSeq(st.KV)})
 	restoreGC()
 	if cerr := it.Close(); err == nil {
 		err = cerr

@@ -193,6 +193,7 @@ func (st *Stack) load(ctx context.Context, opts StackOptions) error {
 		copts.Committer = st.Pipe
 	}
 	copts.ReadAt = st.readAt
+	copts.BranchSeq = commit.BranchSeq(st.KV)
 	it := snap.ScanPrefix(ctx, nil)
 	cat, err := catalog.Load(ctx, it, copts)
 	if cerr := it.Close(); err == nil {

@@ -14,18 +14,24 @@ import (
 	"github.com/moraine-db/moraine/internal/pgwire"
 )
 
-// CREATE DATABASE and DROP DATABASE, as PostgreSQL runs them: outside any
-// transaction block, each its own commit. A new database holds an empty
-// "public" schema, unless its TEMPLATE is a database of the server, which
-// it then branches; dropping one erases every catalog in it. A database
-// others are connected to is dropped only WITH (FORCE), which terminates
-// their sessions first (Executor.Terminate).
+// CREATE DATABASE, DROP DATABASE and ALTER DATABASE … MERGE_INTO, as
+// PostgreSQL runs its database statements: outside any transaction block,
+// each its own commit. A new database holds an empty "public" schema,
+// unless its TEMPLATE is a database of the server, which it then branches;
+// dropping one erases every catalog in it; merging a writable branch
+// publishes its commits on its parent and consumes it (docs/branches.md).
+// A database others are connected to is dropped only WITH (FORCE), which
+// terminates their sessions first (Executor.Terminate), and merged only
+// once they have gone.
 
-// databaseStmt runs CREATE DATABASE or DROP DATABASE.
+// databaseStmt runs CREATE DATABASE, DROP DATABASE or ALTER DATABASE.
 func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error {
 	verb := "CREATE DATABASE"
-	if n.GetDropdbStmt() != nil {
+	switch {
+	case n.GetDropdbStmt() != nil:
 		verb = "DROP DATABASE"
+	case n.GetAlterDatabaseStmt() != nil:
+		verb = "ALTER DATABASE"
 	}
 	if s.tx.inBlock() || s.multi {
 		return errf(pgcode.ActiveSQLTransaction, "%s cannot run inside a transaction block", verb)
@@ -50,6 +56,9 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 		}
 		return out.complete(verb)
 	}
+	if a := n.GetAlterDatabaseStmt(); a != nil {
+		return s.mergeStmt(ctx, a, out)
+	}
 	d := n.GetDropdbStmt()
 	force := false
 	for _, o := range d.Options {
@@ -71,26 +80,10 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 	}
 	others := s.ex.sessionsOn(d.Dbname, s)
 	if !force {
-		// As PostgreSQL, give sessions that are ending a moment (up to
-		// five seconds) to go: a client that just disconnected may still
-		// be counted.
-		for i := 0; i < 50 && len(others) > 0; i++ {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(100 * time.Millisecond):
-			}
-			others = s.ex.sessionsOn(d.Dbname, s)
+		var err error
+		if others, err = s.awaitNoSessions(ctx, d.Dbname); err != nil {
+			return err
 		}
-	}
-	if len(others) > 0 && !force {
-		e := errf(pgcode.ObjectInUse, "database %q is being accessed by other users", d.Dbname)
-		if len(others) == 1 {
-			e.Detail = "There is 1 other session using the database."
-		} else {
-			e.Detail = fmt.Sprintf("There are %d other sessions using the database.", len(others))
-		}
-		return e
 	}
 	if err := s.ex.cat.DropDatabase(ctx, d.Dbname); err != nil {
 		return err
@@ -103,6 +96,64 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 		}
 	}
 	return out.complete(verb)
+}
+
+// awaitNoSessions returns once no other session is connected to db, or
+// fails as PostgreSQL does (55006): it gives sessions that are ending a
+// moment (up to five seconds) to go, since a client that just disconnected
+// may still be counted.
+func (s *Session) awaitNoSessions(ctx context.Context, db string) ([]*Session, error) {
+	others := s.ex.sessionsOn(db, s)
+	for i := 0; i < 50 && len(others) > 0; i++ {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		others = s.ex.sessionsOn(db, s)
+	}
+	if len(others) == 0 {
+		return nil, nil
+	}
+	e := errf(pgcode.ObjectInUse, "database %q is being accessed by other users", db)
+	if len(others) == 1 {
+		e.Detail = "There is 1 other session using the database."
+	} else {
+		e.Detail = fmt.Sprintf("There are %d other sessions using the database.", len(others))
+	}
+	return others, e
+}
+
+// mergeStmt runs ALTER DATABASE branch MERGE_INTO parent: the one ALTER
+// DATABASE moraine has. It reports what it published as a NOTICE.
+func (s *Session) mergeStmt(ctx context.Context, a *pg.AlterDatabaseStmt, out sink) error {
+	into := ""
+	for _, o := range a.Options {
+		de := o.GetDefElem()
+		if de == nil || de.Defname != "merge_into" || defString(de) == "" {
+			return unsupported("ALTER DATABASE other than ALTER DATABASE branch MERGE_INTO parent")
+		}
+		into = defString(de)
+	}
+	if into == "" {
+		return unsupported("ALTER DATABASE other than ALTER DATABASE branch MERGE_INTO parent")
+	}
+	if a.Dbname == s.dbName {
+		return errf(pgcode.ObjectInUse, "cannot merge the currently open database")
+	}
+	if err := s.ex.cat.CheckMerge(a.Dbname, into); err != nil {
+		return err
+	}
+	if _, err := s.awaitNoSessions(ctx, a.Dbname); err != nil {
+		return err
+	}
+	res, err := s.ex.cat.MergeBranch(ctx, a.Dbname, into)
+	if err != nil {
+		return err
+	}
+	out.notice(&pgwire.Error{Code: pgcode.SuccessfulCompletion, Message: fmt.Sprintf(
+		"merged snapshots %d to %d of %q into %q as its snapshot %d (%d files)", res.From, res.To, a.Dbname, into, res.Snapshot, res.Files)})
+	return out.complete("ALTER DATABASE")
 }
 
 // checkCreatedbOptions admits the CREATE DATABASE options whose PostgreSQL

@@ -80,6 +80,8 @@ func writes(n *pg.Node) (string, bool) {
 		return "CREATE DATABASE", true
 	case n.GetDropdbStmt() != nil:
 		return "DROP DATABASE", true
+	case n.GetAlterDatabaseStmt() != nil:
+		return "ALTER DATABASE", true
 	case n.GetInsertStmt() != nil:
 		return "INSERT", true
 	case n.GetUpdateStmt() != nil:

@@ -395,7 +395,7 @@ func (s *Session) run(ctx context.Context, st stmt, out sink, params []tv) error
 	if ts := n.GetTransactionStmt(); ts != nil {
 		return s.runTxn(ctx, ts, out)
 	}
-	if n.GetCreatedbStmt() != nil || n.GetDropdbStmt() != nil {
+	if n.GetCreatedbStmt() != nil || n.GetDropdbStmt() != nil || n.GetAlterDatabaseStmt() != nil {
 		return s.databaseStmt(ctx, n, out)
 	}
 	if s.tx.phase == txNone {

@@ -21,8 +21,13 @@ type Conflict struct {
 }
 
 func (c *Conflict) Error() string {
-	return "Transaction conflict - attempting to " + mineAction(c.Mine) +
-		" but another transaction has " + theirAction(c.Mine, c.Theirs)
+	return "Transaction conflict - " + c.Against("another transaction")
+}
+
+// Against describes the conflict with who as the author of Theirs:
+// "attempting to insert into table 3 but <who> has dropped table 3".
+func (c *Conflict) Against(who string) string {
+	return "attempting to " + mineAction(c.Mine) + " but " + who + " has " + theirAction(c.Mine, c.Theirs)
 }
 
 // Class names the conflict's kind by the two entries' kinds, without their
@@ -125,6 +130,22 @@ func Classify(mine, theirs Set, schemas SchemaNames) error {
 		}
 	}
 	return nil
+}
+
+// ClassifyAll is Classify reporting every entry of mine that conflicts,
+// each with the first entry of theirs it conflicts with.
+func ClassifyAll(mine, theirs Set, schemas SchemaNames) []*Conflict {
+	if len(mine) == 0 || len(theirs) == 0 {
+		return nil
+	}
+	ix := newIndex(theirs)
+	var out []*Conflict
+	for _, m := range mine {
+		if t, ok := conflictFor(m, ix, schemas); ok {
+			out = append(out, &Conflict{Mine: m, Theirs: t})
+		}
+	}
+	return out
 }
 
 func conflictFor(m Entry, ix *index, schemas SchemaNames) (Entry, bool) {

@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/merge"
 )
 
 // Server is the SQL layer's view of every database of a catalog server.
@@ -68,6 +69,25 @@ func (s *Server) CreateDatabase(ctx context.Context, name string) error {
 func (s *Server) ForkDatabase(ctx context.Context, name, parent string, o catalog.ForkOptions) error {
 	_, err := s.cat.ForkDatabase(ctx, name, parent, o)
 	return err
+}
+
+// CheckMerge reports whether name can be merged into into
+// (catalog.Server.CheckMerge).
+func (s *Server) CheckMerge(name, into string) error { return s.cat.CheckMerge(name, into) }
+
+// MergeBranch merges the writable branch name into its parent into
+// (merge.Branch).
+func (s *Server) MergeBranch(ctx context.Context, name, into string) (merge.Result, error) {
+	res, err := merge.Branch(ctx, s.cat, name, into)
+	if err != nil {
+		return res, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if db, ok := s.dbs[name]; ok && db.cat.Dropped() {
+		delete(s.dbs, name)
+	}
+	return res, nil
 }
 
 // DropDatabase drops a database (catalog.Server.DropDatabase).
