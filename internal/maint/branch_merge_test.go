@@ -151,3 +151,239 @@ func errDetail(err error) string {
 	}
 	return fmt.Sprint(err)
 }
+
+// compact commits merge_adjacent_files over files, row-id adjacent
+// inserts: the output keeps their row_id_start and embeds snapshot ids.
+func (l *lake) compact(files []catFile) {
+	l.t.Helper()
+	l.commit(func(s snap) []string {
+		rows := l.mergeRows(files)
+		for i := range rows {
+			rows[i].hasRowID = false
+		}
+		path := fmt.Sprintf("ducklake-merged-%d.parquet", s.nextFile)
+		n := writeData(l.t, l.local(path), rows, false, true)
+		return l.mergeSQL(s, files, path, rows, n, files[0].rowIDStart, true)
+	})
+}
+
+// filesFrom returns l's live data files with ids from id on.
+func (l *lake) filesFrom(id int64) []catFile {
+	var out []catFile
+	for _, f := range l.dataFiles() {
+		if f.id >= id && f.end == nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// addColumn commits ALTER TABLE m ADD COLUMN (a schema change:
+// altered_table, schema_version + 1).
+func (l *lake) addColumn(name string) {
+	l.t.Helper()
+	l.commit(func(s snap) []string {
+		c, sv := s.id+1, s.schemaVersion+1
+		return []string{
+			fmt.Sprintf("INSERT INTO %s.ducklake_snapshot VALUES (%d, NOW(), %d, %d, %d)", q, c, sv, s.nextCatalog+1, s.nextFile),
+			fmt.Sprintf("INSERT INTO %s.ducklake_column VALUES (%d, %d, NULL, %d, 2, '%s', 'int64', NULL, 'NULL', true, NULL, 'literal', 'duckdb')", q, s.nextCatalog, c, l.table, name),
+			fmt.Sprintf("INSERT INTO %s.ducklake_schema_versions VALUES (%d,%d,%d)", q, c, sv, l.table),
+			changesSQL(c, fmt.Sprintf("altered_table:%d", l.table)),
+		}
+	})
+}
+
+// inlineInsert commits an INSERT of ids into m's inlined data table,
+// which must exist (inlinedTable).
+func (l *lake) inlineInsert(table string, ids ...int64) {
+	l.t.Helper()
+	l.commit(func(s snap) []string {
+		c := s.id + 1
+		records, next, size, had := l.tableStats()
+		var vals []string
+		for i, id := range ids {
+			vals = append(vals, fmt.Sprintf("(%d, %d, NULL, %d)", next+int64(i), c, id))
+		}
+		return append(l.statsSQL(records+int64(len(ids)), next+int64(len(ids)), size, had),
+			snapshotSQL(s, s.nextFile),
+			fmt.Sprintf("INSERT INTO %s.%s VALUES %s", q, table, strings.Join(vals, ", ")),
+			changesSQL(c, fmt.Sprintf("inlined_insert:%d", l.table)))
+	})
+}
+
+// inlineDelete commits a DELETE of m's inlined rows rowIDs: it ends them.
+func (l *lake) inlineDelete(table string, rowIDs ...int64) {
+	l.t.Helper()
+	l.commit(func(s snap) []string {
+		c := s.id + 1
+		var ids []string
+		for _, r := range rowIDs {
+			ids = append(ids, fmt.Sprint(r))
+		}
+		return []string{snapshotSQL(s, s.nextFile),
+			fmt.Sprintf("UPDATE %s.%s SET _ducklake_end_snapshot = %d WHERE _ducklake_row_id IN (%s) AND _ducklake_end_snapshot IS NULL", q, table, c, strings.Join(ids, ", ")),
+			changesSQL(c, fmt.Sprintf("inlined_delete:%d", l.table))}
+	})
+}
+
+// endFile commits a DELETE of every row of data file f: DuckLake ends the
+// file instead of writing a delete file.
+func (l *lake) endFile(f catFile) {
+	l.t.Helper()
+	l.commit(func(s snap) []string {
+		c := s.id + 1
+		return []string{snapshotSQL(s, s.nextFile),
+			fmt.Sprintf("UPDATE %s.ducklake_data_file SET end_snapshot = %d WHERE data_file_id = %d AND end_snapshot IS NULL", q, c, f.id),
+			changesSQL(c, fmt.Sprintf("deleted_from_table:%d", l.table))}
+	})
+}
+
+// inlinedTable commits the creation of m's inlined data table, as
+// DuckLake's first inlined insert does (a new schema version), and returns
+// its name.
+func (l *lake) inlinedTable() string {
+	l.t.Helper()
+	var name string
+	l.commit(func(s snap) []string {
+		c, sv := s.id+1, s.schemaVersion+1
+		name = fmt.Sprintf("ducklake_inlined_data_%d_%d", l.table, sv)
+		return []string{
+			fmt.Sprintf("INSERT INTO %s.ducklake_snapshot VALUES (%d, NOW(), %d, %d, %d)", q, c, sv, s.nextCatalog, s.nextFile),
+			fmt.Sprintf("INSERT INTO %s.ducklake_inlined_data_tables VALUES (%d, '%s', %d)", q, l.table, name, sv),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s(_ducklake_row_id BIGINT, _ducklake_begin_snapshot BIGINT, _ducklake_end_snapshot BIGINT, id BIGINT)", q, name),
+			fmt.Sprintf("INSERT INTO %s.ducklake_schema_versions VALUES (%d,%d,%d)", q, c, sv, l.table),
+			changesSQL(c, fmt.Sprintf("altered_table:%d", l.table)),
+		}
+	})
+	return name
+}
+
+// TestMergeMatrix: a merge under DuckLake's conflict matrix, class by
+// class of what the branch and the lake did since the fork. A case that
+// merges must read, on the lake, exactly the lake's rows with the
+// branch's changes (mergeChecked); a refused one must change nothing on
+// either side and leave the branch in place.
+func TestMergeMatrix(t *testing.T) {
+	type env struct {
+		l, b     *lake
+		f1, f2   int64 // the lake's files at the fork: ids (1,2,3) and (4,5)
+		inlined    string
+		inlinedRow int64 // the row id of the lake's inlined row (6)
+		forkNext   int64
+	}
+	fileOf := func(v *lake, id int64) catFile {
+		for _, f := range v.dataFiles() {
+			if f.id == id {
+				return f
+			}
+		}
+		t.Fatalf("no file %d", id)
+		return catFile{}
+	}
+	cases := []struct {
+		name         string
+		branch, lake func(e *env)
+		code         string // "" merges
+	}{
+		{"insert / insert", func(e *env) { e.b.insert(10) }, func(e *env) { e.l.insert(20) }, ""},
+		{"insert / merge_adjacent", func(e *env) { e.b.insert(10) }, func(e *env) {
+			e.l.insert(20)
+			e.l.insert(21)
+			e.l.compact(e.l.filesFrom(e.f2 + 1))
+		}, ""},
+		{"inlined insert / insert", func(e *env) { e.b.inlineInsert(e.inlined, 10, 11) }, func(e *env) { e.l.insert(20) }, ""},
+		{"delete / delete of another file", func(e *env) { e.b.deleteRows(fileOf(e.b, e.f1), 0) }, func(e *env) { e.l.deleteRows(fileOf(e.l, e.f2), 1) }, ""},
+		{"delete / nothing", func(e *env) { e.b.deleteRows(fileOf(e.b, e.f1), 0, 2) }, func(e *env) {}, ""},
+		{"insert / delete", func(e *env) { e.b.insert(10) }, func(e *env) { e.l.deleteRows(fileOf(e.l, e.f1), 0) }, "40001"},
+		{"delete / insert", func(e *env) { e.b.deleteRows(fileOf(e.b, e.f1), 0) }, func(e *env) { e.l.insert(20) }, "40001"},
+		{"delete / delete of the same file", func(e *env) { e.b.deleteRows(fileOf(e.b, e.f1), 0) }, func(e *env) { e.l.deleteRows(fileOf(e.l, e.f1), 1) }, "40001"},
+		{"delete / merge_adjacent", func(e *env) { e.b.deleteRows(fileOf(e.b, e.f1), 0) }, func(e *env) {
+			e.l.insert(20)
+			e.l.insert(21)
+			e.l.compact(e.l.filesFrom(e.f2 + 1))
+		}, "40001"},
+		{"insert / altered_table", func(e *env) { e.b.insert(10) }, func(e *env) { e.l.addColumn("x") }, "40001"},
+		{"inlined insert / altered_table", func(e *env) { e.b.inlineInsert(e.inlined, 10) }, func(e *env) { e.l.addColumn("x") }, "40001"},
+		{"inlined delete / nothing", func(e *env) { e.b.inlineDelete(e.inlined, e.inlinedRow) }, func(e *env) {}, ""},
+		{"inlined insert / inlined insert", func(e *env) { e.b.inlineInsert(e.inlined, 10) }, func(e *env) { e.l.inlineInsert(e.inlined, 20) }, ""},
+		{"inlined delete / inlined delete", func(e *env) { e.b.inlineDelete(e.inlined, e.inlinedRow) }, func(e *env) { e.l.inlineDelete(e.inlined, e.inlinedRow) }, "40001"},
+		{"delete of its own new file / nothing", func(e *env) {
+			_, f := e.b.insert(10, 11)
+			e.b.deleteRows(fileOf(e.b, f), 1)
+		}, func(e *env) {}, ""},
+		{"insert, every row of it deleted, insert / nothing", func(e *env) {
+			_, f := e.b.insert(10, 11)
+			e.b.endFile(fileOf(e.b, f))
+			e.b.insert(12)
+		}, func(e *env) {}, ""},
+		{"altered_table / nothing", func(e *env) { e.b.addColumn("x") }, func(e *env) {}, "0A000"},
+		{"merge_adjacent of its own files / nothing", func(e *env) {
+			e.b.insert(10)
+			e.b.insert(11)
+			e.b.compact(e.b.filesFrom(e.f2 + 1))
+		}, func(e *env) {}, "0A000"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLake(t)
+			e := &env{l: l}
+			_, e.f1 = l.insert(1, 2, 3)
+			_, e.f2 = l.insert(4, 5)
+			e.inlined = l.inlinedTable()
+			_, e.inlinedRow, _, _ = l.tableStats()
+			l.inlineInsert(e.inlined, 6)
+			e.b = branchOf(t, l, "dev")
+			_, e.forkNext, _, _ = e.b.tableStats()
+			atFork := e.b.rows(e.b.latest().id)
+			tc.branch(e)
+			branchRows := e.b.rows(e.b.latest().id)
+			tc.lake(e)
+			_, lakeNext, _, _ := l.tableStats()
+			if tc.code != "" {
+				head := l.latest().id
+				lakeRows := l.rows(head)
+				e.b.conn.Close(l.ctx)
+				err := l.admin("ALTER DATABASE dev MERGE_INTO lake")
+				if pgCode(err) != tc.code {
+					t.Fatalf("merge: %v, want %s", errDetail(err), tc.code)
+				}
+				t.Logf("refused: %s", errDetail(err))
+				if l.latest().id != head {
+					t.Fatal("a refused merge committed a snapshot")
+				}
+				sameRows(t, "the lake after a refused merge", l.rows(head), lakeRows)
+				again := l.viewOf("dev", e.b.data)
+				sameRows(t, "the branch after a refused merge", again.rows(again.latest().id), branchRows)
+				sameLoad(t, l, "lake", "dev")
+				return
+			}
+			// The lake's rows, less the rows the branch deleted of those it
+			// had at the fork, with the branch's new rows past the row ids
+			// the lake allocated since.
+			want := l.rows(l.latest().id)
+			for k := range atFork {
+				if _, kept := branchRows[k]; !kept {
+					delete(want, k)
+				}
+			}
+			for k, v := range branchRows {
+				if k >= e.forkNext {
+					want[k+lakeNext-e.forkNext] = v
+				}
+			}
+			mergeChecked(t, l, e.b, "dev", want)
+			// What the branch wrote and gave up is the lake's to delete;
+			// nothing the lake reads goes with it.
+			var branchFiles []string
+			for _, p := range l.cleanup() {
+				if strings.HasPrefix(p, e.b.data) {
+					branchFiles = append(branchFiles, p)
+				}
+			}
+			if gaveUp := strings.HasPrefix(tc.name, "insert, every row"); gaveUp != (len(branchFiles) == 1) || len(branchFiles) > 1 {
+				t.Fatalf("the lake's cleanup removed %v of the branch's files; want exactly the file it ended: %v", branchFiles, gaveUp)
+			}
+			sameRows(t, "the lake after its cleanup", l.rows(l.latest().id), want)
+		})
+	}
+}
