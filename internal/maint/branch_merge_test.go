@@ -265,8 +265,8 @@ func (l *lake) inlinedTable() string {
 // either side and leave the branch in place.
 func TestMergeMatrix(t *testing.T) {
 	type env struct {
-		l, b     *lake
-		f1, f2   int64 // the lake's files at the fork: ids (1,2,3) and (4,5)
+		l, b       *lake
+		f1, f2     int64 // the lake's files at the fork: ids (1,2,3) and (4,5)
 		inlined    string
 		inlinedRow int64 // the row id of the lake's inlined row (6)
 		forkNext   int64
