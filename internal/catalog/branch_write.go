@@ -82,6 +82,14 @@ func (s *Server) writableFork(v *Version, rec *keyspace.Branch, dataPath string)
 				Detail:  "Each lake's ducklake_delete_orphaned_files deletes what its own catalog does not name under its data path: no data path may contain another."}
 		}
 	}
+	// Nor may it hold a file any lake names by absolute path (a merged
+	// branch's files, which stay under the data path it had; DuckLake's
+	// add_files): this branch's orphan cleanup would take it.
+	if name, path, ok := s.namedUnder(dataPath); ok {
+		return nil, nil, &Error{Kind: ErrBadDef, Code: pgcode.InvalidParameterValue,
+			Message: fmt.Sprintf("the branch's data path %q holds %q, a file %s names", dataPath, path, name),
+			Detail:  "The branch's ducklake_delete_orphaned_files would delete it: its data path must hold no file another lake reads."}
+	}
 	b := newBuilder(v)
 	for i := range rec.Catalogs {
 		c := &rec.Catalogs[i]
@@ -132,6 +140,52 @@ func (s *Server) dataPaths() map[string]string {
 		}
 	}
 	return out
+}
+
+// namedUnder finds a data or delete file that a DuckLake catalog of the
+// server names by an absolute path under dir: the catalog's name, the path.
+// It reads every file row of every catalog (tables a branch shares with
+// its parent once).
+func (s *Server) namedUnder(dir string) (name, path string, found bool) {
+	s.mu.Lock()
+	dbs := make([]*Database, 0, len(s.mu.dbs))
+	for _, db := range s.mu.dbs {
+		if !db.dropped.Load() {
+			dbs = append(dbs, db)
+		}
+	}
+	s.mu.Unlock()
+	seen := map[*Table]bool{}
+	for _, db := range dbs {
+		for _, sc := range db.Current().Schemas() {
+			for _, table := range []string{"ducklake_data_file", "ducklake_delete_file"} {
+				t, ok := sc.Table(table)
+				if !ok || seen[t] {
+					continue
+				}
+				seen[t] = true
+				pc, rc := t.Def().ColumnIndex("path"), t.Def().ColumnIndex("path_is_relative")
+				if pc < 0 || rc < 0 {
+					continue
+				}
+				t.Scan(func(_ CTID, r datum.Row) bool {
+					rel, err := r.Column(t.Types(), rc)
+					if err != nil || rel.IsNull() || rel.I != 0 {
+						return true
+					}
+					p, err := r.Column(t.Types(), pc)
+					if err == nil && !p.IsNull() && strings.HasPrefix(p.S, dir) {
+						name, path, found = db.name+"."+sc.Name, p.S, true
+					}
+					return !found
+				})
+				if found {
+					return name, path, true
+				}
+			}
+		}
+	}
+	return "", "", false
 }
 
 func withSlash(p string) string {

@@ -387,3 +387,30 @@ func TestMergeMatrix(t *testing.T) {
 		})
 	}
 }
+
+// TestMergedDataPathStaysTaken: once a merge makes the lake read files
+// under a branch's data path, no new writable branch may take that path
+// (its orphan cleanup would delete them), the lake's own branches
+// included; another path is fine.
+func TestMergedDataPathStaysTaken(t *testing.T) {
+	l := newLake(t)
+	l.insert(1, 2)
+	b := branchOf(t, l, "dev")
+	b.insert(10)
+	mergeChecked(t, l, b, "dev", func() map[int64]int64 {
+		want := l.rows(l.latest().id)
+		for k, v := range b.rows(b.latest().id) {
+			want[k] = v
+		}
+		return want
+	}())
+	for _, loc := range []string{b.data + "/", b.data + "/main/"} {
+		err := l.admin("CREATE DATABASE again TEMPLATE lake LOCATION '" + loc + "'")
+		if pgCode(err) != "22023" {
+			t.Fatalf("a branch at %s, which holds the lake's merged file: %v, want 22023", loc, err)
+		}
+	}
+	if err := l.admin("CREATE DATABASE again TEMPLATE lake LOCATION '" + t.TempDir() + "/'"); err != nil {
+		t.Fatalf("a branch at a fresh path: %v", err)
+	}
+}
