@@ -595,3 +595,64 @@ func sameBranchAsStore(t *testing.T, ctx context.Context, st *Stack, name string
 	}
 	return got
 }
+
+// TestMergeOnAReplica: a merge is one batch — the lake's merge snapshot
+// and the branch's erasure — and a replica follows it commit by commit:
+// the lake's rows as a fresh load of the store holds them, the branch
+// gone, no reload.
+func TestMergeOnAReplica(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w, st := writerAndReplica(t, ctx)
+	cfg := workload.Config{ConnString: w.Conninfo("lake"), Writers: 1, CommitsPerWriter: 3, Tables: 1, Seed: 4}
+	if err := workload.Prepare(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := workload.Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	admin := w.Conninfo("postgres")
+	if err := execErr(ctx, admin, "CREATE DATABASE dev TEMPLATE lake LOCATION '/lake/dev/'"); err != nil {
+		t.Fatal(err)
+	}
+	dev := cfg
+	dev.ConnString = w.Conninfo("dev")
+	if _, err := workload.Run(ctx, dev); err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics()
+	catchUp := func() {
+		t.Helper()
+		if err := st.KV.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.catchUp(ctx, m, t.Logf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	catchUp()
+	before := queryOne(t, ctx, w.Conninfo("lake"), "SELECT max(snapshot_id) FROM ducklake_snapshot")
+	if err := execErr(ctx, admin, "ALTER DATABASE dev MERGE_INTO lake"); err != nil {
+		t.Fatal(err)
+	}
+	after := queryOne(t, ctx, w.Conninfo("lake"), "SELECT max(snapshot_id) FROM ducklake_snapshot")
+	if after == before {
+		t.Fatalf("the merge made no snapshot (head %s)", after)
+	}
+	catchUp()
+	if _, ok := st.Cat.Lookup("dev"); ok {
+		t.Fatal("the replica still serves the merged branch")
+	}
+	lake, _ := st.Cat.Lookup("lake")
+	found := false
+	for _, r := range commit.StoredOf(lake.Current(), "lake", "public").Rows["ducklake_data_file"] {
+		found = found || strings.Contains(string(r), "/lake/dev/")
+	}
+	if !found {
+		t.Fatal("the replica's lake names no file of the merged branch")
+	}
+	sameAsStore(t, ctx, st)
+	if n := testutil.ToFloat64(m.ReplicaReloads); n != 0 {
+		t.Fatalf("the replica reloaded %v times to follow a merge", n)
+	}
+}
