@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/moraine-db/moraine/internal/pgcode"
@@ -97,7 +98,17 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 		}
 	}
 	if len(minted) > 1 {
-		return shapeErr("one commit inserts %d snapshots (%v); a commit mints at most one", len(minted), minted[:min(len(minted), 5)])
+		if c.Consumes == nil {
+			return shapeErr("one commit inserts %d snapshots (%v); a commit mints at most one", len(minted), minted[:min(len(minted), 5)])
+		}
+		// A merge mints one snapshot per commit of the branch it
+		// publishes (catalog/merge.go), consecutive from the head on.
+		slices.Sort(minted)
+		for i, s := range minted {
+			if s != minted[0]+int64(i) {
+				return shapeErr("a merge inserts snapshots %v, which are not consecutive", minted[:min(len(minted), 5)])
+			}
+		}
 	}
 	var mine changes.Set
 	for _, s := range changesMade {
@@ -107,7 +118,7 @@ func (p *Pipeline) validateCatalog(ctx context.Context, c *catalog.Commit, schem
 		}
 		mine = append(mine, set...)
 	}
-	if len(minted) == 1 {
+	if len(minted) > 0 {
 		head, has, err := maxSnapshot(c.Base, schema)
 		if err != nil {
 			return err

@@ -842,7 +842,11 @@ func (l *lake) schedule(ids []int64, paths []string) {
 		b = binary.BigEndian.AppendUint32(b, uint32(len(paths[i])))
 		b = append(b, paths[i]...)
 		b = binary.BigEndian.AppendUint32(b, 1)
-		b = append(b, 1)
+		if filepath.IsAbs(paths[i]) {
+			b = append(b, 0)
+		} else {
+			b = append(b, 1)
+		}
 		b = binary.BigEndian.AppendUint32(b, 8)
 		b = binary.BigEndian.AppendUint64(b, uint64(now))
 	}
@@ -850,6 +854,16 @@ func (l *lake) schedule(ids []int64, paths []string) {
 	if _, err := l.conn.CopyFrom(l.ctx, strings.NewReader(string(b)), fmt.Sprintf(`COPY %s."ducklake_files_scheduled_for_deletion" FROM STDIN (FORMAT BINARY)`, q)); err != nil {
 		l.t.Fatalf("schedule: %v", err)
 	}
+}
+
+// scheduledPath is the path expiry schedules for a file row's path and
+// path_is_relative: relative to the data path (m's directory joined), or
+// absolute as it is.
+func scheduledPath(path, relative []byte) string {
+	if len(relative) == 1 && relative[0] == 0 {
+		return string(path)
+	}
+	return "main/m/" + string(path)
 }
 
 // expire is ducklake_expire_snapshots(versions => victims) (§3.11, fixture
@@ -900,7 +914,7 @@ func (l *lake) tryExpire(victims ...int64) (purged []int64, err error) {
 		begin, _ := i8(r[1])
 		if r[0] != nil && !covered(begin, r[0]) {
 			id, _ := i8(r[2])
-			gone[id] = "main/m/" + string(r[4])
+			gone[id] = scheduledPath(r[4], r[5])
 		}
 	}
 	inGone := func(k int64) bool { _, ok := gone[k]; return ok }
@@ -923,7 +937,7 @@ func (l *lake) tryExpire(victims ...int64) (purged []int64, err error) {
 		begin, _ := i8(r[2])
 		if inGone(df) || (r[1] != nil && !covered(begin, r[1])) {
 			id, _ := i8(r[3])
-			goneDel[id] = "main/m/" + string(r[5])
+			goneDel[id] = scheduledPath(r[5], r[6])
 		}
 	}
 	purged = ids

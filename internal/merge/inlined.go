@@ -121,13 +121,10 @@ func (p *planner) inlinedRows(name string, spec *keyspace.TableSpec, d *decoded)
 				p.r.unsupported1("%s: inlined row %d changed on the branch other than by deleting it", name, v[0].I)
 				continue
 			}
-			if err := p.endInlined(name, lt, tid, d.removedRaw[i], old, end); err != nil {
+			if err := p.endInlined(name, lt, tid, d.removedRaw[i], old, end, v[end]); err != nil {
 				return err
 			}
 			continue
-		}
-		if !v[end].IsNull() {
-			continue // inserted and deleted on the branch: nothing to publish
 		}
 		nv := append([]datum.Value(nil), v...)
 		if shift := p.rowShift[tid]; shift != 0 {
@@ -137,7 +134,7 @@ func (p *planner) inlinedRows(name string, spec *keyspace.TableSpec, d *decoded)
 			}
 			nv[0] = datum.IntValue(v[0].I + shift)
 		}
-		nv[begin] = datum.IntValue(p.snap)
+		nv[begin], nv[end] = p.snapValue(v[begin]), p.snapValue(v[end])
 		if _, err := p.lake().InsertRow(p.schema, name, nv); err != nil {
 			return err
 		}
@@ -150,7 +147,7 @@ func (p *planner) inlinedRows(name string, spec *keyspace.TableSpec, d *decoded)
 
 // endInlined ends on the parent the inlined row old (raw: its encoding),
 // which the branch deleted; the parent must hold it unchanged.
-func (p *planner) endInlined(name string, lt *catalog.Table, tid int64, raw datum.Row, old []datum.Value, end int) error {
+func (p *planner) endInlined(name string, lt *catalog.Table, tid int64, raw datum.Row, old []datum.Value, end int, ended datum.Value) error {
 	var at catalog.CTID
 	found := false
 	if lt != nil {
@@ -166,7 +163,7 @@ func (p *planner) endInlined(name string, lt *catalog.Table, tid int64, raw datu
 		return nil
 	}
 	upd := append([]datum.Value(nil), old...)
-	upd[end] = datum.IntValue(p.snap)
+	upd[end] = p.snapValue(ended)
 	_, err := p.lake().UpdateRow(p.schema, name, at, upd)
 	return err
 }
@@ -182,12 +179,9 @@ func (p *planner) inlinedDeletes(name string, tid int64, d *decoded) error {
 		nv := append([]datum.Value(nil), v...)
 		if f := v[fi].I; f < p.c.NextFileID {
 			p.deletesFrom(tid, f, "deleted rows of it (inlined)")
-		} else if nid, ok := p.fileIDs[f]; ok {
-			nv[fi] = datum.IntValue(nid)
-		} else {
-			continue // of a file the branch gave up
 		}
-		nv[bi] = datum.IntValue(p.snap)
+		nv[fi] = datum.IntValue(p.fileOf(v[fi].I))
+		nv[bi] = p.snapValue(v[bi])
 		if _, err := p.lake().InsertRow(p.schema, name, nv); err != nil {
 			return err
 		}

@@ -1,7 +1,8 @@
-// Package merge publishes a writable branch's work on its parent: the
-// commits the branch made since its fork become one new snapshot of the
-// parent, and the branch is consumed in the same store batch
-// (catalog.Server.MergeBranch). docs/branches.md states the rules.
+// Package merge publishes a writable branch's work on its parent: each
+// commit the branch made since its fork becomes a new snapshot of the
+// parent, after the parent's newest, and the branch is consumed in the
+// same store batch (catalog.Server.MergeBranch). docs/branches.md states
+// the rules.
 //
 // What the branch changed is read as the difference between its newest
 // version and its fork (read back from the store at the branch record's
@@ -18,15 +19,21 @@
 //     use), files with embedded row ids where the parent allocated row ids
 //     since the fork: 0A000.
 //
-// Otherwise the branch's new rows are written on the parent with ids the
-// parent has not used: data and delete file ids from the parent's
-// next_file_id on, row ids shifted past what the parent allocated since
-// the fork, the merge snapshot as their begin_snapshot, and paths made
-// absolute under the branch's data path, where the files are. Rows the
-// branch ended are ended at the merge snapshot. Table statistics add the
-// branch's deltas to the parent's. Files the branch wrote and gave up
-// again (ended, or scheduled for deletion) go to the parent's deletion
+// Otherwise the branch's rows are written on the parent with ids the
+// parent has not used: its snapshots follow the parent's head in their
+// order (snapshot s of the branch is the head plus s minus the fork
+// snapshot), data and delete file ids move past the parent's
+// next_file_id, row ids past what the parent allocated since the fork,
+// and paths become absolute under the branch's data path, where the files
+// are. Every begin_snapshot and end_snapshot the branch wrote moves with
+// its snapshot, so time travel to each merged snapshot reads what the
+// branch read there. Table statistics add the branch's deltas to the
+// parent's. Files the branch scheduled for deletion go to the parent's
 // schedule, as a dropped branch's do.
+//
+// A merge also refuses a branch or parent that expired snapshots since the
+// fork: their change sets are gone, and the conflict matrix would not see
+// them.
 package merge
 
 import (
@@ -47,9 +54,9 @@ import (
 
 // Result says what a merge published.
 type Result struct {
-	// Snapshot is the parent's new snapshot; From and To the range of
-	// the branch's snapshots it carries.
-	Snapshot, From, To int64
+	// From and To are the range of the branch's snapshots merged; First
+	// and Last the parent's snapshots they became.
+	From, To, First, Last int64
 	// Files counts the data and delete files the parent now names.
 	Files int
 }
@@ -202,15 +209,15 @@ type planner struct {
 
 	fork, dev *catalog.Schema
 
-	snap         int64 // the merge snapshot
-	from, to     int64 // the branch's snapshots merged
+	from, to     int64           // the branch's snapshots merged
+	offset       int64           // what their ids move by
+	devSnaps     [][]datum.Value // the branch's ducklake_snapshot rows merged, in order
 	lakeHead     []datum.Value
 	mine, theirs changes.Set
 
 	devDataPath string
 	devDirs     map[int64]string
 	nextFile    int64           // the parent's next_file_id
-	fileIDs     map[int64]int64 // the branch's new live file ids → the parent's
 	rowShift    map[int64]int64 // table id → what the branch's new row ids move by
 	forkNextRow map[int64]int64
 	touched     map[int64]string // pre-fork data files the parent deleted from since the fork
@@ -234,7 +241,7 @@ func (p *planner) run() (Result, error) {
 	if err := p.snapshots(); err != nil {
 		return Result{}, err
 	}
-	if p.to == 0 {
+	if len(p.devSnaps) == 0 {
 		return Result{}, nil // nothing since the fork
 	}
 	p.classify()
@@ -260,7 +267,7 @@ func (p *planner) run() (Result, error) {
 	if err := p.mint(); err != nil {
 		return Result{}, err
 	}
-	return Result{Snapshot: p.snap, From: p.from, To: p.to, Files: p.files}, nil
+	return Result{From: p.from, To: p.to, First: p.snapOf(p.from), Last: p.snapOf(p.to), Files: p.files}, nil
 }
 
 // snapshots finds the branch's snapshots since the fork and the parent's
@@ -271,33 +278,97 @@ func (p *planner) snapshots() error {
 		return fmt.Errorf("merge: branch catalog %s has no ducklake_snapshot", p.schema)
 	}
 	fork := p.c.Snapshot
+	var err error
 	st.Scan(func(_ catalog.CTID, r datum.Row) bool {
-		if v, err := r.Column(st.Types(), 0); err == nil && !v.IsNull() && v.I > fork {
-			if p.from == 0 || v.I < p.from {
-				p.from = v.I
-			}
-			p.to = max(p.to, v.I)
+		var v []datum.Value
+		if v, err = r.Decode(st.Types(), nil); err != nil {
+			return false
+		}
+		if !v[0].IsNull() && v[0].I > fork {
+			p.devSnaps = append(p.devSnaps, v)
 		}
 		return true
 	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(p.devSnaps, func(i, j int) bool { return p.devSnaps[i][0].I < p.devSnaps[j][0].I })
+	if len(p.devSnaps) > 0 {
+		p.from, p.to = p.devSnaps[0][0].I, p.devSnaps[len(p.devSnaps)-1][0].I
+	}
+	if gaps := holes(p.devSnaps, fork); gaps != "" {
+		p.r.unsupported1("the branch expired its snapshots %s since the fork: their changes are gone, and the conflict check cannot see them", gaps)
+	}
 	lt, ok := p.lakeTable("ducklake_snapshot")
 	if !ok {
 		return fmt.Errorf("merge: %s has no ducklake_snapshot", p.schema)
 	}
-	_, row, ok := lt.EdgeKey(true)
-	if !ok {
-		return fmt.Errorf("merge: %s has no snapshot", p.schema)
-	}
-	vals, err := row.Decode(lt.Types(), nil)
+	var lake [][]datum.Value
+	lt.Scan(func(_ catalog.CTID, r datum.Row) bool {
+		var v []datum.Value
+		if v, err = r.Decode(lt.Types(), nil); err != nil {
+			return false
+		}
+		if !v[0].IsNull() && v[0].I >= fork {
+			lake = append(lake, v)
+		}
+		return true
+	})
 	if err != nil {
 		return err
 	}
-	p.lakeHead = vals
-	p.snap = vals[0].I + 1
-	if i := lt.Def().ColumnIndex("next_file_id"); i >= 0 && !vals[i].IsNull() {
-		p.nextFile = vals[i].I
+	if len(lake) == 0 {
+		return fmt.Errorf("merge: %s no longer holds the fork snapshot %d", p.schema, fork)
+	}
+	sort.Slice(lake, func(i, j int) bool { return lake[i][0].I < lake[j][0].I })
+	if gaps := holes(lake[1:], fork); gaps != "" {
+		p.r.unsupported1("the parent expired its snapshots %s since the fork: their changes are gone, and the conflict check cannot see them", gaps)
+	}
+	p.lakeHead = lake[len(lake)-1]
+	p.offset = p.lakeHead[0].I - fork
+	if i := lt.Def().ColumnIndex("next_file_id"); i >= 0 && !p.lakeHead[i].IsNull() {
+		p.nextFile = p.lakeHead[i].I
 	}
 	return nil
+}
+
+// holes lists the snapshot ids missing from rows (sorted by id), which
+// should follow after one by one.
+func holes(rows [][]datum.Value, after int64) string {
+	var out []string
+	next := after + 1
+	for _, v := range rows {
+		for ; next < v[0].I && len(out) < 5; next++ {
+			out = append(out, fmt.Sprint(next))
+		}
+		next = v[0].I + 1
+	}
+	return strings.Join(out, ", ")
+}
+
+// snapOf is the parent's snapshot id for the branch's snapshot id s: the
+// same below the fork, moved past the parent's head after it.
+func (p *planner) snapOf(s int64) int64 {
+	if s <= p.c.Snapshot {
+		return s
+	}
+	return s + p.offset
+}
+
+// snapValue is snapOf over a begin_snapshot or end_snapshot value.
+func (p *planner) snapValue(v datum.Value) datum.Value {
+	if v.IsNull() {
+		return v
+	}
+	return datum.IntValue(p.snapOf(v.I))
+}
+
+// fileOf is the parent's id for the branch's file id.
+func (p *planner) fileOf(id int64) int64 {
+	if id < p.c.NextFileID {
+		return id
+	}
+	return id - p.c.NextFileID + p.nextFile
 }
 
 // changesAfter is the union of the change sets of a catalog's snapshots
@@ -515,9 +586,9 @@ func (p *planner) absolute(v []datum.Value, col func(string) int, table string) 
 	return path, true
 }
 
-// files_ merges data and delete files: the branch's new live files are
+// files_ merges data and delete files: the branch's new files are
 // registered on the parent under new ids, the pre-fork files it ended are
-// ended there, the new files it gave up are released.
+// ended there.
 func (p *planner) files_() error {
 	type change struct {
 		table string
@@ -533,21 +604,13 @@ func (p *planner) files_() error {
 			all = append(all, change{name, d})
 		}
 	}
-	// New ids, in the branch's order, for every new live file.
-	var live []int64
 	for _, ch := range all {
 		for _, v := range ch.d.added {
-			if id := v[0].I; id >= p.c.NextFileID && v[ch.d.end].IsNull() {
-				live = append(live, id)
+			if v[0].I >= p.c.NextFileID {
+				p.files++
 			}
 		}
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i] < live[j] })
-	p.fileIDs = map[int64]int64{}
-	for i, id := range live {
-		p.fileIDs[id] = p.nextFile + int64(i)
-	}
-	p.files = len(live)
 	for _, ch := range all {
 		d, table := ch.d, ch.table
 		ti := d.col("table_id")
@@ -565,12 +628,6 @@ func (p *planner) files_() error {
 				delete(removed, id)
 				if err := p.endInherited(table, d, d.removed[i], d.removedRaw[i], v); err != nil {
 					return err
-				}
-				continue
-			}
-			if !v[d.end].IsNull() {
-				if path, ok := p.absolute(v, d.col, table); ok {
-					p.released = append(p.released, releasedFile{id, path})
 				}
 				continue
 			}
@@ -617,7 +674,7 @@ func (p *planner) endInherited(table string, d *decoded, old []datum.Value, oldR
 		return nil
 	}
 	upd := append([]datum.Value(nil), old...)
-	upd[d.end] = datum.IntValue(p.snap)
+	upd[d.end] = p.snapValue(nv[d.end])
 	_, err := p.lake().UpdateRow(p.schema, table, ctid, upd)
 	return err
 }
@@ -626,8 +683,8 @@ func (p *planner) endInherited(table string, d *decoded, old []datum.Value, oldR
 func (p *planner) registerFile(table string, d *decoded, v []datum.Value) error {
 	id, tid := v[0].I, v[d.col("table_id")].I
 	nv := append([]datum.Value(nil), v...)
-	nv[0] = datum.IntValue(p.fileIDs[id])
-	nv[d.begin] = datum.IntValue(p.snap)
+	nv[0] = datum.IntValue(p.fileOf(id))
+	nv[d.begin], nv[d.end] = p.snapValue(v[d.begin]), p.snapValue(v[d.end])
 	if i := d.col("partial_max"); i >= 0 && !v[i].IsNull() {
 		p.r.unsupported1("%s: file %d of table %d embeds snapshot ids (partial_max), which a merge cannot renumber", table, id, tid)
 		return nil
@@ -642,13 +699,8 @@ func (p *planner) registerFile(table string, d *decoded, v []datum.Value) error 
 				nv[i] = datum.IntValue(v[i].I + shift)
 			}
 		}
-	} else if fi := d.col("data_file_id"); fi >= 0 && v[fi].I >= p.c.NextFileID {
-		nid, ok := p.fileIDs[v[fi].I]
-		if !ok {
-			p.r.unsupported1("%s: delete file %d applies to data file %d, which the branch no longer holds", table, id, v[fi].I)
-			return nil
-		}
-		nv[fi] = datum.IntValue(nid)
+	} else if fi := d.col("data_file_id"); fi >= 0 {
+		nv[fi] = datum.IntValue(p.fileOf(v[fi].I))
 	}
 	path, ok := p.absolute(v, d.col, table)
 	if !ok {
@@ -683,12 +735,8 @@ func (p *planner) fileChildren() error {
 				p.r.unsupported1("%s: a row of the parent's data file %d changed on the branch", name, v[fi].I)
 				continue
 			}
-			nid, ok := p.fileIDs[v[fi].I]
-			if !ok {
-				continue // the file was given up on the branch
-			}
 			nv := append([]datum.Value(nil), v...)
-			nv[fi] = datum.IntValue(nid)
+			nv[fi] = datum.IntValue(p.fileOf(v[fi].I))
 			if _, err := p.lake().InsertRow(p.schema, name, nv); err != nil {
 				return err
 			}
@@ -781,45 +829,54 @@ func (p *planner) metadata() {
 	}
 }
 
-// mint writes the merge snapshot and its change set.
+// mint writes the branch's snapshots and their change sets on the
+// parent. Their times are the merge's (one microsecond apart, in order):
+// DuckLake's time travel by timestamp and expiry by age read snapshot
+// times as the order of the parent's history. Their schema version and
+// next catalog id are the parent's (a merge carries no schema change).
 func (p *planner) mint() error {
 	st, _ := p.lakeTable("ducklake_snapshot")
-	vals := append([]datum.Value(nil), p.lakeHead...)
-	vals[0] = datum.IntValue(p.snap)
-	if i := st.Def().ColumnIndex("snapshot_time"); i >= 0 {
-		vals[i] = pgTime(p.now)
+	def := st.Def()
+	ti, fi := def.ColumnIndex("snapshot_time"), def.ColumnIndex("next_file_id")
+	for i, dv := range p.devSnaps {
+		vals := append([]datum.Value(nil), p.lakeHead...)
+		vals[0] = datum.IntValue(p.snapOf(dv[0].I))
+		if ti >= 0 {
+			vals[ti] = pgTime(p.now.Add(time.Duration(i) * time.Microsecond))
+		}
+		if fi >= 0 && !dv[fi].IsNull() {
+			vals[fi] = datum.IntValue(p.fileOf(dv[fi].I))
+		}
+		if _, err := p.lake().InsertRow(p.schema, "ducklake_snapshot", vals); err != nil {
+			return err
+		}
 	}
-	if i := st.Def().ColumnIndex("next_file_id"); i >= 0 {
-		vals[i] = datum.IntValue(p.nextFile + int64(p.files))
-	}
-	if _, err := p.lake().InsertRow(p.schema, "ducklake_snapshot", vals); err != nil {
-		return err
-	}
-	ct, ok := p.lakeTable("ducklake_snapshot_changes")
-	if !ok {
+	dt, _ := p.dev.Table("ducklake_snapshot_changes")
+	if dt == nil {
 		return nil
 	}
-	var set changes.Set
-	seen := map[string]bool{}
-	for _, e := range p.mine {
-		if s := e.String(); !seen[s] {
-			seen[s] = true
-			set = append(set, e)
+	var rows [][]datum.Value
+	var err error
+	dt.Scan(func(_ catalog.CTID, r datum.Row) bool {
+		var v []datum.Value
+		if v, err = r.Decode(dt.Types(), nil); err != nil {
+			return false
+		}
+		if v[0].I > p.c.Snapshot {
+			rows = append(rows, v)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	for _, v := range rows {
+		v[0] = datum.IntValue(p.snapOf(v[0].I))
+		if _, err := p.lake().InsertRow(p.schema, "ducklake_snapshot_changes", v); err != nil {
+			return err
 		}
 	}
-	cv := make([]datum.Value, len(ct.Def().Columns))
-	for i, c := range ct.Def().Columns {
-		switch c.Name {
-		case "snapshot_id":
-			cv[i] = datum.IntValue(p.snap)
-		case "changes_made":
-			cv[i] = datum.TextValue(set.String())
-		case "commit_message":
-			cv[i] = datum.TextValue(fmt.Sprintf("merge of branch %q (its snapshots %d to %d)", p.m.Name, p.from, p.to))
-		}
-	}
-	_, err := p.lake().InsertRow(p.schema, "ducklake_snapshot_changes", cv)
-	return err
+	return nil
 }
 
 // pgTime is t as a timestamptz datum.

@@ -152,7 +152,7 @@ func (s *Session) mergeStmt(ctx context.Context, a *pg.AlterDatabaseStmt, out si
 		return err
 	}
 	out.notice(&pgwire.Error{Code: pgcode.SuccessfulCompletion, Message: fmt.Sprintf(
-		"merged snapshots %d to %d of %q into %q as its snapshot %d (%d files)", res.From, res.To, a.Dbname, into, res.Snapshot, res.Files)})
+		"merged snapshots %d to %d of %q into %q as its snapshots %d to %d (%d files)", res.From, res.To, a.Dbname, into, res.First, res.Last, res.Files)})
 	return out.complete("ALTER DATABASE")
 }
 
