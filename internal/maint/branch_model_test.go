@@ -35,14 +35,17 @@ type modelBranch struct {
 	files    map[int64]bool    // the data and delete file ids it inherited
 	dump     map[string]string // a read-only branch's catalog at the lake's newest: the lake's then
 	writable bool
+	nextRow  int64 // the lake's next_row_id at the fork
 }
 
 // TestBranchModel forks a lake DuckLake writes real Parquet files for into
 // read-only and writable branches, and in random interleavings, on the
 // lake and on the writable branches, inserts, deletes rows, merges
 // adjacent files, rewrites a file with deletes, expires snapshots, cleans
-// up scheduled files and deletes orphaned files; forks and drops branches;
-// and tries to write on a read-only one. A maintenance commit is refused
+// up scheduled files and deletes orphaned files; forks, merges and drops
+// branches (a merge of appends onto appends must go through; any merge,
+// once done, must read as the lake's rows plus the branch's changes at
+// every merged snapshot); and tries to write on a read-only one. A maintenance commit is refused
 // exactly when it would remove, schedule or expire what a branch reads of
 // the lake (on the lake), or what a branch inherited (on the branch);
 // writes on a read-only branch always are. After every step every file a
@@ -92,7 +95,23 @@ func TestBranchModel(t *testing.T) {
 				if len(m.sides) >= 4 {
 					rt.Skip("enough branches")
 				}
-				m.fork(rt, rapid.IntRange(0, 3).Draw(rt, "kind"))
+				if kind := rapid.IntRange(0, 4).Draw(rt, "kind"); kind < 4 {
+					m.fork(rt, kind)
+				} else {
+					n = m.forkInsertMerge(rt, n)
+				}
+			},
+			"mergeBranch": func(rt *rapid.T) {
+				var w []int
+				for i, s := range m.sides[1:] {
+					if s.branch.writable {
+						w = append(w, i+1)
+					}
+				}
+				if len(w) == 0 {
+					rt.Skip("no writable branch")
+				}
+				m.mergeBranch(rt, rapid.SampledFrom(w).Draw(rt, "branch"))
 			},
 			"drop": func(rt *rapid.T) {
 				if len(m.sides) == 1 {
@@ -394,7 +413,8 @@ func (m *branchModel) fork(rt *rapid.T, kind int) {
 		m.rt.Fatalf("fork: %v", err)
 	}
 	view.conn = m.l.connectTo(name)
-	b := &modelBranch{fork: at, nextFile: latest.nextFile, files: map[int64]bool{}, writable: kind == 1}
+	_, nextRow, _, _ := m.l.tableStats()
+	b := &modelBranch{fork: at, nextFile: latest.nextFile, files: map[int64]bool{}, writable: kind == 1, nextRow: nextRow}
 	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b}
 	for _, r := range m.l.scan("ducklake_snapshot", "snapshot_id") {
 		if sn, _ := i8(r[0]); sn <= at {
@@ -428,7 +448,7 @@ func (m *branchModel) forkTag(rt *rapid.T, tag *side) {
 	}
 	view.conn = m.l.connectTo(name)
 	t := tag.branch
-	b := &modelBranch{fork: t.fork, nextFile: t.nextFile, files: t.files, writable: true}
+	b := &modelBranch{fork: t.fork, nextFile: t.nextFile, files: t.files, writable: true, nextRow: t.nextRow}
 	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b}
 	for sn, rows := range tag.rows {
 		s.rows[sn] = rows
@@ -445,6 +465,88 @@ func (m *branchModel) drop(i int) {
 		m.rt.Fatalf("drop %s: %v", s.name, err)
 	}
 	m.sides = slices.Delete(m.sides, i, i+1)
+}
+
+// forkInsertMerge forks a writable branch, appends on it and on the lake,
+// and merges it: appends on both sides never conflict, so whatever the
+// lake went through before, the merge must go through. n is the last row
+// value used; it returns the new last.
+func (m *branchModel) forkInsertMerge(rt *rapid.T, n int) int {
+	m.fork(rt, 1)
+	b := m.sides[len(m.sides)-1]
+	for _, v := range []*lake{b.view, m.l} {
+		for j := rapid.IntRange(0, 2).Draw(rt, "inserts"); j > 0; j-- {
+			n++
+			v.insert(int64(n))
+		}
+	}
+	if b.view.latest().id == b.branch.fork {
+		n++
+		b.view.insert(int64(n))
+	}
+	if !m.mergeBranch(rt, len(m.sides)-1) {
+		rt.Fatalf("a merge of appends onto appends was refused")
+	}
+	return n
+}
+
+// mergeBranch merges the writable branch m.sides[i] into the lake. It may
+// be refused (a conflict, 40001; or what a merge does not carry, 0A000),
+// and then nothing changes on either side. Merged, the lake has one new
+// snapshot per branch snapshot since the fork, each reading the lake's
+// rows before the merge less the rows the branch had deleted by then, plus
+// the branch's new rows under row ids moved past those the lake allocated
+// since the fork; and the branch is gone.
+func (m *branchModel) mergeBranch(rt *rapid.T, i int) (merged bool) {
+	s, b := m.sides[i], m.sides[i].branch
+	last := s.view.latest().id
+	branchAt := map[int64]map[int64]int64{}
+	for sn := b.fork + 1; sn <= last; sn++ {
+		branchAt[sn] = s.view.rows(sn)
+	}
+	forkRows := s.rows[b.fork]
+	before := m.l.latest().id
+	lakeBefore := m.l.rows(before)
+	_, lakeNext, _, _ := m.l.tableStats()
+	s.view.conn.Close(m.l.ctx)
+	_, err := m.admin.Exec(m.l.ctx, "ALTER DATABASE "+s.name+" MERGE_INTO lake").ReadAll()
+	if err != nil {
+		if c := pgCode(err); c != "40001" && c != "0A000" && c != "55000" {
+			rt.Fatalf("merge %s: %v, want merged or refused (40001, 0A000, 55000)", s.name, err)
+		}
+		m.outcomes["merge refused "+pgCode(err)]++
+		if got := m.l.latest().id; got != before {
+			rt.Fatalf("a refused merge of %s moved the lake from %d to %d", s.name, before, got)
+		}
+		s.view.conn = m.l.connectTo(s.name)
+		return false
+	}
+	m.outcomes["merge done"]++
+	if got := m.l.latest().id; got != before+last-b.fork {
+		rt.Fatalf("the merge of %s's %d snapshots made the lake's head %d, want %d", s.name, last-b.fork, got, before+last-b.fork)
+	}
+	for sn := b.fork + 1; sn <= last; sn++ {
+		want := map[int64]int64{}
+		for k, v := range lakeBefore {
+			want[k] = v
+		}
+		for k := range forkRows {
+			if _, kept := branchAt[sn][k]; !kept {
+				delete(want, k)
+			}
+		}
+		for k, v := range branchAt[sn] {
+			if k >= b.nextRow {
+				want[k+lakeNext-b.nextRow] = v
+			}
+		}
+		at := before + sn - b.fork
+		if got := m.l.rows(at); fmt.Sprint(got) != fmt.Sprint(want) {
+			rt.Fatalf("the lake at %d (%s's snapshot %d merged) reads %v, want %v", at, s.name, sn, got, want)
+		}
+	}
+	m.sides = slices.Delete(m.sides, i, i+1)
+	return true
 }
 
 // dump is every DuckLake table as c reads it, rows sorted.
