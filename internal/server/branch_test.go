@@ -656,3 +656,97 @@ func TestMergeOnAReplica(t *testing.T) {
 		t.Fatalf("the replica reloaded %v times to follow a merge", n)
 	}
 }
+
+// TestFixtureOnABranch replays captured conversations on a writable
+// branch: the concurrent DuckLake writers of s08 (inserts racing a delete
+// of a row the branch inherited) and of s12 (eight writers on three
+// tables) run, message for message, against a branch forked from the lake
+// their first connection created, and every answer matches what
+// PostgreSQL gave them on the lake itself. The lake's data path is moved
+// first and the branch given the recorded one, so that the branch's
+// answers hold the bytes the recording does (the first connection writes
+// no file, so no inherited path is served absolute). Then the branch
+// merges back: the lake's head is the branch's, and it reads the branch's
+// rows.
+func TestFixtureOnABranch(t *testing.T) {
+	for _, name := range []string{"s08_contention", "s12_writers8"} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			w := start(t, "file://"+t.TempDir())
+			defer w.Stop(t)
+			tr, err := replay.LoadFixture(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := (&replay.Fresh{Admin: w.Conninfo("postgres")}).Prepare(ctx, tr); err != nil {
+				t.Fatal(err)
+			}
+			lake := tr.Databases()[0]
+			// The first connection attaches (creating the catalog) and
+			// sets the lake up; the others connect after it closed.
+			first, rest := *tr, *tr
+			first.Messages, rest.Messages = nil, nil
+			for _, m := range tr.Messages {
+				if m.Conn == 1 {
+					first.Messages = append(first.Messages, m)
+				} else {
+					rest.Messages = append(rest.Messages, m)
+				}
+			}
+			if rest.Messages[0].Seq < first.Messages[len(first.Messages)-1].Seq {
+				t.Fatalf("%s: another connection opens before the first one closes", name)
+			}
+			if res := replay.Replay(ctx, &first, replay.Options{Addr: w.Addr, Timeout: 30 * time.Second}); !res.Passed() {
+				t.Fatalf("replay of the lake's creation: %v", res.Err)
+			}
+			recorded := queryOne(t, ctx, w.Conninfo(lake), "SELECT value FROM ducklake_metadata WHERE key = 'data_path'")
+			if err := execErr(ctx, w.Conninfo(lake), "UPDATE ducklake_metadata SET value = '/moraine-test/lake/' WHERE key = 'data_path'"); err != nil {
+				t.Fatal(err)
+			}
+			if err := execErr(ctx, w.Conninfo("postgres"), "CREATE DATABASE dev TEMPLATE "+lake+" LOCATION '"+recorded+"'"); err != nil {
+				t.Fatal(err)
+			}
+			before := queryOne(t, ctx, w.Conninfo(lake), "SELECT max(snapshot_id) FROM ducklake_snapshot")
+			res := replay.Replay(ctx, &rest, replay.Options{Addr: w.Addr, Timeout: 30 * time.Second, Databases: map[string]string{lake: "dev"}})
+			if !res.Passed() {
+				t.Fatalf("replay of the writers on the branch: %v", replay.Explain(res.Err))
+			}
+			if got := queryOne(t, ctx, w.Conninfo(lake), "SELECT max(snapshot_id) FROM ducklake_snapshot"); got != before {
+				t.Fatalf("the lake moved from snapshot %s to %s while the writers wrote on the branch", before, got)
+			}
+			devHead := queryOne(t, ctx, w.Conninfo("dev"), "SELECT max(snapshot_id) FROM ducklake_snapshot")
+			devRows := inlinedRows(t, ctx, w.Conninfo("dev"))
+			if err := execErr(ctx, w.Conninfo("postgres"), "ALTER DATABASE dev MERGE_INTO "+lake); err != nil {
+				t.Fatalf("merge: %v", err)
+			}
+			if got := queryOne(t, ctx, w.Conninfo(lake), "SELECT max(snapshot_id) FROM ducklake_snapshot"); got != devHead {
+				t.Fatalf("after the merge the lake's head is %s, want the branch's %s (nothing else committed on the lake)", got, devHead)
+			}
+			if got := inlinedRows(t, ctx, w.Conninfo(lake)); fmt.Sprint(got) != fmt.Sprint(devRows) || len(got) == 0 {
+				t.Fatalf("the lake's inlined rows after the merge %v, the branch's %v", got, devRows)
+			}
+		})
+	}
+}
+
+// inlinedRows counts the live rows of each inlined data table a lake
+// names.
+func inlinedRows(t *testing.T, ctx context.Context, conninfo string) map[string]string {
+	t.Helper()
+	c, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	res, err := c.Exec(ctx, "SELECT table_name FROM ducklake_inlined_data_tables").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range res[0].Rows {
+		name := string(r[0])
+		out[name] = queryOne(t, ctx, conninfo, fmt.Sprintf("SELECT count(*) FROM %q WHERE _ducklake_end_snapshot IS NULL", name))
+	}
+	return out
+}
