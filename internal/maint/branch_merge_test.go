@@ -9,6 +9,10 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/catalog"
+	"github.com/moraine-db/moraine/internal/commit"
+	"github.com/moraine-db/moraine/internal/datum"
 )
 
 // TestMergeBranch: a writable branch's commits merge into the lake as one
@@ -441,4 +445,34 @@ func TestMergedDataPathStaysTaken(t *testing.T) {
 	if err := l.admin("CREATE DATABASE again TEMPLATE lake LOCATION '" + t.TempDir() + "/'"); err != nil {
 		t.Fatalf("a branch at a fresh path: %v", err)
 	}
+}
+
+// TestMergeCommitIsChecked: the commit a merge plans goes through the
+// pipeline's checks like any other — snapshots consecutive from the head
+// on — and a refused one leaves the branch in place.
+func TestMergeCommitIsChecked(t *testing.T) {
+	l := newLake(t)
+	l.insert(1)
+	b := branchOf(t, l, "dev")
+	b.insert(2)
+	b.conn.Close(l.ctx)
+	head := l.latest()
+	for _, snaps := range [][]int64{{head.id + 1, head.id + 3}, {head.id + 2}} {
+		err := l.st.Cat.MergeBranch(l.ctx, "dev", "lake", func(m *catalog.Merge) error {
+			for _, s := range snaps {
+				vals := []datum.Value{datum.IntValue(s), datum.TimestampTZValue(0), datum.IntValue(head.schemaVersion), datum.IntValue(head.nextCatalog), datum.IntValue(head.nextFile)}
+				if _, err := m.Txn.InsertRow("public", "ducklake_snapshot", vals); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if !errors.Is(err, commit.ErrShape) && !errors.Is(err, commit.ErrHead) {
+			t.Fatalf("a merge minting snapshots %v on head %d: %v, want a shape or head refusal", snaps, head.id, err)
+		}
+		if _, ok := l.st.Cat.Lookup("dev"); !ok {
+			t.Fatalf("a refused merge (snapshots %v) consumed the branch", snaps)
+		}
+	}
+	sameLoad(t, l, "lake", "dev")
 }
