@@ -213,18 +213,60 @@ func (l *lake) filesFrom(id int64) []catFile {
 }
 
 // addColumn commits ALTER TABLE m ADD COLUMN (a schema change:
-// altered_table, schema_version + 1).
+// altered_table, schema_version + 1); the column takes m's next field id.
 func (l *lake) addColumn(name string) {
 	l.t.Helper()
+	next := int64(1)
+	for _, r := range l.scan("ducklake_column", "table_id", "column_id") {
+		if t, _ := i8(r[0]); t == l.table {
+			c, _ := i8(r[1])
+			next = max(next, c+1)
+		}
+	}
 	l.commit(func(s snap) []string {
 		c, sv := s.id+1, s.schemaVersion+1
 		return []string{
-			fmt.Sprintf("INSERT INTO %s.ducklake_snapshot VALUES (%d, NOW(), %d, %d, %d)", q, c, sv, s.nextCatalog+1, s.nextFile),
-			fmt.Sprintf("INSERT INTO %s.ducklake_column VALUES (%d, %d, NULL, %d, 2, '%s', 'int64', NULL, 'NULL', true, NULL, 'literal', 'duckdb')", q, s.nextCatalog, c, l.table, name),
+			fmt.Sprintf("INSERT INTO %s.ducklake_snapshot VALUES (%d, NOW(), %d, %d, %d)", q, c, sv, s.nextCatalog, s.nextFile),
+			fmt.Sprintf("INSERT INTO %s.ducklake_column VALUES (%d, %d, NULL, %d, %d, '%s', 'int64', NULL, 'NULL', true, NULL, 'literal', 'duckdb')", q, next, c, l.table, next, name),
 			fmt.Sprintf("INSERT INTO %s.ducklake_schema_versions VALUES (%d,%d,%d)", q, c, sv, l.table),
 			changesSQL(c, fmt.Sprintf("altered_table:%d", l.table)),
 		}
 	})
+}
+
+// dropTable commits DROP TABLE m: its table, column and live file rows
+// end.
+func (l *lake) dropTable() {
+	l.t.Helper()
+	l.commit(func(s snap) []string {
+		c := s.id + 1
+		var out []string
+		out = append(out, snapshotSQL(s, s.nextFile))
+		for _, table := range []string{"ducklake_table", "ducklake_column", "ducklake_data_file", "ducklake_delete_file"} {
+			out = append(out, fmt.Sprintf("UPDATE %s.%s SET end_snapshot = %d WHERE table_id = %d AND end_snapshot IS NULL", q, table, c, l.table))
+		}
+		return append(out, changesSQL(c, fmt.Sprintf("dropped_table:%d", l.table)))
+	})
+}
+
+// createTable commits CREATE TABLE name (id BIGINT) and returns the
+// harness on the new table. Its path is m's, so that the harness finds
+// its files where it finds m's.
+func (l *lake) createTable(name string) *lake {
+	l.t.Helper()
+	v := *l
+	l.commit(func(s snap) []string {
+		c, sv := s.id+1, s.schemaVersion+1
+		v.table = s.nextCatalog
+		return []string{
+			fmt.Sprintf("INSERT INTO %s.ducklake_snapshot VALUES (%d, NOW(), %d, %d, %d)", q, c, sv, s.nextCatalog+1, s.nextFile),
+			fmt.Sprintf("INSERT INTO %s.ducklake_table VALUES (%d, 'a0a0a0a0-0000-4000-8000-%012d', %d, NULL, 0, '%s', 'm/', true)", q, v.table, c, c, name),
+			fmt.Sprintf("INSERT INTO %s.ducklake_column VALUES (1, %d, NULL, %d, 1, 'id', 'int64', NULL, 'NULL', true, NULL, 'literal', 'duckdb')", q, c, v.table),
+			fmt.Sprintf("INSERT INTO %s.ducklake_schema_versions VALUES (%d,%d,%d)", q, c, sv, v.table),
+			changesSQL(c, fmt.Sprintf(`created_table:"main"."%s"`, name)),
+		}
+	})
+	return &v
 }
 
 // inlineInsert commits an INSERT of ids into m's inlined data table,
@@ -349,7 +391,14 @@ func TestMergeMatrix(t *testing.T) {
 			e.b.endFile(fileOf(e.b, f))
 			e.b.insert(12)
 		}, func(e *env) {}, ""},
-		{"altered_table / nothing", func(e *env) { e.b.addColumn("x") }, func(e *env) {}, "0A000"},
+		{"dropped_table / nothing", func(e *env) { e.b.dropTable() }, func(e *env) {}, ""},
+		{"dropped_table / insert", func(e *env) { e.b.dropTable() }, func(e *env) { e.l.insert(20) }, "40001"},
+		{"dropped_table / dropped_table", func(e *env) { e.b.dropTable() }, func(e *env) { e.l.dropTable() }, "40001"},
+		{"altered_table / nothing", func(e *env) { e.b.addColumn("x") }, func(e *env) {}, ""},
+		{"altered_table / insert", func(e *env) { e.b.addColumn("x") }, func(e *env) { e.l.insert(20) }, ""},
+		{"altered_table / altered_table", func(e *env) { e.b.addColumn("x") }, func(e *env) { e.l.addColumn("y") }, "40001"},
+		{"created_table / created_table of another name", func(e *env) { e.b.createTable("n").insert(40) }, func(e *env) { e.l.createTable("k").insert(50) }, ""},
+		{"created_table / created_table of the same name", func(e *env) { e.b.createTable("n") }, func(e *env) { e.l.createTable("n") }, "40001"},
 		{"merge_adjacent of its own files / nothing", func(e *env) {
 			e.b.insert(10)
 			e.b.insert(11)
@@ -475,4 +524,56 @@ func TestMergeCommitIsChecked(t *testing.T) {
 		}
 	}
 	sameLoad(t, l, "lake", "dev")
+}
+
+// TestMergeSchemaChange: a branch that creates a table, fills it and adds
+// a column to the lake's table, while the lake creates a table of its own
+// (taking the same catalog id) and inserts: the merge moves the branch's
+// table to a catalog id past the lake's, with its rows, statistics and
+// change sets, and its schema versions past the lake's.
+func TestMergeSchemaChange(t *testing.T) {
+	l := newLake(t)
+	l.insert(1, 2)
+	b := branchOf(t, l, "dev")
+	fork := forkOf(b)
+	n := b.createTable("n")
+	n.insert(40, 41)
+	b.addColumn("x")
+	branchN := n.rows(b.latest().id)
+	k := l.createTable("k")
+	k.insert(50)
+	if n.table != k.table {
+		t.Fatalf("the test wants both sides to allocate the same catalog id: n %d, k %d", n.table, k.table)
+	}
+	lakeK := k.rows(l.latest().id)
+	sv := l.latest().schemaVersion
+	mergeChecked(t, l, b, "dev", fork)
+
+	var nID int64 = -1
+	for _, r := range l.scan("ducklake_table", "table_id", "table_name") {
+		if string(r[1]) == "n" {
+			nID, _ = i8(r[0])
+		}
+	}
+	if nID <= k.table {
+		t.Fatalf("the branch's table n is %d on the lake, want an id past the lake's k (%d)", nID, k.table)
+	}
+	merged := *k
+	merged.table = nID
+	sameRows(t, "the branch's table n on the lake", merged.rows(l.latest().id), branchN)
+	sameRows(t, "the lake's table k after the merge", k.rows(l.latest().id), lakeK)
+	head := l.latest()
+	if head.schemaVersion != sv+2 {
+		t.Fatalf("the lake's schema version after merging two schema changes: %d, want %d", head.schemaVersion, sv+2)
+	}
+	if head.nextCatalog != nID+1 {
+		t.Fatalf("the lake's next_catalog_id after the merge: %d, want %d", head.nextCatalog, nID+1)
+	}
+	found := false
+	for _, r := range l.scan("ducklake_snapshot_changes", "snapshot_id", "changes_made") {
+		found = found || string(r[1]) == fmt.Sprintf("inserted_into_table:%d", nID)
+	}
+	if !found {
+		t.Fatalf("no merged change set names the branch's table under its new id %d", nID)
+	}
 }

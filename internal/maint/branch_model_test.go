@@ -353,11 +353,10 @@ func (m *branchModel) expire(rt *rapid.T, s *side) {
 // schedule row of its catalog names goes.
 func deleteOrphans(v *lake) {
 	known := map[string]bool{}
-	for _, f := range v.dataFiles() {
-		known[v.local(f.path)] = true
-	}
-	for _, d := range v.deleteFiles() {
-		known[v.local(d.path)] = true
+	for _, table := range []string{"ducklake_data_file", "ducklake_delete_file"} {
+		for _, r := range v.scan(table, "path") {
+			known[v.local(string(r[0]))] = true // every table's directory is m's
+		}
 	}
 	for _, r := range v.scan("ducklake_files_scheduled_for_deletion", "path") {
 		known[filepath.Join(v.data, string(r[0]))] = true

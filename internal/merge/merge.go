@@ -37,7 +37,6 @@
 package merge
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"reflect"
@@ -215,6 +214,11 @@ type planner struct {
 	lakeHead     []datum.Value
 	mine, theirs changes.Set
 
+	// The parent's counters past which the branch's new ids move: the
+	// fork's next_catalog_id and schema_version, the parent's now.
+	catFrom, catTo int64
+	svFrom, svTo   int64
+
 	devDataPath string
 	devDirs     map[int64]string
 	nextFile    int64           // the parent's next_file_id
@@ -244,6 +248,9 @@ func (p *planner) run() (Result, error) {
 	if len(p.devSnaps) == 0 {
 		return Result{}, nil // nothing since the fork
 	}
+	if err := p.counters(); err != nil {
+		return Result{}, err
+	}
 	p.classify()
 	p.devDataPath, _ = p.m.Head.MetadataValue(p.schema, "data_path")
 	if !strings.HasSuffix(p.devDataPath, "/") {
@@ -252,7 +259,7 @@ func (p *planner) run() (Result, error) {
 	p.devDirs = p.m.Head.TableDirs(p.schema, p.devDataPath)
 	p.rowIDs()
 	p.lakeTouched()
-	steps := []func() error{p.files_, p.fileChildren, p.inlined, p.stats, p.schedule, p.others}
+	steps := []func() error{p.rows, p.stats}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return Result{}, err
@@ -371,6 +378,48 @@ func (p *planner) fileOf(id int64) int64 {
 	return id - p.c.NextFileID + p.nextFile
 }
 
+// catalogOf is the parent's id for the branch's catalog id (a schema,
+// table, view, macro, partition or sort id).
+func (p *planner) catalogOf(id int64) int64 {
+	if id < p.catFrom {
+		return id
+	}
+	return id - p.catFrom + p.catTo
+}
+
+// versionOf is the parent's schema version for the branch's sv.
+func (p *planner) versionOf(sv int64) int64 {
+	if sv <= p.svFrom {
+		return sv
+	}
+	return sv - p.svFrom + p.svTo
+}
+
+// counters reads the fork's and the parent's next_catalog_id and
+// schema_version.
+func (p *planner) counters() error {
+	ft, ok := p.fork.Table("ducklake_snapshot")
+	if !ok {
+		return fmt.Errorf("merge: the fork of %s has no ducklake_snapshot", p.schema)
+	}
+	_, row, ok := ft.LookupKey([]datum.Value{datum.IntValue(p.c.Snapshot)})
+	if !ok {
+		return fmt.Errorf("merge: the fork of %s has no snapshot %d", p.schema, p.c.Snapshot)
+	}
+	fv, err := row.Decode(ft.Types(), nil)
+	if err != nil {
+		return err
+	}
+	def := ft.Def()
+	si, ci := def.ColumnIndex("schema_version"), def.ColumnIndex("next_catalog_id")
+	if si < 0 || ci < 0 {
+		return fmt.Errorf("merge: %s.ducklake_snapshot lacks schema_version or next_catalog_id", p.schema)
+	}
+	p.svFrom, p.catFrom = fv[si].I, fv[ci].I
+	p.svTo, p.catTo = p.lakeHead[si].I, p.lakeHead[ci].I
+	return nil
+}
+
 // changesAfter is the union of the change sets of a catalog's snapshots
 // after the fork.
 func changesAfter(t *catalog.Table, after int64) (changes.Set, error) {
@@ -407,28 +456,44 @@ func (p *planner) classify() {
 	seen := map[string]bool{}
 	for _, e := range p.mine {
 		switch e.Kind {
-		case changes.InsertedIntoTable, changes.DeletedFromTable, changes.InlinedInsert, changes.InlinedDelete:
-			continue
-		}
-		if s := e.String(); !seen[s] {
-			seen[s] = true
-			p.r.unsupported1("the branch's %s: %s", s, whyNot(e.Kind))
+		case changes.MergeAdjacent, changes.RewriteDelete, changes.CompactedTable, changes.InlineFlush:
+			if s := e.String(); !seen[s] {
+				seen[s] = true
+				p.r.unsupported1("the branch's %s: %s", s, whyNot(e.Kind))
+			}
 		}
 	}
-	for _, c := range changes.ClassifyAll(p.mine, p.theirs, nil) {
+	for _, c := range changes.ClassifyAll(p.mine, p.theirs, p.schemaNames()) {
 		p.r.conflict("the branch's %s conflicts: %s", c.Mine, c.Against("the parent"))
 	}
 }
 
+// schemaNames maps the fork's live schema ids to their names, for the
+// matrix rows that compare a schema dropped by id with objects created in
+// it by name.
+func (p *planner) schemaNames() changes.SchemaNames {
+	out := changes.SchemaNames{}
+	t, ok := p.fork.Table("ducklake_schema")
+	if !ok {
+		return out
+	}
+	d := t.Def()
+	ii, ni, ei := d.ColumnIndex("schema_id"), d.ColumnIndex("schema_name"), d.ColumnIndex("end_snapshot")
+	t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+		if v, err := r.Decode(t.Types(), nil); err == nil && v[ei].IsNull() {
+			out[v[ii].I] = v[ni].S
+		}
+		return true
+	})
+	return out
+}
+
 // whyNot says why a merge does not carry a change kind.
 func whyNot(k changes.Kind) string {
-	switch k {
-	case changes.MergeAdjacent, changes.RewriteDelete, changes.CompactedTable:
-		return "compacted files embed the row ids of the rows they carry, which a merge cannot renumber; merge before compacting, or compact the parent after the merge"
-	case changes.InlineFlush:
+	if k == changes.InlineFlush {
 		return "flushed files embed row ids and snapshot ids, which a merge cannot renumber; merge before flushing inlined data"
 	}
-	return "a merge carries data changes only (inserts and deletes), not schema changes"
+	return "compacted files embed the row ids of the rows they carry, which a merge cannot renumber; merge before compacting, or compact the parent after the merge"
 }
 
 // rowIDs finds, per table, how far the branch's new row ids move: past
@@ -537,6 +602,9 @@ func (p *planner) decodeDiff(name string) (*decoded, error) {
 	d := &decoded{t: dt}
 	d.col = dt.Def().ColumnIndex
 	d.begin, d.end = d.col("begin_snapshot"), d.col("end_snapshot")
+	if spec, ok := keyspace.Known(name); ok && spec.Kind == keyspace.KindInlinedRow {
+		d.begin, d.end = spec.Begin, spec.End // _ducklake_begin_snapshot from 1.1 on
+	}
 	var rem, add []datum.Row
 	if ft == nil {
 		dt.Scan(func(_ catalog.CTID, r datum.Row) bool { add = append(add, r); return true })
@@ -565,270 +633,6 @@ func (p *planner) decodeDiff(name string) (*decoded, error) {
 	return d, nil
 }
 
-// absolute is a branch file's path, absolute.
-func (p *planner) absolute(v []datum.Value, col func(string) int, table string) (string, bool) {
-	pi, ri, ti := col("path"), col("path_is_relative"), col("table_id")
-	if pi < 0 || v[pi].IsNull() {
-		return "", false
-	}
-	path := v[pi].S
-	if ri >= 0 && !v[ri].IsNull() && v[ri].I != 0 {
-		if ti < 0 {
-			return p.devDataPath + path, true
-		}
-		dir, ok := p.devDirs[v[ti].I]
-		if !ok {
-			p.r.unsupported1("%s: a file of table %d, whose directory the branch no longer names", table, v[ti].I)
-			return "", false
-		}
-		path = catalog.JoinPath(dir, path, true)
-	}
-	return path, true
-}
-
-// files_ merges data and delete files: the branch's new files are
-// registered on the parent under new ids, the pre-fork files it ended are
-// ended there.
-func (p *planner) files_() error {
-	type change struct {
-		table string
-		d     *decoded
-	}
-	var all []change
-	for _, name := range []string{"ducklake_data_file", "ducklake_delete_file"} {
-		d, err := p.decodeDiff(name)
-		if err != nil {
-			return err
-		}
-		if d != nil {
-			all = append(all, change{name, d})
-		}
-	}
-	for _, ch := range all {
-		for _, v := range ch.d.added {
-			if v[0].I >= p.c.NextFileID {
-				p.files++
-			}
-		}
-	}
-	for _, ch := range all {
-		d, table := ch.d, ch.table
-		ti := d.col("table_id")
-		removed := map[int64]int{}
-		for i, v := range d.removed {
-			removed[v[0].I] = i
-		}
-		for _, v := range d.added {
-			id, tid := v[0].I, v[ti].I
-			if id < p.c.NextFileID {
-				i, ok := removed[id]
-				if !ok {
-					return fmt.Errorf("merge: %s: the branch holds file %d twice", table, id)
-				}
-				delete(removed, id)
-				if err := p.endInherited(table, d, d.removed[i], d.removedRaw[i], v); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := p.registerFile(table, d, v); err != nil {
-				return err
-			}
-			if table == "ducklake_delete_file" {
-				if fi := d.col("data_file_id"); fi >= 0 {
-					p.deletesFrom(tid, v[fi].I, fmt.Sprintf("deleted rows of it (delete file %d)", id))
-				}
-			}
-		}
-		for id := range removed {
-			p.r.unsupported1("%s: file %d of the parent was removed on the branch", table, id)
-		}
-	}
-	return nil
-}
-
-// endInherited ends on the parent a pre-fork file the branch ended (old:
-// its row at the fork, nv: the branch's).
-func (p *planner) endInherited(table string, d *decoded, old []datum.Value, oldRaw datum.Row, nv []datum.Value) error {
-	id, tid := old[0].I, old[d.col("table_id")].I
-	if !endedOnly(old, nv, d.end) {
-		p.r.unsupported1("%s: file %d changed on the branch other than by ending it", table, id)
-		return nil
-	}
-	if table == "ducklake_data_file" {
-		p.deletesFrom(tid, id, "ended it")
-	} else if fi := d.col("data_file_id"); fi >= 0 {
-		p.deletesFrom(tid, old[fi].I, fmt.Sprintf("replaced its delete file %d", id))
-	}
-	lt, ok := p.lakeTable(table)
-	if !ok {
-		return fmt.Errorf("merge: %s is gone from the parent", table)
-	}
-	ctid, cur, ok := lt.LookupKey([]datum.Value{datum.IntValue(id)})
-	if !ok {
-		p.r.conflict("%s: file %d of table %d: the branch ended it, and the parent removed it", table, id, tid)
-		return nil
-	}
-	if !bytes.Equal(cur, oldRaw) {
-		p.r.conflict("%s: file %d of table %d: the branch ended it, and the parent changed it since the fork", table, id, tid)
-		return nil
-	}
-	upd := append([]datum.Value(nil), old...)
-	upd[d.end] = p.snapValue(nv[d.end])
-	_, err := p.lake().UpdateRow(p.schema, table, ctid, upd)
-	return err
-}
-
-// registerFile writes a new file of the branch on the parent.
-func (p *planner) registerFile(table string, d *decoded, v []datum.Value) error {
-	id, tid := v[0].I, v[d.col("table_id")].I
-	nv := append([]datum.Value(nil), v...)
-	nv[0] = datum.IntValue(p.fileOf(id))
-	nv[d.begin], nv[d.end] = p.snapValue(v[d.begin]), p.snapValue(v[d.end])
-	if i := d.col("partial_max"); i >= 0 && !v[i].IsNull() {
-		p.r.unsupported1("%s: file %d of table %d embeds snapshot ids (partial_max), which a merge cannot renumber", table, id, tid)
-		return nil
-	}
-	if table == "ducklake_data_file" {
-		if i := d.col("row_id_start"); i >= 0 && !v[i].IsNull() {
-			if shift := p.rowShift[tid]; shift != 0 {
-				if v[i].I < p.forkNextRow[tid] {
-					p.r.unsupported1("%s: file %d of table %d carries row ids the branch did not allocate (an update's), and the parent allocated row ids since the fork", table, id, tid)
-					return nil
-				}
-				nv[i] = datum.IntValue(v[i].I + shift)
-			}
-		}
-	} else if fi := d.col("data_file_id"); fi >= 0 {
-		nv[fi] = datum.IntValue(p.fileOf(v[fi].I))
-	}
-	path, ok := p.absolute(v, d.col, table)
-	if !ok {
-		return nil
-	}
-	nv[d.col("path")] = datum.TextValue(path)
-	if ri := d.col("path_is_relative"); ri >= 0 {
-		nv[ri] = datum.BoolValue(false)
-	}
-	_, err := p.lake().InsertRow(p.schema, table, nv)
-	return err
-}
-
-// fileChildren merges the per-file tables of the branch's new files.
-func (p *planner) fileChildren() error {
-	for _, name := range []string{"ducklake_file_column_stats", "ducklake_file_variant_stats", "ducklake_file_partition_value"} {
-		d, err := p.decodeDiff(name)
-		if err != nil || d == nil {
-			if err == nil {
-				continue
-			}
-			return err
-		}
-		fi := d.col("data_file_id")
-		for _, v := range d.removed {
-			if v[fi].I < p.c.NextFileID {
-				p.r.unsupported1("%s: a row of the parent's data file %d changed on the branch", name, v[fi].I)
-			}
-		}
-		for _, v := range d.added {
-			if v[fi].I < p.c.NextFileID {
-				p.r.unsupported1("%s: a row of the parent's data file %d changed on the branch", name, v[fi].I)
-				continue
-			}
-			nv := append([]datum.Value(nil), v...)
-			nv[fi] = datum.IntValue(p.fileOf(v[fi].I))
-			if _, err := p.lake().InsertRow(p.schema, name, nv); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// release hands the files the branch wrote and gave up to the parent's
-// deletion schedule.
-func (p *planner) release() error {
-	if len(p.released) == 0 {
-		return nil
-	}
-	if _, ok := p.lakeTable("ducklake_files_scheduled_for_deletion"); !ok {
-		return nil
-	}
-	now := pgTime(p.now)
-	seen := map[string]bool{}
-	for _, f := range p.released {
-		if seen[f.path] {
-			continue
-		}
-		seen[f.path] = true
-		vals := []datum.Value{datum.IntValue(catalog.ReleasedID(p.c.OwnID, f.id)), datum.TextValue(f.path), datum.BoolValue(false), now}
-		if _, err := p.lake().InsertRow(p.schema, "ducklake_files_scheduled_for_deletion", vals); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// schedule releases what the branch scheduled for deletion itself: files
-// it wrote (it may not schedule the parent's).
-func (p *planner) schedule() error {
-	d, err := p.decodeDiff("ducklake_files_scheduled_for_deletion")
-	if err != nil || d == nil {
-		return err
-	}
-	// Rows removed: the parent's schedule, dropped from the branch at the
-	// fork, and what the branch's cleanup deleted.
-	for _, v := range d.added {
-		id := v[0].I
-		if id < p.c.NextFileID {
-			p.r.unsupported1("ducklake_files_scheduled_for_deletion: the branch scheduled the parent's file %d", id)
-			continue
-		}
-		if path, ok := p.absolute(v, d.col, "ducklake_files_scheduled_for_deletion"); ok {
-			p.released = append(p.released, releasedFile{id, path})
-		}
-	}
-	return nil
-}
-
-// others refuses a change to any table the steps above do not merge.
-func (p *planner) others() error {
-	handled := map[string]bool{
-		"ducklake_snapshot": true, "ducklake_snapshot_changes": true,
-		"ducklake_data_file": true, "ducklake_delete_file": true,
-		"ducklake_file_column_stats": true, "ducklake_file_variant_stats": true, "ducklake_file_partition_value": true,
-		"ducklake_table_stats": true, "ducklake_table_column_stats": true,
-		"ducklake_files_scheduled_for_deletion": true, "ducklake_inlined_data_tables": true,
-	}
-	for _, name := range changedTables(p.fork, p.dev) {
-		if handled[name] || strings.HasPrefix(name, keyspace.InlinedDataPrefix) || strings.HasPrefix(name, keyspace.InlinedDeletePrefix) {
-			continue
-		}
-		if name == "ducklake_metadata" {
-			p.metadata()
-			continue
-		}
-		p.r.unsupported1("%s: changed on the branch (a merge carries data changes only, not schema changes)", name)
-	}
-	return nil
-}
-
-// metadata refuses an option the branch changed; its data_path is its own.
-func (p *planner) metadata() {
-	d, err := p.decodeDiff("ducklake_metadata")
-	if err != nil || d == nil {
-		return
-	}
-	ki := d.col("key")
-	seen := map[string]bool{}
-	for _, v := range append(d.removed, d.added...) {
-		if k := v[ki].S; k != "data_path" && !seen[k] {
-			seen[k] = true
-			p.r.unsupported1("ducklake_metadata: option %q changed on the branch", k)
-		}
-	}
-}
-
 // mint writes the branch's snapshots and their change sets on the
 // parent. Their times are the merge's (one microsecond apart, in order):
 // DuckLake's time travel by timestamp and expiry by age read snapshot
@@ -838,6 +642,7 @@ func (p *planner) mint() error {
 	st, _ := p.lakeTable("ducklake_snapshot")
 	def := st.Def()
 	ti, fi := def.ColumnIndex("snapshot_time"), def.ColumnIndex("next_file_id")
+	si, ci := def.ColumnIndex("schema_version"), def.ColumnIndex("next_catalog_id")
 	for i, dv := range p.devSnaps {
 		vals := append([]datum.Value(nil), p.lakeHead...)
 		vals[0] = datum.IntValue(p.snapOf(dv[0].I))
@@ -847,6 +652,10 @@ func (p *planner) mint() error {
 		if fi >= 0 && !dv[fi].IsNull() {
 			vals[fi] = datum.IntValue(p.fileOf(dv[fi].I))
 		}
+		// The parent's schema and catalog counters, moved on by what the
+		// branch's schema changes had added by then.
+		vals[si] = datum.IntValue(p.svTo + dv[si].I - p.svFrom)
+		vals[ci] = datum.IntValue(p.catTo + dv[ci].I - p.catFrom)
 		if _, err := p.lake().InsertRow(p.schema, "ducklake_snapshot", vals); err != nil {
 			return err
 		}
@@ -870,13 +679,37 @@ func (p *planner) mint() error {
 	if err != nil {
 		return err
 	}
+	chi := dt.Def().ColumnIndex("changes_made")
 	for _, v := range rows {
 		v[0] = datum.IntValue(p.snapOf(v[0].I))
+		if chi >= 0 && !v[chi].IsNull() {
+			v[chi] = datum.TextValue(p.movedChanges(v[chi].S))
+		}
 		if _, err := p.lake().InsertRow(p.schema, "ducklake_snapshot_changes", v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// movedChanges is a changes_made string with the catalog ids of the
+// branch's new objects moved to the parent's; unchanged (byte for byte)
+// when it names none.
+func (p *planner) movedChanges(s string) string {
+	set, err := changes.Parse(s)
+	if err != nil {
+		return s
+	}
+	moved := false
+	for i, e := range set {
+		if e.Kind.HasID() && e.ID >= p.catFrom {
+			set[i].ID, moved = p.catalogOf(e.ID), true
+		}
+	}
+	if !moved {
+		return s
+	}
+	return set.String()
 }
 
 // pgTime is t as a timestamptz datum.

@@ -19,8 +19,10 @@ func (p *planner) stats() error {
 	return p.columnStats()
 }
 
-// keyedRows decodes t's rows by the key the columns cols form.
-func keyedRows(t *catalog.Table, cols ...int) map[string]keyedRow {
+// keyedRows decodes t's rows by the key the columns cols form. move, if
+// set, moves a row's values first (the branch's table ids to the
+// parent's); raw stays the row as t holds it.
+func keyedRows(t *catalog.Table, move func([]datum.Value), cols ...int) map[string]keyedRow {
 	out := map[string]keyedRow{}
 	if t == nil {
 		return out
@@ -29,6 +31,9 @@ func keyedRows(t *catalog.Table, cols ...int) map[string]keyedRow {
 		v, err := r.Decode(t.Types(), nil)
 		if err != nil {
 			return true
+		}
+		if move != nil {
+			move(v)
 		}
 		out[keyOf(v, cols)] = keyedRow{c, r, v}
 		return true
@@ -63,13 +68,10 @@ func (p *planner) statsTables(name string, key ...string) (fork, dev, lake map[s
 	for _, k := range key {
 		cols = append(cols, dt.Def().ColumnIndex(k))
 	}
-	var fk map[string]keyedRow
-	if ft != nil {
-		fk = keyedRows(ft, cols...)
-	} else {
-		fk = map[string]keyedRow{}
-	}
-	return fk, keyedRows(dt, cols...), keyedRows(lt, cols...), cols, true
+	// The branch's new tables' rows under the ids they take on the
+	// parent.
+	move := func(v []datum.Value) { v[cols[0]] = datum.IntValue(p.catalogOf(v[cols[0]].I)) }
+	return keyedRows(ft, nil, cols...), keyedRows(dt, move, cols...), keyedRows(lt, nil, cols...), cols, true
 }
 
 // tableStats adds the branch's deltas of record_count, next_row_id and
