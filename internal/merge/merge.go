@@ -11,21 +11,25 @@
 // reason, when
 //
 //   - DuckLake's conflict matrix (changes.ClassifyAll) finds the branch's
-//     changes in conflict with the parent's, or both sides deleted from,
-//     or ended, the same data file (DuckLake's file-level check): 40001;
+//     changes in conflict with the parent's; both sides deleted from, or
+//     ended, the same data file (DuckLake's file-level check); the branch
+//     ended a row the parent changed since the fork; or it dropped a table
+//     the parent changed since: 40001;
 //   - the branch did something a merge cannot carry over faithfully:
-//     schema changes, options, compaction or inlined-data flushes (their
-//     files embed row ids or snapshot ids, which the parent may already
-//     use), files with embedded row ids where the parent allocated row ids
-//     since the fork: 0A000.
+//     options, files registered by ducklake_add_files, compaction or
+//     inlined-data flushes (their files embed row ids or snapshot ids,
+//     which the parent may already use), files with embedded row ids where
+//     the parent allocated row ids since the fork: 0A000.
 //
 // Otherwise the branch's rows are written on the parent with ids the
 // parent has not used: its snapshots follow the parent's head in their
 // order (snapshot s of the branch is the head plus s minus the fork
-// snapshot), data and delete file ids move past the parent's
-// next_file_id, row ids past what the parent allocated since the fork,
-// and paths become absolute under the branch's data path, where the files
-// are. Every begin_snapshot and end_snapshot the branch wrote moves with
+// snapshot); catalog ids (its new schemas, tables, views, macros,
+// partitionings, sorts) move past the parent's next_catalog_id and schema
+// versions past the parent's, in rows, inlined-table names and change
+// sets; data and delete file ids move past the parent's next_file_id, row
+// ids past what the parent allocated since the fork; and paths become
+// absolute under the branch's data path, where the files are. Every begin_snapshot and end_snapshot the branch wrote moves with
 // its snapshot, so time travel to each merged snapshot reads what the
 // branch read there. Table statistics add the branch's deltas to the
 // parent's. Files the branch scheduled for deletion go to the parent's
