@@ -62,6 +62,27 @@ func dropdbMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	})
 }
 
+// mergedbMain is `moraine mergedb -into <parent> <branch>`: ALTER DATABASE
+// branch MERGE_INTO parent, which publishes a writable branch's commits on
+// its parent and consumes it (docs/branches.md, "Merging"). What it
+// merged is reported on stderr.
+func mergedbMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("mergedb -into <parent> [flags] <branch>", stdout, stderr)
+	addr, maint := dbToolFlags(fs)
+	into := fs.String("into", "", "the branch's parent, which the merge publishes its commits on (required)")
+	if code, ok := fs.parse(args, 1); !ok {
+		return code
+	}
+	if *into == "" {
+		fmt.Fprintf(stderr, "%s: -into names the branch's parent\n", fs.Name())
+		fs.Usage()
+		return 2
+	}
+	return runDBTool(ctx, fs, *addr, *maint, stderr, func(name string) string {
+		return "ALTER DATABASE " + pgx.Identifier{name}.Sanitize() + " MERGE_INTO " + pgx.Identifier{*into}.Sanitize()
+	})
+}
+
 func dbToolFlags(fs *flags) (addr, maint *string) {
 	addr = fs.String("addr", replay.DefaultAddr, "server: `host:port`, a conninfo (host=… port=… user=…) or a postgres:// URL")
 	maint = fs.String("maintenance-db", "postgres", "the database to connect to while creating or dropping")
@@ -69,7 +90,7 @@ func dbToolFlags(fs *flags) (addr, maint *string) {
 }
 
 // runDBTool runs the statement stmt(name) on the server's maintenance
-// database; notices (IF EXISTS) go to stderr.
+// database; notices (IF EXISTS, what a merge did) go to stderr.
 func runDBTool(ctx context.Context, fs *flags, addr, maint string, stderr io.Writer, stmt func(string) string) int {
 	if fs.NArg() != 1 {
 		fmt.Fprintf(stderr, "%s: name one database\n", fs.Name())

@@ -79,6 +79,14 @@ func TestCreatedbDropdb(t *testing.T) {
 			t.Fatalf("\\l+ does not describe %s as a branch of d2:\n%s", b, list.String())
 		}
 	}
+	// mergedb runs ALTER DATABASE … MERGE_INTO; a read-only branch has
+	// nothing of its own to merge.
+	if code, msg := run(mergedbMain, "-into", "d2", "b1"); code != 1 || !strings.Contains(msg, `database "b1" is not a writable branch`) {
+		t.Fatalf("mergedb -into d2 b1 (read-only): exit %d: %s", code, msg)
+	}
+	if code, msg := run(mergedbMain, "b1"); code != 2 || !strings.Contains(msg, "-into") {
+		t.Fatalf("mergedb b1 without -into: exit %d: %s", code, msg)
+	}
 	if code, msg := run(dropdbMain, "-force", "d2"); code != 1 || !strings.Contains(msg, "other objects depend on it") {
 		t.Fatalf("dropdb d2 under its branches: exit %d: %s", code, msg)
 	}

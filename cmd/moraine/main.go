@@ -48,6 +48,7 @@ var commands = []command{
 	{"export", "copy a database's DuckLake catalog into an empty PostgreSQL database", exportMain},
 	{"createdb", "create a database on a running server (as PostgreSQL's createdb)", createdbMain},
 	{"dropdb", "drop a database on a running server (as PostgreSQL's dropdb)", dropdbMain},
+	{"mergedb", "merge a writable branch into its parent on a running server (ALTER DATABASE … MERGE_INTO …)", mergedbMain},
 	{"replay", "replay captured client conversations against a server and compare the answers", replayMain},
 	{"bench", "run a benchmark beside PostgreSQL (bench commits|catalog|store)", benchMain},
 	{"version", "print moraine's version", versionMain},
