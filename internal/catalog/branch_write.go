@@ -123,16 +123,8 @@ func (s *Server) writableFork(v *Version, rec *keyspace.Branch, dataPath string)
 // dataPaths returns the data path of every DuckLake catalog of every
 // database of the server, by "database.schema".
 func (s *Server) dataPaths() map[string]string {
-	s.mu.Lock()
-	dbs := make([]*Database, 0, len(s.mu.dbs))
-	for _, db := range s.mu.dbs {
-		if !db.dropped.Load() {
-			dbs = append(dbs, db)
-		}
-	}
-	s.mu.Unlock()
 	out := map[string]string{}
-	for _, db := range dbs {
+	for _, db := range s.live() {
 		for _, sc := range db.Current().Schemas() {
 			if p, ok := metadataValue(sc, "data_path"); ok && p != "" {
 				out[db.name+"."+sc.Name] = withSlash(p)
@@ -147,16 +139,8 @@ func (s *Server) dataPaths() map[string]string {
 // It reads every file row of every catalog (tables a branch shares with
 // its parent once).
 func (s *Server) namedUnder(dir string) (name, path string, found bool) {
-	s.mu.Lock()
-	dbs := make([]*Database, 0, len(s.mu.dbs))
-	for _, db := range s.mu.dbs {
-		if !db.dropped.Load() {
-			dbs = append(dbs, db)
-		}
-	}
-	s.mu.Unlock()
 	seen := map[*Table]bool{}
-	for _, db := range dbs {
+	for _, db := range s.live() {
 		for _, sc := range db.Current().Schemas() {
 			for _, table := range []string{"ducklake_data_file", "ducklake_delete_file"} {
 				t, ok := sc.Table(table)
@@ -186,6 +170,19 @@ func (s *Server) namedUnder(dir string) (name, path string, found bool) {
 		}
 	}
 	return "", "", false
+}
+
+// live returns the databases not dropped.
+func (s *Server) live() []*Database {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dbs := make([]*Database, 0, len(s.mu.dbs))
+	for _, db := range s.mu.dbs {
+		if !db.dropped.Load() {
+			dbs = append(dbs, db)
+		}
+	}
+	return dbs
 }
 
 func withSlash(p string) string {

@@ -121,20 +121,7 @@ func mergeChecked(t *testing.T, l, b *lake, name string, f forkState) map[int64]
 	}
 	var want map[int64]int64
 	for s := f.snapshot + 1; s <= last; s++ {
-		want = map[int64]int64{}
-		for k, v := range lakeBefore {
-			want[k] = v
-		}
-		for k := range f.rows {
-			if _, kept := branchAt[s][k]; !kept {
-				delete(want, k)
-			}
-		}
-		for k, v := range branchAt[s] {
-			if k >= f.nextRow {
-				want[k+lakeNext-f.nextRow] = v
-			}
-		}
+		want = mergedRows(lakeBefore, f.rows, branchAt[s], f.nextRow, lakeNext)
 		at := before + s - f.snapshot
 		sameRows(t, fmt.Sprintf("the lake at %d, the merge of %s's snapshot %d", at, name, s), l.rows(at), want)
 	}
@@ -158,6 +145,29 @@ func mergeChecked(t *testing.T, l, b *lake, name string, f forkState) map[int64]
 		}
 	}
 	sameRows(t, "the lake after its orphan cleanup", l.rows(head), want)
+	return want
+}
+
+// mergedRows is what the lake reads once a branch's snapshot merged onto
+// it: its own rows (lake), less those the branch had at the fork (fork)
+// and no longer has (branch), plus the branch's new rows (row ids from
+// forkNext on) moved past the ids the lake allocated since the fork
+// (lakeNext).
+func mergedRows(lake, fork, branch map[int64]int64, forkNext, lakeNext int64) map[int64]int64 {
+	want := map[int64]int64{}
+	for k, v := range lake {
+		want[k] = v
+	}
+	for k := range fork {
+		if _, kept := branch[k]; !kept {
+			delete(want, k)
+		}
+	}
+	for k, v := range branch {
+		if k >= forkNext {
+			want[k+lakeNext-forkNext] = v
+		}
+	}
 	return want
 }
 

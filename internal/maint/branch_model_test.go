@@ -525,20 +525,7 @@ func (m *branchModel) mergeBranch(rt *rapid.T, i int) (merged bool) {
 		rt.Fatalf("the merge of %s's %d snapshots made the lake's head %d, want %d", s.name, last-b.fork, got, before+last-b.fork)
 	}
 	for sn := b.fork + 1; sn <= last; sn++ {
-		want := map[int64]int64{}
-		for k, v := range lakeBefore {
-			want[k] = v
-		}
-		for k := range forkRows {
-			if _, kept := branchAt[sn][k]; !kept {
-				delete(want, k)
-			}
-		}
-		for k, v := range branchAt[sn] {
-			if k >= b.nextRow {
-				want[k+lakeNext-b.nextRow] = v
-			}
-		}
+		want := mergedRows(lakeBefore, forkRows, branchAt[sn], b.nextRow, lakeNext)
 		at := before + sn - b.fork
 		if got := m.l.rows(at); fmt.Sprint(got) != fmt.Sprint(want) {
 			rt.Fatalf("the lake at %d (%s's snapshot %d merged) reads %v, want %v", at, s.name, sn, got, want)
