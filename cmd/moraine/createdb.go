@@ -22,7 +22,7 @@ func createdbMain(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	addr, maint := dbToolFlags(fs)
 	template := fs.String("template", "", "a database of the server to fork: the new database is a branch of it (CREATE DATABASE … TEMPLATE …; docs/branches.md)")
 	location := fs.String("location", "", "with --template: the branch's own data path, which makes it writable (… LOCATION '…')")
-	at := fs.Int64("at-snapshot", -1, "with --template: fork at this earlier DuckLake snapshot of it, read-only (… AT_SNAPSHOT n)")
+	at := fs.Int64("at-snapshot", -1, "with --template: fork at this earlier DuckLake snapshot of it; writable with --location (… AT_SNAPSHOT n)")
 	if code, ok := fs.parse(args, 1); !ok {
 		return code
 	}

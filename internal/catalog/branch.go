@@ -163,10 +163,6 @@ func headSnapshot(sc *Schema) (int64, bool) {
 // forkAt makes rec read its parent as of DuckLake snapshot o.At, which the
 // parent (v) must retain: read-only, of a parent with one DuckLake catalog.
 func forkAt(rec *keyspace.Branch, v *Version, o ForkOptions) error {
-	if o.DataPath != "" {
-		return &Error{Kind: ErrBadDef, Code: pgcode.FeatureNotSupported,
-			Message: "a branch at an earlier snapshot is read-only: it takes no data path"}
-	}
 	lake := -1
 	for i, c := range rec.Catalogs {
 		if sc, _ := v.Schema(c.Schema); sc != nil {
@@ -277,7 +273,9 @@ func (s *Server) primaries() []*Database {
 // REQUIRES: db.commitMu held (no fork of db runs meanwhile).
 func (s *Server) checkBranches(db *Database, ops []Op) error {
 	if db.branch != nil {
-		if db.branch.Writable() && touchesFiles(ops) {
+		// The fork commit itself removes, at an earlier snapshot, the
+		// parent's later files (branch_at.go): not its inherited ones.
+		if db.branch.Writable() && touchesFiles(ops) && ops[0].Kind != OpForkDatabase {
 			return db.checkOwnFiles(ops)
 		}
 		return nil

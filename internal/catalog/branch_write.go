@@ -101,6 +101,11 @@ func (s *Server) writableFork(v *Version, rec *keyspace.Branch, dataPath string)
 		own.CatalogID = c.OwnID
 	}
 	fork := func(t *Txn) error {
+		if rec.HasAt {
+			if err := materializeAt(t, lake, rec.At); err != nil {
+				return err
+			}
+		}
 		if err := setMetadata(t, lake, "data_path", dataPath); err != nil {
 			return err
 		}

@@ -89,10 +89,11 @@ type Options struct {
 	// ReadAt reads the store as of an earlier seq that a branch record pins
 	// (branch.go); Load needs it only for a store holding branches.
 	ReadAt ReadAt
-	// BranchSeq returns the seq the stored record of the branch called
-	// name reads its parent at: what a merge reads the fork through
-	// (merge.go). Nil: branches cannot be merged.
-	BranchSeq func(ctx context.Context, name string) (uint64, error)
+	// BranchSeq returns the seqs of the stored record of the branch called
+	// name: the one it reads its parent at, and its own (its fork
+	// commit's): what a merge reads the fork through (merge.go). Nil:
+	// branches cannot be merged.
+	BranchSeq func(ctx context.Context, name string) (base, own uint64, err error)
 }
 
 // ReadAt returns the pairs under prefix as the store held them at seq, in

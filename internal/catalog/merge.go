@@ -119,16 +119,25 @@ func (s *Server) mergeable(name, into string) (db, parent *Database, err error) 
 	return db, p, nil
 }
 
-// forkVersion reads the catalogs the branch b (called name) read of its
-// parent at the fork, from the store, under the parent's catalog ids.
+// forkVersion reads, from the store, the branch b (called name) as its
+// fork commit left it: its parent's catalogs as it read them, with what
+// the fork itself wrote (its data path; a
+// fork at an earlier snapshot, that snapshot made its present).
 func (s *Server) forkVersion(ctx context.Context, name string, b *keyspace.Branch) (*Version, error) {
-	seq, err := s.opts.BranchSeq(ctx, name)
+	base, own, err := s.opts.BranchSeq(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("merge: %w", err)
 	}
-	return readBranch(ctx, name, b.Catalogs, false, func(c keyspace.BranchCatalog) (Iterator, []func() error, error) {
-		it, done, err := s.opts.ReadAt(ctx, seq, keyspace.CatalogPrefix(c.ID))
-		return it, []func() error{done}, err
+	return readBranch(ctx, name, b.Catalogs, true, func(c keyspace.BranchCatalog) (Iterator, []func() error, error) {
+		bi, bdone, err := s.opts.ReadAt(ctx, base, keyspace.CatalogPrefix(c.ID))
+		if err != nil {
+			return nil, []func() error{bdone}, err
+		}
+		oi, odone, err := s.opts.ReadAt(ctx, own, keyspace.CatalogPrefix(c.OwnID))
+		if err != nil {
+			return nil, []func() error{bdone, odone}, err
+		}
+		return &overlayIter{base: bi, over: oi, own: keyspace.CatalogPrefix(c.OwnID)}, []func() error{bdone, odone}, nil
 	})
 }
 

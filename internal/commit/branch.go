@@ -195,13 +195,21 @@ func (p *Pipeline) recordSeq(ctx context.Context, name string) (uint64, error) {
 	return recordSeq(ctx, p.store, name, false)
 }
 
-// BranchSeq returns the seq the stored record of the branch called name
-// reads its parent at: the record's own, or the earlier one it names
-// (keyspace.Branch.Base). It is catalog.Options.BranchSeq over a store.
+// BranchSeq returns the seqs of the stored record of the branch called
+// name: the one it reads its parent at (its own, or the earlier one it
+// names: keyspace.Branch.Base) and its own, which is its fork commit's.
+// It is catalog.Options.BranchSeq over a store.
 func BranchSeq(s interface {
 	ScanPrefix(ctx context.Context, prefix []byte) *slate.Iterator
-}) func(ctx context.Context, name string) (uint64, error) {
-	return func(ctx context.Context, name string) (uint64, error) { return recordSeq(ctx, s, name, true) }
+}) func(ctx context.Context, name string) (base, own uint64, err error) {
+	return func(ctx context.Context, name string) (uint64, uint64, error) {
+		own, err := recordSeq(ctx, s, name, false)
+		if err != nil {
+			return 0, 0, err
+		}
+		base, err := recordSeq(ctx, s, name, true)
+		return base, own, err
+	}
 }
 
 // recordSeq is the seq of the stored record of the branch called name, or,

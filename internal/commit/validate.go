@@ -29,9 +29,32 @@ func (p *Pipeline) validate(ctx context.Context, c *catalog.Commit) error {
 			byCatalog[o.Schema] = append(byCatalog[o.Schema], o)
 		}
 	}
+	forks := false
+	for i := range c.Ops {
+		forks = forks || c.Ops[i].Kind == catalog.OpForkDatabase
+	}
 	for schema, ops := range byCatalog {
+		if forks {
+			// The rows of a fork commit are the server's own, not a
+			// DuckLake step (catalog/branch_at.go): only their shapes are
+			// checked.
+			if err := checkShapes(schema, ops); err != nil {
+				return err
+			}
+			continue
+		}
 		if err := p.validateCatalog(ctx, c, schema, ops); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// checkShapes refuses a row op on a table that is not DuckLake's.
+func checkShapes(schema string, ops []*catalog.Op) error {
+	for _, o := range ops {
+		if _, ok := keyspace.Known(o.Table); !ok {
+			return shapeErr("%s.%s is not a DuckLake catalog table", schema, o.Table)
 		}
 	}
 	return nil

@@ -148,9 +148,6 @@ func DecodeBranch(key, value []byte) (name string, b Branch, err error) {
 	if err := d.done(); err != nil {
 		return "", Branch{}, err
 	}
-	if b.HasAt && b.Writable() {
-		return "", Branch{}, fmt.Errorf("%w: branch %s: writable at an earlier snapshot", ErrCorrupt, name)
-	}
 	if b.Parent == "" {
 		return "", Branch{}, fmt.Errorf("%w: branch %s without a parent", ErrCorrupt, name)
 	}

@@ -587,3 +587,100 @@ func TestMergeSchemaChange(t *testing.T) {
 		t.Fatalf("no merged change set names the branch's table under its new id %d", nID)
 	}
 }
+
+// TestWritableBranchAtEarlierSnapshot: a writable branch forked at an
+// earlier snapshot of the lake reads, at its head, what the lake read
+// there — the lake's later inserts, deletes and table gone — writes on
+// from there under its own data path, and merges back onto the lake's
+// head. A fork at a snapshot whose files the lake compacted since is
+// refused.
+func TestWritableBranchAtEarlierSnapshot(t *testing.T) {
+	l := newLake(t)
+	_, f1 := l.insert(1, 2, 3)
+	at, _ := l.insert(4, 5)
+	atRows := l.rows(at)
+	for _, f := range l.dataFiles() {
+		if f.id == f1 {
+			l.deleteRows(f, 0)
+		}
+	}
+	l.insert(6)
+	k := l.createTable("k")
+	k.insert(7)
+	lakeHead := l.rows(l.latest().id)
+
+	dir := t.TempDir()
+	if err := l.admin(fmt.Sprintf("CREATE DATABASE dev TEMPLATE lake LOCATION '%s/' AT_SNAPSHOT %d", dir, at)); err != nil {
+		t.Fatalf("fork at %d: %v", at, err)
+	}
+	b := l.viewOf("dev", dir)
+	if got := b.latest().id; got != at {
+		t.Fatalf("the branch's head is %d, want %d", got, at)
+	}
+	sameRows(t, "the branch at its head", b.rows(at), atRows)
+	for _, r := range b.scan("ducklake_table", "table_name") {
+		if string(r[0]) == "k" {
+			t.Fatal("the branch holds the table the lake created after the fork snapshot")
+		}
+	}
+	b.verify("the branch at its fork")
+	// It writes on from there: a new snapshot id the lake used already,
+	// new files under its own data path.
+	s, f := b.insert(10)
+	if s != at+1 {
+		t.Fatalf("the branch's first commit is snapshot %d, want %d", s, at+1)
+	}
+	want := map[int64]int64{}
+	for r, v := range atRows {
+		want[r] = v
+	}
+	_, next, _, _ := b.tableStats()
+	want[next-1] = 10
+	sameRows(t, "the branch after its insert", b.rows(s), want)
+	for _, df := range b.dataFiles() {
+		if df.id == f && filepath.IsAbs(df.path) {
+			t.Fatalf("the branch's own file is served as %q, want a path relative to its data path", df.path)
+		}
+	}
+	sameRows(t, "the lake after the branch's insert", l.rows(l.latest().id), lakeHead)
+	b.verify("the branch after its insert")
+	l.verify("the lake after the branch's insert")
+	sameLoad(t, l, "lake", "dev")
+	// The lake deleted from m since the fork snapshot, and the branch
+	// inserted into it: DuckLake's matrix refuses the merge.
+	b.conn.Close(l.ctx)
+	if err := l.admin("ALTER DATABASE dev MERGE_INTO lake"); pgCode(err) != "40001" {
+		t.Fatalf("merge of an insert onto the lake's delete since the fork: %v, want 40001", errDetail(err))
+	}
+
+	// A second branch at a snapshot after the delete: the lake only
+	// inserted since, so the merge goes through.
+	at2, f8 := l.insert(8)
+	_, f9 := l.insert(9)
+	dir2 := t.TempDir()
+	if err := l.admin(fmt.Sprintf("CREATE DATABASE dev2 TEMPLATE lake LOCATION '%s/' AT_SNAPSHOT %d", dir2, at2)); err != nil {
+		t.Fatalf("fork at %d: %v", at2, err)
+	}
+	b2 := l.viewOf("dev2", dir2)
+	fork2 := forkOf(b2)
+	b2.insert(11)
+	b2.insert(12)
+	mergeChecked(t, l, b2, "dev2", fork2)
+
+	// The lake compacts files the snapshot saw (once no branch reads
+	// them): no writable fork there.
+	if err := l.admin("DROP DATABASE dev"); err != nil {
+		t.Fatal(err)
+	}
+	var pair []catFile
+	for _, f := range l.dataFiles() {
+		if f.id == f8 || f.id == f9 {
+			pair = append(pair, f)
+		}
+	}
+	l.compact(pair)
+	err := l.admin(fmt.Sprintf("CREATE DATABASE dev3 TEMPLATE lake LOCATION '%s/' AT_SNAPSHOT %d", t.TempDir(), at2))
+	if pgCode(err) != "0A000" {
+		t.Fatalf("a writable fork at a snapshot whose files the lake compacted since: %v, want 0A000", err)
+	}
+}

@@ -372,9 +372,9 @@ func deleteOrphans(v *lake) {
 	}
 }
 
-// fork creates a branch of the lake — kind 0 read-only, 1 writable, 2
-// read-only at a retained earlier snapshot, 3 writable from a read-only
-// branch (a tag) — and records what it reads.
+// fork creates a branch of the lake — kind 0 read-only, 1 writable, 2 at a
+// retained earlier snapshot (read-only or writable), 3 writable from a
+// read-only branch (a tag) — and records what it reads.
 func (m *branchModel) fork(rt *rapid.T, kind int) {
 	if kind == 3 {
 		var tags []*side
@@ -394,6 +394,7 @@ func (m *branchModel) fork(rt *rapid.T, kind int) {
 	view := *m.l
 	latest := m.l.latest()
 	at := latest.id
+	writable := kind == 1
 	sql := "CREATE DATABASE " + name + " TEMPLATE lake"
 	switch kind {
 	case 1:
@@ -407,13 +408,25 @@ func (m *branchModel) fork(rt *rapid.T, kind int) {
 		}
 		at = rapid.SampledFrom(retained).Draw(rt, "at")
 		sql += fmt.Sprintf(" AT_SNAPSHOT %d", at)
+		if writable = rapid.Bool().Draw(rt, "writable"); writable {
+			view.data = m.l.t.TempDir()
+			sql += " LOCATION '" + view.data + "/'"
+		}
 	}
 	if _, err := m.admin.Exec(m.l.ctx, sql).ReadAll(); err != nil {
+		if kind == 2 && writable && pgCode(err) == "0A000" {
+			// The lake compacted, since that snapshot, files it saw.
+			m.outcomes["writable fork at an earlier snapshot refused"]++
+			return
+		}
 		m.rt.Fatalf("fork: %v", err)
 	}
 	view.conn = m.l.connectTo(name)
-	_, nextRow, _, _ := m.l.tableStats()
-	b := &modelBranch{fork: at, nextFile: latest.nextFile, files: map[int64]bool{}, writable: kind == 1, nextRow: nextRow}
+	// It inherits the files below the lake's next_file_id that it holds;
+	// its row ids continue from the lake's next_row_id (a branch at an
+	// earlier snapshot keeps the lake's newest).
+	_, nextRow, _, _ := view.tableStats()
+	b := &modelBranch{fork: at, nextFile: latest.nextFile, files: map[int64]bool{}, writable: writable, nextRow: nextRow}
 	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b}
 	for _, r := range m.l.scan("ducklake_snapshot", "snapshot_id") {
 		if sn, _ := i8(r[0]); sn <= at {
@@ -423,11 +436,15 @@ func (m *branchModel) fork(rt *rapid.T, kind int) {
 	if got := view.latest().id; got != at {
 		rt.Fatalf("branch %s's newest snapshot is %d, want %d", name, got, at)
 	}
-	for _, f := range m.l.dataFiles() {
-		b.files[f.id] = true
+	for _, f := range view.dataFiles() {
+		if f.id < b.nextFile {
+			b.files[f.id] = true
+		}
 	}
-	for _, d := range m.l.deleteFiles() {
-		b.files[d.id] = true
+	for _, d := range view.deleteFiles() {
+		if d.id < b.nextFile {
+			b.files[d.id] = true
+		}
 	}
 	if kind == 0 {
 		b.dump = m.dump(m.l.conn)

@@ -630,6 +630,21 @@ func TestMergeOnAReplica(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// A writable fork at an earlier snapshot: its fork commit rewrites
+	// the lake's later rows away on the branch, and the replica follows
+	// that too.
+	first := queryOne(t, ctx, w.Conninfo("lake"), "SELECT min(snapshot_id) + 1 FROM ducklake_snapshot")
+	if err := execErr(ctx, admin, "CREATE DATABASE old TEMPLATE lake LOCATION '/lake/old/' AT_SNAPSHOT "+first); err != nil {
+		t.Fatal(err)
+	}
+	catchUp()
+	sameBranchAsStore(t, ctx, st, "old")
+	if got := queryOne(t, ctx, w.Conninfo("old"), "SELECT max(snapshot_id) FROM ducklake_snapshot"); got != first {
+		t.Fatalf("the branch at snapshot %s reads the head %s", first, got)
+	}
+	if err := execErr(ctx, admin, "DROP DATABASE old"); err != nil {
+		t.Fatal(err)
+	}
 	catchUp()
 	before := queryOne(t, ctx, w.Conninfo("lake"), "SELECT max(snapshot_id) FROM ducklake_snapshot")
 	if err := execErr(ctx, admin, "ALTER DATABASE dev MERGE_INTO lake"); err != nil {

@@ -21,7 +21,7 @@ import (
 
 // A read-only branch forked at an earlier snapshot of its parent is
 // served the parent's catalog at the fork without the snapshots after that
-// one (ducklake_snapshot, ducklake_snapshot_changes): DuckLake takes the
+// one (a writable one holds that catalog itself: catalog/branch_at.go) (ducklake_snapshot, ducklake_snapshot_changes): DuckLake takes the
 // newest snapshot it sees as the catalog's and reads every other table as
 // of it, by begin and end snapshot, as its time travel does.
 
@@ -32,7 +32,7 @@ func (v *Version) viewFor(schema, table string) (func([]datum.Value) bool, bool)
 	if v.branch == nil {
 		return nil, false
 	}
-	if v.branch.HasAt {
+	if v.branch.HasAt && !v.branch.Writable() {
 		if table != "ducklake_snapshot" && table != "ducklake_snapshot_changes" {
 			return nil, false
 		}
