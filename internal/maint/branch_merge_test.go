@@ -391,6 +391,9 @@ func TestMergeMatrix(t *testing.T) {
 		{"inlined insert / altered_table", func(e *env) { e.b.inlineInsert(e.inlined, 10) }, func(e *env) { e.l.addColumn("x") }, "40001"},
 		{"inlined delete / nothing", func(e *env) { e.b.inlineDelete(e.inlined, e.inlinedRow) }, func(e *env) {}, ""},
 		{"inlined insert / inlined insert", func(e *env) { e.b.inlineInsert(e.inlined, 10) }, func(e *env) { e.l.inlineInsert(e.inlined, 20) }, ""},
+		{"inlined delete / insert", func(e *env) { e.b.inlineDelete(e.inlined, e.inlinedRow) }, func(e *env) { e.l.insert(20) }, "40001"},
+		{"insert / inlined delete", func(e *env) { e.b.insert(10) }, func(e *env) { e.l.inlineDelete(e.inlined, e.inlinedRow) }, "40001"},
+		{"inlined insert / inlined delete", func(e *env) { e.b.inlineInsert(e.inlined, 10) }, func(e *env) { e.l.inlineDelete(e.inlined, e.inlinedRow) }, "40001"},
 		{"inlined delete / inlined delete", func(e *env) { e.b.inlineDelete(e.inlined, e.inlinedRow) }, func(e *env) { e.l.inlineDelete(e.inlined, e.inlinedRow) }, "40001"},
 		{"delete of its own new file / nothing", func(e *env) {
 			_, f := e.b.insert(10, 11)
