@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // Committer makes commits durable, pipelined: the catalog calls Submit with
@@ -366,6 +367,14 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		return fmt.Errorf("commit: %w", err)
 	}
 	cur := db.cur.Load()
+	if cur != t.base && t.consumes != nil {
+		// A merge is planned on the version it read: the ids it gave the
+		// branch's rows are the ones free there (MergeBranch plans again).
+		db.commitMu.Unlock()
+		t.drop()
+		return &Error{Kind: ErrSerialization, Code: pgcode.SerializationFailure,
+			Message: fmt.Sprintf("could not serialize access due to concurrent update: %q committed while the merge of %q was planned", db.name, t.consumes.name)}
+	}
 	sealed := t.sealed
 	var next *Version
 	switch {

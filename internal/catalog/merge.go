@@ -65,26 +65,36 @@ func (s *Server) MergeBranch(ctx context.Context, name, into string, plan func(m
 	if err := head.landed(ctx, s.opts.sealedWait()); err != nil {
 		return fmt.Errorf("merge: %w", err)
 	}
-	t := p.BeginLatest()
-	m := &Merge{Branch: b, Name: name, Fork: fork, Head: head, Txn: t}
-	if err := plan(m); err != nil {
-		t.Rollback()
-		return err
-	}
-	if !t.Dirty() {
-		t.Rollback()
-		return &Error{Kind: ErrNotMergeable, Code: pgcode.ObjectNotInPrerequisiteState,
-			Message: fmt.Sprintf("branch %q has nothing to merge into %q", name, into)}
-	}
 	// Wait for the branch's own commits to be durable: the merge must not
 	// publish what a failed store write of the branch would take back.
 	if err := db.WaitDurable(ctx, head); err != nil {
-		t.Rollback()
 		return fmt.Errorf("merge: %w", err)
 	}
-	t.consumes = db
-	return t.Commit(ctx)
+	// A merge is planned on the parent's newest version; when the parent
+	// commits before it does, it is planned again on the newer one.
+	for range mergeAttempts {
+		t := p.BeginLatest()
+		m := &Merge{Branch: b, Name: name, Fork: fork, Head: head, Txn: t}
+		if err = plan(m); err != nil {
+			t.Rollback()
+			return err
+		}
+		if !t.Dirty() {
+			t.Rollback()
+			return &Error{Kind: ErrNotMergeable, Code: pgcode.ObjectNotInPrerequisiteState,
+				Message: fmt.Sprintf("branch %q has nothing to merge into %q", name, into)}
+		}
+		t.consumes = db
+		if err = t.Commit(ctx); !errors.Is(err, ErrSerialization) {
+			return err
+		}
+	}
+	return err
 }
+
+// mergeAttempts bounds how often a merge is planned again because its
+// parent committed meanwhile.
+const mergeAttempts = 20
 
 // CheckMerge reports whether name is a writable branch of into that this
 // server can merge, without merging: the errors MergeBranch would return

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -745,6 +746,26 @@ func TestFixtureOnABranch(t *testing.T) {
 	}
 }
 
+// changeSets returns the changes_made of a lake's snapshots after after,
+// in snapshot order.
+func changeSets(t *testing.T, ctx context.Context, conninfo, after string) []string {
+	t.Helper()
+	c, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	res, err := c.Exec(ctx, "SELECT changes_made FROM ducklake_snapshot_changes WHERE snapshot_id > "+after+" ORDER BY snapshot_id").ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range res[0].Rows {
+		out = append(out, string(r[0]))
+	}
+	return out
+}
+
 // inlinedRows counts the live rows of each inlined data table a lake
 // names.
 func inlinedRows(t *testing.T, ctx context.Context, conninfo string) map[string]string {
@@ -764,4 +785,86 @@ func inlinedRows(t *testing.T, ctx context.Context, conninfo string) map[string]
 		out[name] = queryOne(t, ctx, conninfo, fmt.Sprintf("SELECT count(*) FROM %q WHERE _ducklake_end_snapshot IS NULL", name))
 	}
 	return out
+}
+
+// TestMergeUnderConcurrentCommits: a branch merges while writers commit
+// on the lake. The merge builds on the lake's commits that landed while it
+// planned, or is refused as a concurrent transaction is (40001) and
+// retried, until it goes through; the lake's writers never fail; the
+// branch's every snapshot is on the lake; and a replica's load of the
+// store equals the server. The race detector runs it in CI.
+func TestMergeUnderConcurrentCommits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	w, st := writerAndReplica(t, ctx)
+	lakeCfg := workload.Config{ConnString: w.Conninfo("lake"), Writers: 2, CommitsPerWriter: 150, Tables: 2, Seed: 7}
+	if err := workload.Prepare(ctx, lakeCfg); err != nil {
+		t.Fatal(err)
+	}
+	admin := w.Conninfo("postgres")
+	if err := execErr(ctx, admin, "CREATE DATABASE dev TEMPLATE lake LOCATION '/lake/dev/'"); err != nil {
+		t.Fatal(err)
+	}
+	fork := queryOne(t, ctx, w.Conninfo("dev"), "SELECT max(snapshot_id) FROM ducklake_snapshot")
+	devCfg := lakeCfg
+	devCfg.ConnString, devCfg.Writers, devCfg.CommitsPerWriter, devCfg.Seed = w.Conninfo("dev"), 1, 10, 8
+	if _, err := workload.Run(ctx, devCfg); err != nil {
+		t.Fatal(err)
+	}
+	devChanges := changeSets(t, ctx, w.Conninfo("dev"), fork)
+	var wg sync.WaitGroup
+	var lakeErr error
+	wg.Add(1)
+	go func() { defer wg.Done(); _, lakeErr = workload.Run(ctx, lakeCfg) }()
+	// Merge once the lake's writers are under way.
+	for queryOne(t, ctx, w.Conninfo("lake"), "SELECT max(snapshot_id) FROM ducklake_snapshot") == fork {
+		time.Sleep(time.Millisecond)
+	}
+	var merged error
+	refused := 0
+	for i := 0; i < 500; i++ {
+		if merged = execErr(ctx, admin, "ALTER DATABASE dev MERGE_INTO lake"); merged == nil {
+			break
+		}
+		var pe *pgconn.PgError
+		if !errors.As(merged, &pe) || pe.Code != "40001" {
+			t.Fatalf("merge under concurrent commits: %v, want done or refused as a concurrent transaction is (40001)", merged)
+		}
+		refused++
+	}
+	wg.Wait()
+	t.Logf("merge attempts refused before it went through: %d", refused)
+	if merged != nil {
+		t.Fatalf("the merge never went through: %v", merged)
+	}
+	if lakeErr != nil {
+		t.Fatalf("the lake's writers: %v", lakeErr)
+	}
+	// The lake's snapshots since the fork are dense, and the branch's
+	// change sets are among them, one after another, in order.
+	lake := changeSets(t, ctx, w.Conninfo("lake"), fork)
+	if n := queryOne(t, ctx, w.Conninfo("lake"), "SELECT max(snapshot_id) - "+fork+" FROM ducklake_snapshot"); n != fmt.Sprint(len(lake)) {
+		t.Fatalf("the lake holds %d snapshots after the fork, and its head is %s past it", len(lake), n)
+	}
+	run := strings.Join(devChanges, "\n")
+	found := false
+	for i := 0; i+len(devChanges) <= len(lake) && !found; i++ {
+		found = strings.Join(lake[i:i+len(devChanges)], "\n") == run
+	}
+	if !found || len(devChanges) == 0 {
+		t.Fatalf("the branch's %d change sets are not a run of the lake's %d since the fork", len(devChanges), len(lake))
+	}
+	if err := execErr(ctx, w.Conninfo("dev"), "SELECT 1"); err == nil || !strings.Contains(err.Error(), "3D000") {
+		t.Fatalf("connecting to the merged branch: %v, want 3D000", err)
+	}
+	if err := st.KV.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.catchUp(ctx, NewMetrics(), t.Logf); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := st.Cat.Lookup("dev"); ok {
+		t.Fatal("the replica still serves the merged branch")
+	}
+	sameAsStore(t, ctx, st)
 }
