@@ -331,3 +331,40 @@ func TestDeleteOverlap(t *testing.T) {
 		t.Fatal(diff)
 	}
 }
+
+// TestClassifyAll: every conflicting entry of mine is reported, each with
+// the entry of theirs it meets, in mine's order; Classify reports the
+// first of them.
+func TestClassifyAll(t *testing.T) {
+	mine, err := Parse(`inserted_into_table:1,inserted_into_table:2,deleted_from_table:3,created_table:"main"."t"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := Parse(`dropped_table:1,inserted_into_table:2,inserted_into_table:3,created_table:"main"."t"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ClassifyAll(mine, theirs, nil)
+	var desc []string
+	for _, c := range got {
+		desc = append(desc, c.Mine.String()+" / "+c.Theirs.String())
+	}
+	want := []string{
+		"inserted_into_table:1 / dropped_table:1",
+		"deleted_from_table:3 / inserted_into_table:3",
+		`created_table:"main"."t" / created_table:"main"."t"`,
+	}
+	if strings.Join(desc, "; ") != strings.Join(want, "; ") {
+		t.Fatalf("ClassifyAll: %v, want %v", desc, want)
+	}
+	first := Classify(mine, theirs, nil)
+	if first == nil || first.Error() != got[0].Error() {
+		t.Fatalf("Classify: %v, want the first of ClassifyAll: %v", first, got[0])
+	}
+	if s := got[0].Against("the parent"); s != "attempting to insert into table 1 but the parent has dropped it" {
+		t.Fatalf("Against: %q", s)
+	}
+	if ClassifyAll(mine, nil, nil) != nil || ClassifyAll(nil, theirs, nil) != nil {
+		t.Fatal("ClassifyAll with an empty side found conflicts")
+	}
+}
