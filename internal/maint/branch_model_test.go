@@ -25,6 +25,43 @@ type side struct {
 	rows map[int64]map[int64]int64
 	// branch is nil for the lake.
 	branch *modelBranch
+	// want is the oracle: the values its newest snapshot must read,
+	// derived from the commits made on it alone (inserted values, the
+	// value a row delete removed, a fork's starting values, a merge's
+	// changes); nil where the model cannot tell.
+	want map[int64]bool
+	// history is the lake's want at each snapshot (for forks at one).
+	history map[int64]map[int64]bool
+}
+
+// insert commits an insert of ids on s and adds them to its oracle.
+func (s *side) insert(ids ...int64) {
+	s.view.insert(ids...)
+	for _, id := range ids {
+		if s.want != nil {
+			s.want[id] = true
+		}
+	}
+}
+
+// deleteFirst commits the delete of f's first row on s and removes its
+// value (read from f's Parquet file) from the oracle.
+func (s *side) deleteFirst(f catFile) {
+	s.view.deleteRows(f, 0)
+	if s.want != nil {
+		delete(s.want, readData(s.view.t, s.view.local(f.path))[0].id)
+	}
+}
+
+func copyWant(w map[int64]bool) map[int64]bool {
+	if w == nil {
+		return nil
+	}
+	out := make(map[int64]bool, len(w))
+	for k := range w {
+		out[k] = true
+	}
+	return out
 }
 
 // modelBranch is a live branch of the model's lake and what it must keep
@@ -36,6 +73,8 @@ type modelBranch struct {
 	dump     map[string]string // a read-only branch's catalog at the lake's newest: the lake's then
 	writable bool
 	nextRow  int64 // the lake's next_row_id at the fork
+	// forkWant is the oracle's values at the fork.
+	forkWant map[int64]bool
 }
 
 // TestBranchModel forks a lake DuckLake writes real Parquet files for into
@@ -45,15 +84,20 @@ type modelBranch struct {
 // up scheduled files and deletes orphaned files; forks, merges and drops
 // branches (a merge of appends onto appends must go through; any merge,
 // once done, must read as the lake's rows plus the branch's changes at
-// every merged snapshot); and tries to write on a read-only one. A maintenance commit is refused
-// exactly when it would remove, schedule or expire what a branch reads of
-// the lake (on the lake), or what a branch inherited (on the branch);
-// writes on a read-only branch always are. After every step every file a
-// live snapshot of the lake or of a branch references is on disk, every
-// retained snapshot of each reads the rows it read when first seen (from
-// the Parquet files), a read-only branch's catalog is the lake's at its
-// fork, and moraine verify (the cross-branch rule included) passes; at the
-// end of a case a load of the store holds what the server does.
+// every merged snapshot); and tries to write on a read-only one. A
+// maintenance commit is refused exactly when it would remove, schedule or
+// expire what a branch reads of the lake (on the lake), or what a branch
+// inherited (on the branch); writes on a read-only branch always are.
+// After every step every file a live snapshot of the lake or of a branch
+// references is on disk; the newest snapshot of each reads exactly the
+// values its own commits make (side.want: the values inserted, less those
+// deleted, a fork starting from its parent's at the fork, a merge adding
+// the branch's changes), which is what a fresh catalog given the same
+// commits reads; every retained snapshot of each reads the rows it read
+// when first seen (from the Parquet files); a read-only branch's catalog
+// is the lake's at its fork; and moraine verify (the cross-branch rule
+// included) passes. At the end of a case a load of the store holds what
+// the server does.
 func TestBranchModel(t *testing.T) {
 	outcomes := map[string]int{}
 	defer func() { t.Logf("maintenance outcomes: %v", outcomes) }()
@@ -65,7 +109,8 @@ func TestBranchModel(t *testing.T) {
 		l := newLake(sc)
 		m := &branchModel{rt: rt, l: l, outcomes: outcomes}
 		m.admin = l.connectTo("postgres")
-		m.sides = []*side{{name: "lake", view: l, rows: map[int64]map[int64]int64{}}}
+		m.sides = []*side{{name: "lake", view: l, rows: map[int64]map[int64]int64{},
+			want: map[int64]bool{}, history: map[int64]map[int64]bool{0: {}, l.latest().id: {}}}}
 		n := 0
 		rt.Repeat(map[string]func(*rapid.T){
 			"insert": func(rt *rapid.T) {
@@ -76,7 +121,7 @@ func TestBranchModel(t *testing.T) {
 					n++
 					ids[i] = int64(n)
 				}
-				s.view.insert(ids...)
+				s.insert(ids...)
 			},
 			"deleteRows": func(rt *rapid.T) {
 				s := m.pick(rt)
@@ -84,7 +129,7 @@ func TestBranchModel(t *testing.T) {
 				if !ok {
 					rt.Skip("no live file without deletes")
 				}
-				s.view.deleteRows(f, 0)
+				s.deleteFirst(f)
 			},
 			"merge":   func(rt *rapid.T) { m.merge(rt, m.pick(rt)) },
 			"rewrite": func(rt *rapid.T) { m.rewrite(rt, m.pick(rt)) },
@@ -449,6 +494,12 @@ func (m *branchModel) fork(rt *rapid.T, kind int) {
 	if kind == 0 {
 		b.dump = m.dump(m.l.conn)
 	}
+	if kind == 2 {
+		s.want = copyWant(m.sides[0].history[at])
+	} else {
+		s.want = copyWant(m.sides[0].want)
+	}
+	b.forkWant = copyWant(s.want)
 	m.sides = append(m.sides, s)
 }
 
@@ -464,8 +515,8 @@ func (m *branchModel) forkTag(rt *rapid.T, tag *side) {
 	}
 	view.conn = m.l.connectTo(name)
 	t := tag.branch
-	b := &modelBranch{fork: t.fork, nextFile: t.nextFile, files: t.files, writable: true, nextRow: t.nextRow}
-	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b}
+	b := &modelBranch{fork: t.fork, nextFile: t.nextFile, files: t.files, writable: true, nextRow: t.nextRow, forkWant: copyWant(tag.want)}
+	s := &side{name: name, view: &view, rows: map[int64]map[int64]int64{}, branch: b, want: copyWant(tag.want)}
 	for sn, rows := range tag.rows {
 		s.rows[sn] = rows
 	}
@@ -490,7 +541,7 @@ func (m *branchModel) drop(i int) {
 func (m *branchModel) forkInsertMerge(rt *rapid.T, n int) int {
 	m.fork(rt, 1)
 	b := m.sides[len(m.sides)-1]
-	for _, v := range []*lake{b.view, m.l} {
+	for _, v := range []*side{b, m.sides[0]} {
 		for j := rapid.IntRange(0, 2).Draw(rt, "inserts"); j > 0; j-- {
 			n++
 			v.insert(int64(n))
@@ -498,7 +549,7 @@ func (m *branchModel) forkInsertMerge(rt *rapid.T, n int) int {
 	}
 	if b.view.latest().id == b.branch.fork {
 		n++
-		b.view.insert(int64(n))
+		b.insert(int64(n))
 	}
 	if !m.mergeBranch(rt, len(m.sides)-1) {
 		rt.Fatalf("a merge of appends onto appends was refused")
@@ -547,6 +598,23 @@ func (m *branchModel) mergeBranch(rt *rapid.T, i int) (merged bool) {
 		if got := m.l.rows(at); fmt.Sprint(got) != fmt.Sprint(want) {
 			rt.Fatalf("the lake at %d (%s's snapshot %d merged) reads %v, want %v", at, s.name, sn, got, want)
 		}
+	}
+	// The oracle: the lake's values, less what the branch deleted of
+	// what it forked with, plus what it added.
+	lake := m.sides[0]
+	if lake.want != nil && s.want != nil && b.forkWant != nil {
+		for v := range b.forkWant {
+			if !s.want[v] {
+				delete(lake.want, v)
+			}
+		}
+		for v := range s.want {
+			if !b.forkWant[v] {
+				lake.want[v] = true
+			}
+		}
+	} else {
+		lake.want = nil
 	}
 	m.sides = slices.Delete(m.sides, i, i+1)
 	return true
@@ -609,5 +677,32 @@ func (m *branchModel) check(rt *rapid.T) {
 			}
 		}
 	}
+	for _, s := range m.sides {
+		if s.want == nil {
+			continue
+		}
+		head := s.view.latest().id
+		got := map[int64]bool{}
+		for _, v := range s.view.rows(head) {
+			got[v] = true
+		}
+		if fmt.Sprint(got) != fmt.Sprint(s.want) {
+			rt.Fatalf("%s reads %v at its head %d; its commits alone make it %v", s.name, sortedVals(got), head, sortedVals(s.want))
+		}
+		if s.history != nil {
+			if _, ok := s.history[head]; !ok {
+				s.history[head] = copyWant(s.want)
+			}
+		}
+	}
 	m.l.verify("model step")
+}
+
+func sortedVals(m map[int64]bool) []int64 {
+	out := make([]int64, 0, len(m))
+	for v := range m {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
 }
