@@ -39,17 +39,23 @@ func lakeWithFiles(t *testing.T, n int) *catalog.Server {
 	return srv
 }
 
-// forkAllocs is the bytes a fork of srv's lake allocates.
+// forkAllocs is the bytes a fork of srv's lake allocates: the least of
+// five forks, since what else the process allocates meanwhile (the
+// runtime, the test framework) only adds to a reading.
 func forkAllocs(t *testing.T, srv *catalog.Server) uint64 {
 	t.Helper()
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	if _, err := srv.ForkDatabase(context.Background(), "dev", "lake", catalog.ForkOptions{}); err != nil {
-		t.Fatal(err)
+	least := uint64(1<<63 - 1)
+	for i := range 5 {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		if _, err := srv.ForkDatabase(context.Background(), fmt.Sprintf("dev%d", i), "lake", catalog.ForkOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
 	}
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
+	return least
 }
 
 // TestForkIsConstant: a fork allocates the same whatever the size of the
@@ -62,7 +68,7 @@ func TestForkIsConstant(t *testing.T) {
 	if b > a+a/2 {
 		t.Fatalf("a fork of 20000 data files allocates %d bytes, of 10 %d: it grows with the catalog", b, a)
 	}
-	dev, _ := large.Lookup("dev")
+	dev, _ := large.Lookup("dev0")
 	f, err := dev.Current().Table("public", "ducklake_data_file")
 	if err != nil || f.Len() != 20000 {
 		t.Fatalf("the branch reads %v data files (%v)", f.Len(), err)
