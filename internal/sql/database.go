@@ -89,13 +89,36 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 		return err
 	}
 	// The drop is durable: nothing the sessions on it stage can commit any
-	// more (catalog.Database.Dropped). Ending them is PostgreSQL's courtesy.
-	if t := s.ex.Terminate; t != nil {
+	// more (catalog.Database.Dropped). Ending them is PostgreSQL's courtesy,
+	// and as PostgreSQL, the drop returns once they have gone (or after
+	// five seconds): a client that goes on using one then learns it ended.
+	if t := s.ex.Terminate; t != nil && len(others) > 0 {
 		for _, o := range others {
 			t(o.pid)
 		}
+		s.ex.awaitGone(ctx, others)
 	}
 	return out.complete(verb)
+}
+
+// awaitGone returns once none of sessions is open, or after five seconds.
+func (ex *Executor) awaitGone(ctx context.Context, sessions []*Session) {
+	for i := 0; i < 50; i++ {
+		open := false
+		for _, o := range sessions {
+			if _, ok := ex.sessions.Load(o); ok {
+				open = true
+			}
+		}
+		if !open {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // awaitNoSessions returns once no other session is connected to db, or
