@@ -216,6 +216,11 @@ type Database struct {
 	// branch is set for a database forked from another (branch.go): what
 	// the branch reads, and its record in the store. Never changes.
 	branch *keyspace.Branch
+	// forkVer is a writable branch's version as its fork commit left it,
+	// the ancestor of every later one (what a merge diffs against,
+	// merge.go); nil for a branch loaded from the store. It holds little:
+	// later versions share all but what they changed.
+	forkVer *Version
 	// dropped is set, under commitMu, when a DropDatabase commit is
 	// submitted: no commit may follow it (it would write the catalogs the
 	// drop erases).
@@ -408,6 +413,9 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 			db.dropped.Store(true)
 		}
 		db.srv.consumed(t.consumes)
+		if t.ops[0].Kind == OpForkDatabase && db.branch != nil && db.branch.Writable() {
+			db.forkVer = next
+		}
 		db.cur.Store(next)
 		settleSealed(true)
 		db.advanceDurable(next)
@@ -427,6 +435,9 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		db.dropped.Store(true)
 	}
 	db.srv.consumed(t.consumes)
+	if t.ops[0].Kind == OpForkDatabase && db.branch != nil && db.branch.Writable() {
+		db.forkVer = next
+	}
 	db.cur.Store(next)
 	settleSealed(true)
 	db.commitMu.Unlock()

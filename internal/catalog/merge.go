@@ -32,9 +32,12 @@ type Merge struct {
 	// Branch is the branch's record; Name its database name.
 	Branch *keyspace.Branch
 	Name   string
-	// Fork is the branch's catalogs as it read its parent at the fork
-	// (under the parent's catalog ids); Head the branch's newest version.
+	// Fork is the branch as its fork commit left it; Head its newest
+	// version. Shared: Fork is Head's ancestor in memory, so the two share
+	// every B-tree node Head did not change (Table.Chunks); else Fork was
+	// read back from the store.
 	Fork, Head *Version
+	Shared     bool
 	// Txn is a transaction of the parent, at its newest version, which
 	// the planner fills with the merge's rows.
 	Txn *Txn
@@ -55,9 +58,12 @@ func (s *Server) MergeBranch(ctx context.Context, name, into string, plan func(m
 	if db.dropped.Load() {
 		return errNoDatabase(name)
 	}
-	fork, err := s.forkVersion(ctx, name, b)
-	if err != nil {
-		return err
+	fork, shared := db.forkVer, db.forkVer != nil
+	if !shared {
+		var err error
+		if fork, err = s.forkVersion(ctx, name, b); err != nil {
+			return err
+		}
 	}
 	// The branch's newest version: every commit before the lock was taken
 	// is published, and none follows until it is released.
@@ -74,7 +80,7 @@ func (s *Server) MergeBranch(ctx context.Context, name, into string, plan func(m
 	// commits before it does, it is planned again on the newer one.
 	for range mergeAttempts {
 		t := p.BeginLatest()
-		m := &Merge{Branch: b, Name: name, Fork: fork, Head: head, Txn: t}
+		m := &Merge{Branch: b, Name: name, Fork: fork, Head: head, Shared: shared, Txn: t}
 		if err = plan(m); err != nil {
 			t.Rollback()
 			return err

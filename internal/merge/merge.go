@@ -41,6 +41,7 @@
 package merge
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"reflect"
@@ -122,7 +123,7 @@ func plan(m *catalog.Merge, into string, now time.Time) (Result, error) {
 			continue
 		}
 		if _, ok := fs.Table("ducklake_snapshot"); !ok {
-			for _, n := range changedTables(fs, ds) {
+			for _, n := range changedTables(fs, ds, m.Shared) {
 				r.unsupported1("%s.%s: changed on the branch, and it is no DuckLake table", c.Schema, n)
 			}
 			continue
@@ -144,13 +145,14 @@ func plan(m *catalog.Merge, into string, now time.Time) (Result, error) {
 	return res, nil
 }
 
-// changedTables names the tables of two versions of a schema that differ.
-func changedTables(a, b *catalog.Schema) []string {
+// changedTables names the tables of two versions of a schema that differ
+// (shared: diffRows).
+func changedTables(a, b *catalog.Schema, shared bool) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, t := range a.Tables() {
 		seen[t.Name()] = true
-		if u, ok := b.Table(t.Name()); !ok || !sameRows(t, u) {
+		if u, ok := b.Table(t.Name()); !ok || !sameRows(t, u, shared) {
 			out = append(out, t.Name())
 		}
 	}
@@ -164,20 +166,28 @@ func changedTables(a, b *catalog.Schema) []string {
 }
 
 // sameRows reports whether two tables hold the same definition and rows.
-func sameRows(a, b *catalog.Table) bool {
+func sameRows(a, b *catalog.Table, shared bool) bool {
 	if a == b {
 		return true
 	}
-	rem, add := diffRows(a, b)
+	rem, add := diffRows(a, b, shared)
 	return len(rem) == 0 && len(add) == 0 && reflect.DeepEqual(a.Def().Columns, b.Def().Columns)
 }
 
 // diffRows returns the rows of a that b lacks and the rows of b that a
-// lacks, as multisets of encoded rows (ctids differ between a version read
-// from the store and one built in memory).
-func diffRows(a, b *catalog.Table) (removed, added []datum.Row) {
+// lacks. When b descends from a in memory (shared), they share the B-tree
+// leaves b did not change, which are skipped whole, and the rest is
+// matched by ctid (a live row keeps its ctid): O(what changed). Otherwise
+// (a read back from the store, its ctids laid out afresh) the rows are
+// matched as multisets of their encodings: O(rows).
+func diffRows(a, b *catalog.Table, shared bool) (removed, added []datum.Row) {
 	if a == b {
 		return nil, nil
+	}
+	if shared {
+		if rem, add, ok := diffShared(a, b); ok {
+			return rem, add
+		}
 	}
 	count := map[string]int{}
 	a.Scan(func(_ catalog.CTID, r datum.Row) bool {
@@ -200,6 +210,64 @@ func diffRows(a, b *catalog.Table) (removed, added []datum.Row) {
 		return true
 	})
 	return removed, added
+}
+
+// diffShared is diffRows over the B-tree leaves (catalog.Chunk) b does not
+// share with a; ok is false when a table is not published (no chunks).
+func diffShared(a, b *catalog.Table) (removed, added []datum.Row, ok bool) {
+	type item struct {
+		c catalog.CTID
+		r datum.Row
+	}
+	inA := map[catalog.ChunkKey]bool{}
+	if !a.Chunks(func(c catalog.Chunk) bool { inA[c.Key()] = true; return true }) {
+		return nil, nil, false
+	}
+	common := map[catalog.ChunkKey]bool{}
+	var as, bs []item
+	if !b.Chunks(func(c catalog.Chunk) bool {
+		if k := c.Key(); inA[k] {
+			common[k] = true
+			return true
+		}
+		for i := 0; i < c.Len(); i++ {
+			ct, r := c.Row(i)
+			bs = append(bs, item{ct, r})
+		}
+		return true
+	}) {
+		return nil, nil, false
+	}
+	a.Chunks(func(c catalog.Chunk) bool {
+		if common[c.Key()] {
+			return true
+		}
+		for i := 0; i < c.Len(); i++ {
+			ct, r := c.Row(i)
+			as = append(as, item{ct, r})
+		}
+		return true
+	})
+	// Both in ctid order: a row of a and a row of b at one ctid are the
+	// same row unless their bytes differ (an update moves a row to a new
+	// ctid; a freed ctid may be reused).
+	for i, j := 0, 0; i < len(as) || j < len(bs); {
+		switch {
+		case j == len(bs) || i < len(as) && as[i].c < bs[j].c:
+			removed = append(removed, as[i].r)
+			i++
+		case i == len(as) || bs[j].c < as[i].c:
+			added = append(added, bs[j].r)
+			j++
+		default:
+			if !bytes.Equal(as[i].r, bs[j].r) {
+				removed, added = append(removed, as[i].r), append(added, bs[j].r)
+			}
+			i++
+			j++
+		}
+	}
+	return removed, added, true
 }
 
 // planner merges one DuckLake catalog.
@@ -262,7 +330,6 @@ func (p *planner) run() (Result, error) {
 	}
 	p.devDirs = p.m.Head.TableDirs(p.schema, p.devDataPath)
 	p.rowIDs()
-	p.lakeTouched()
 	steps := []func() error{p.rows, p.stats}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -529,45 +596,55 @@ func (p *planner) rowIDs() {
 	}
 }
 
-// lakeTouched finds the pre-fork data files the parent deleted from or
-// ended since the fork: DuckLake's file-level conflict check.
-func (p *planner) lakeTouched() {
-	p.touched = map[int64]string{}
-	fork := p.c.Snapshot
-	if t, ok := p.lakeTable("ducklake_delete_file"); ok {
-		d := t.Def()
-		fi, bi := d.ColumnIndex("data_file_id"), d.ColumnIndex("begin_snapshot")
-		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
-			if v, err := r.Decode(t.Types(), nil); err == nil && v[bi].I > fork && v[fi].I < p.c.NextFileID {
-				p.touched[v[fi].I] = fmt.Sprintf("deleted rows of it in snapshot %d", v[bi].I)
-			}
-			return true
-		})
-	}
-	if t, ok := p.lakeTable("ducklake_data_file"); ok {
-		d := t.Def()
-		ii, ei := d.ColumnIndex("data_file_id"), d.ColumnIndex("end_snapshot")
-		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
-			if v, err := r.Decode(t.Types(), nil); err == nil && v[ii].I < p.c.NextFileID && !v[ei].IsNull() && v[ei].I > fork {
-				p.touched[v[ii].I] = fmt.Sprintf("ended it in snapshot %d", v[ei].I)
-			}
-			return true
-		})
-	}
-	sc, _ := p.lake().View().Schema(p.schema)
-	for _, t := range sc.Tables() {
-		if !strings.HasPrefix(t.Name(), keyspace.InlinedDeletePrefix) {
-			continue
+// touchedBy reports how the parent deleted from, or ended, the pre-fork
+// data file id since the fork, if it did: DuckLake's file-level conflict
+// check. The parent's delete files and inlined deletions are read once,
+// when the branch first deleted from a pre-fork file; its data file row by
+// key.
+func (p *planner) touchedBy(id int64) (string, bool) {
+	if p.touched == nil {
+		p.touched = map[int64]string{}
+		fork := p.c.Snapshot
+		if t, ok := p.lakeTable("ducklake_delete_file"); ok {
+			d := t.Def()
+			fi, bi := d.ColumnIndex("data_file_id"), d.ColumnIndex("begin_snapshot")
+			t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+				if v, err := r.Decode(t.Types(), nil); err == nil && v[bi].I > fork && v[fi].I < p.c.NextFileID {
+					p.touched[v[fi].I] = fmt.Sprintf("deleted rows of it in snapshot %d", v[bi].I)
+				}
+				return true
+			})
 		}
-		d := t.Def()
-		fi, bi := d.ColumnIndex("file_id"), d.ColumnIndex("begin_snapshot")
-		t.Scan(func(_ catalog.CTID, r datum.Row) bool {
-			if v, err := r.Decode(t.Types(), nil); err == nil && v[bi].I > fork && v[fi].I < p.c.NextFileID {
-				p.touched[v[fi].I] = fmt.Sprintf("deleted rows of it in snapshot %d", v[bi].I)
+		sc, _ := p.lake().View().Schema(p.schema)
+		for _, t := range sc.Tables() {
+			if !strings.HasPrefix(t.Name(), keyspace.InlinedDeletePrefix) {
+				continue
 			}
-			return true
-		})
+			d := t.Def()
+			fi, bi := d.ColumnIndex("file_id"), d.ColumnIndex("begin_snapshot")
+			t.Scan(func(_ catalog.CTID, r datum.Row) bool {
+				if v, err := r.Decode(t.Types(), nil); err == nil && v[bi].I > fork && v[fi].I < p.c.NextFileID {
+					p.touched[v[fi].I] = fmt.Sprintf("deleted rows of it in snapshot %d", v[bi].I)
+				}
+				return true
+			})
+		}
 	}
+	if why, ok := p.touched[id]; ok {
+		return why, true
+	}
+	t, ok := p.lakeTable("ducklake_data_file")
+	if !ok {
+		return "", false
+	}
+	_, row, ok := t.LookupKey([]datum.Value{datum.IntValue(id)})
+	if !ok {
+		return "removed it", true
+	}
+	if end, err := row.Column(t.Types(), t.Def().ColumnIndex("end_snapshot")); err == nil && !end.IsNull() && end.I > p.c.Snapshot {
+		return fmt.Sprintf("ended it in snapshot %d", end.I), true
+	}
+	return "", false
 }
 
 // deletesFrom records that the branch deleted from (or ended) the
@@ -577,7 +654,7 @@ func (p *planner) deletesFrom(tid, id int64, what string) {
 	if id >= p.c.NextFileID {
 		return
 	}
-	if why, ok := p.touched[id]; ok {
+	if why, ok := p.touchedBy(id); ok {
 		p.r.conflict("data file %d of table %d: the branch %s, and the parent %s", id, tid, what, why)
 	}
 }
@@ -617,7 +694,7 @@ func (p *planner) decodeDiff(name string) (*decoded, error) {
 			p.r.unsupported1("%s: its columns changed on the branch", name)
 			return nil, nil
 		}
-		rem, add = diffRows(ft, dt)
+		rem, add = diffRows(ft, dt, p.m.Shared)
 	}
 	for _, r := range rem {
 		v, err := r.Decode(dt.Types(), nil)

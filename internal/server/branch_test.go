@@ -746,6 +746,29 @@ func TestFixtureOnABranch(t *testing.T) {
 	}
 }
 
+// queryRows is every row sql returns, as text.
+func queryRows(t *testing.T, ctx context.Context, conninfo, sql string) string {
+	t.Helper()
+	c, err := pgconn.Connect(ctx, conninfo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	res, err := c.Exec(ctx, sql).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	var b strings.Builder
+	for _, r := range res[0].Rows {
+		for _, v := range r {
+			b.WriteString(string(v))
+			b.WriteByte('|')
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
 // changeSets returns the changes_made of a lake's snapshots after after,
 // in snapshot order.
 func changeSets(t *testing.T, ctx context.Context, conninfo, after string) []string {
@@ -867,4 +890,51 @@ func TestMergeUnderConcurrentCommits(t *testing.T) {
 		t.Fatal("the replica still serves the merged branch")
 	}
 	sameAsStore(t, ctx, st)
+}
+
+// TestMergeAfterRestart: a branch loaded from the store merges as one
+// merged in the process that forked it (its fork is then read back from
+// the store, not diffed in memory): the lake ends with the same rows
+// either way.
+func TestMergeAfterRestart(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	run := func(restart bool) map[string]string {
+		store := "file://" + t.TempDir()
+		w := start(t, store)
+		cfg := workload.Config{ConnString: w.Conninfo("lake"), Writers: 1, CommitsPerWriter: 5, Tables: 2, Seed: 11}
+		if err := workload.Prepare(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := workload.Run(ctx, cfg); err != nil {
+			t.Fatal(err)
+		}
+		if err := execErr(ctx, w.Conninfo("postgres"), "CREATE DATABASE dev TEMPLATE lake LOCATION '/lake/dev/'"); err != nil {
+			t.Fatal(err)
+		}
+		dev := cfg
+		dev.ConnString, dev.Seed = w.Conninfo("dev"), 12
+		if _, err := workload.Run(ctx, dev); err != nil {
+			t.Fatal(err)
+		}
+		if restart {
+			w.Stop(t)
+			w = start(t, store)
+		}
+		defer w.Stop(t)
+		if err := execErr(ctx, w.Conninfo("postgres"), "ALTER DATABASE dev MERGE_INTO lake"); err != nil {
+			t.Fatalf("merge (restart %v): %v", restart, err)
+		}
+		out := dumpDB(t, ctx, w.Conninfo("lake"))
+		// The runs' own: snapshot times, uuids, file names.
+		for _, table := range []string{"ducklake_snapshot", "ducklake_schema", "ducklake_table", "ducklake_data_file"} {
+			delete(out, table)
+		}
+		out["ids"] = queryRows(t, ctx, w.Conninfo("lake"), "SELECT data_file_id, table_id, begin_snapshot, end_snapshot, row_id_start, record_count FROM ducklake_data_file ORDER BY data_file_id")
+		out["tables"] = queryRows(t, ctx, w.Conninfo("lake"), "SELECT table_id, table_name, begin_snapshot FROM ducklake_table ORDER BY table_id")
+		out["head"] = queryRows(t, ctx, w.Conninfo("lake"), "SELECT snapshot_id, schema_version, next_catalog_id, next_file_id FROM ducklake_snapshot ORDER BY snapshot_id")
+		return out
+	}
+	inProcess, restarted := run(false), run(true)
+	sameTables(t, "the lake merged after a restart", inProcess, restarted)
 }
