@@ -119,6 +119,9 @@ func RunCatalogVsPG(ctx context.Context, o CatalogVsPG, stdout, stderr io.Writer
 	if err := timeForks(ctx, m, o.Postgres, pgCfg.Database, stdout); err != nil {
 		return err
 	}
+	if err := timeMerge(ctx, m, stdout); err != nil {
+		return err
+	}
 	rep := MedianRound(rounds)
 	rep.BuildSec, rep.CopySec, rep.CopiedRows = build.Seconds(), load.Seconds(), copied
 	if o.JSONOut != "" {
@@ -187,5 +190,50 @@ func timeForks(ctx context.Context, m *Moraine, pgAdmin, pgDB string, w io.Write
 	}
 	fmt.Fprintf(w, "fork (CREATE DATABASE … TEMPLATE): moraine %s (a branch, %s), PostgreSQL %s (a copy of %s): %.0f×\n",
 		mt.Round(time.Microsecond), added, pt.Round(time.Millisecond), size, float64(pt)/float64(mt))
+	return nil
+}
+
+// timeMerge forks the lake into a writable branch, commits ten one-file
+// inserts on it (DuckLake's statements for them) and times ALTER DATABASE
+// … MERGE_INTO back into the lake (docs/branches.md, "Merging").
+func timeMerge(ctx context.Context, m *Moraine, w io.Writer) error {
+	c, err := pgconn.Connect(ctx, m.ConnInfo("postgres"))
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	if _, err := c.Exec(ctx, "CREATE DATABASE bench_merge TEMPLATE lake LOCATION 's3://bench-merge/'").ReadAll(); err != nil {
+		return fmt.Errorf("moraine: writable fork: %w", err)
+	}
+	b, err := pgconn.Connect(ctx, m.ConnInfo("bench_merge"))
+	if err != nil {
+		return err
+	}
+	const commits = 10
+	for i := 0; i < commits; i++ {
+		res, err := b.Exec(ctx, "SELECT snapshot_id, schema_version, next_catalog_id, next_file_id FROM ducklake_snapshot WHERE snapshot_id = (SELECT MAX(snapshot_id) FROM ducklake_snapshot); SELECT min(table_id) FROM ducklake_table").ReadAll()
+		if err != nil || len(res) != 2 || len(res[0].Rows) != 1 || len(res[1].Rows) != 1 {
+			b.Close(context.Background())
+			return fmt.Errorf("moraine: the branch's head: %v", err)
+		}
+		r, tid := res[0].Rows[0], string(res[1].Rows[0][0])
+		var snap, nextFile int64
+		fmt.Sscan(string(r[0]), &snap)
+		fmt.Sscan(string(r[3]), &nextFile)
+		sql := fmt.Sprintf("BEGIN; INSERT INTO ducklake_snapshot VALUES (%d, NOW(), %s, %s, %d); "+
+			"INSERT INTO ducklake_data_file VALUES (%d, %s, %d, NULL, NULL, 'merge-%d.parquet', true, 'parquet', 10, 1000, 100, NULL, NULL, NULL, NULL, NULL, 1); "+
+			"INSERT INTO ducklake_snapshot_changes VALUES (%d, 'inserted_into_table:%s', NULL, NULL, NULL); COMMIT",
+			snap+1, r[1], r[2], nextFile+1, nextFile, tid, snap+1, nextFile, snap+1, tid)
+		if _, err := b.Exec(ctx, sql).ReadAll(); err != nil {
+			b.Close(context.Background())
+			return fmt.Errorf("moraine: commit on the branch: %w", err)
+		}
+	}
+	b.Close(context.Background())
+	t := time.Now()
+	if _, err := c.Exec(ctx, "ALTER DATABASE bench_merge MERGE_INTO lake").ReadAll(); err != nil {
+		return fmt.Errorf("moraine: merge: %w", err)
+	}
+	fmt.Fprintf(w, "merge (ALTER DATABASE … MERGE_INTO) of a writable branch's %d one-file commits into the lake: %s\n", commits, time.Since(t).Round(time.Microsecond))
 	return nil
 }
