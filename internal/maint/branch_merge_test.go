@@ -111,13 +111,26 @@ func mergeChecked(t *testing.T, l, b *lake, name string, f forkState) map[int64]
 	before := l.latest().id
 	lakeBefore := l.rows(before)
 	_, lakeNext, _, _ := l.tableStats()
+	newFiles := 0 // of every table
+	for _, table := range []string{"ducklake_data_file", "ducklake_delete_file"} {
+		for _, r := range b.scan(table, "begin_snapshot") {
+			if s, _ := i8(r[0]); s > f.snapshot {
+				newFiles++
+			}
+		}
+	}
 	b.conn.Close(l.ctx)
-	if err := l.admin("ALTER DATABASE " + name + " MERGE_INTO lake"); err != nil {
+	notices, err := l.adminNotices("ALTER DATABASE " + name + " MERGE_INTO lake")
+	if err != nil {
 		t.Fatalf("merge %s: %v", name, errDetail(err))
 	}
 	head := l.latest().id
 	if head != before+last-f.snapshot {
 		t.Fatalf("the merge of %d snapshots made the lake's head %d, want %d", last-f.snapshot, head, before+last-f.snapshot)
+	}
+	notice := fmt.Sprintf("merged snapshots %d to %d of %q into \"lake\" as its snapshots %d to %d (%d files)", f.snapshot+1, last, name, before+1, head, newFiles)
+	if len(notices) != 1 || notices[0] != notice {
+		t.Fatalf("the merge's notices %q, want %q", notices, notice)
 	}
 	var want map[int64]int64
 	for s := f.snapshot + 1; s <= last; s++ {

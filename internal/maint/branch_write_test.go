@@ -31,13 +31,25 @@ func (l *lake) connectTo(db string) *pgconn.PgConn {
 
 // admin runs sql on the maintenance database of l's server.
 func (l *lake) admin(sql string) error {
-	c, err := pgconn.Connect(l.ctx, "postgres://moraine@"+l.conn.Conn().RemoteAddr().String()+"/postgres?sslmode=disable")
+	_, err := l.adminNotices(sql)
+	return err
+}
+
+// adminNotices is admin, returning the notices the server sent.
+func (l *lake) adminNotices(sql string) ([]string, error) {
+	cfg, err := pgconn.ParseConfig("postgres://moraine@" + l.conn.Conn().RemoteAddr().String() + "/postgres?sslmode=disable")
 	if err != nil {
-		return err
+		return nil, err
+	}
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { notices = append(notices, n.Message) }
+	c, err := pgconn.ConnectConfig(l.ctx, cfg)
+	if err != nil {
+		return nil, err
 	}
 	defer c.Close(context.Background())
 	_, err = c.Exec(l.ctx, sql).ReadAll()
-	return err
+	return notices, err
 }
 
 // viewOf is the harness on database db of l's server, its data path data

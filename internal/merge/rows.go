@@ -103,7 +103,7 @@ func (p *planner) rows() error {
 			}
 		}
 	}
-	return p.release()
+	return nil
 }
 
 func isDynamic(name string) bool {
@@ -310,6 +310,7 @@ func (p *planner) file(name string, d *decoded, v, nv []datum.Value) bool {
 	if ri := d.col("path_is_relative"); ri >= 0 {
 		nv[ri] = datum.BoolValue(false)
 	}
+	p.files++
 	return true
 }
 
@@ -411,7 +412,7 @@ func (p *planner) schedule(d *decoded) {
 }
 
 // release hands the files the branch scheduled to the parent's deletion
-// schedule, as a dropped branch's are.
+// schedule, as a dropped branch's are (once nothing refused the merge).
 func (p *planner) release() error {
 	if len(p.released) == 0 {
 		return nil
