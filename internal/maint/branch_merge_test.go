@@ -46,6 +46,17 @@ func TestMergeBranch(t *testing.T) {
 	if err := l.admin("ALTER DATABASE lake MERGE_INTO postgres"); pgCode(err) != "42809" {
 		t.Fatalf("a merge of a database that is no branch: %v, want 42809", err)
 	}
+	for sql, code := range map[string]string{
+		"ALTER DATABASE nosuch MERGE_INTO lake":           "3D000",
+		"ALTER DATABASE dev MERGE_INTO ''":                "0A000",
+		"ALTER DATABASE dev WITH CONNECTION LIMIT 5":      "0A000",
+		"BEGIN; ALTER DATABASE dev MERGE_INTO lake":       "25001",
+		"ALTER DATABASE dev MERGE_INTO lake MERGE_INTO x": "22023",
+	} {
+		if err := l.admin(sql); pgCode(err) != code {
+			t.Fatalf("%s: %v, want %s", sql, err, code)
+		}
+	}
 	mergeChecked(t, l, b, "dev", fork)
 	records, next, _, _ := l.tableStats()
 	if records != lakeRecords+3 || next != lakeNext+3 {
