@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -335,9 +336,12 @@ func (p *planner) absolute(v []datum.Value, col func(string) int, table string) 
 	return path, true
 }
 
-// lakeRows finds the parent's rows of a table by their encoding.
+// lakeRows finds the parent's rows of a table: by primary key where the
+// table has one (data and delete files), else by encoding, indexing the
+// table once.
 type lakeRows struct {
-	at map[string]catalog.CTID
+	t  *catalog.Table
+	at map[string]catalog.CTID // nil until needed
 }
 
 func (p *planner) lakeRowsOf(lname string) *lakeRows {
@@ -345,12 +349,28 @@ func (p *planner) lakeRowsOf(lname string) *lakeRows {
 	if !ok {
 		return nil
 	}
-	l := &lakeRows{at: map[string]catalog.CTID{}}
-	t.Scan(func(c catalog.CTID, r datum.Row) bool {
-		l.at[string(r)] = c
-		return true
-	})
-	return l
+	return &lakeRows{t: t}
+}
+
+// find returns the ctid of the parent's row equal to raw (vals decoded).
+func (l *lakeRows) find(raw datum.Row, vals []datum.Value) (catalog.CTID, bool) {
+	if l.t.HasPrimaryKey() {
+		key := make([]datum.Value, 0, len(l.t.PrimaryKey()))
+		for _, i := range l.t.PrimaryKey() {
+			key = append(key, vals[i])
+		}
+		c, r, ok := l.t.LookupKey(key)
+		return c, ok && bytes.Equal(r, raw)
+	}
+	if l.at == nil {
+		l.at = map[string]catalog.CTID{}
+		l.t.Scan(func(c catalog.CTID, r datum.Row) bool {
+			l.at[string(r)] = c
+			return true
+		})
+	}
+	c, ok := l.at[string(raw)]
+	return c, ok
 }
 
 // end ends on the parent the row old (raw: its encoding at the fork),
@@ -366,7 +386,7 @@ func (p *planner) end(name, lname string, d *decoded, lake *lakeRows, raw datum.
 	case "ducklake_table":
 		p.droppedTable(old[d.col("table_id")].I)
 	}
-	at, ok := lake.at[string(raw)]
+	at, ok := lake.find(raw, old)
 	if !ok {
 		p.r.conflict("%s: the branch ended %s, and the parent changed or removed it since the fork", name, what)
 		return nil
