@@ -107,7 +107,7 @@ func TestBranchModel(t *testing.T) {
 		sc := &scope{TB: t}
 		defer sc.close()
 		l := newLake(sc)
-		m := &branchModel{rt: rt, l: l, outcomes: outcomes}
+		m := &branchModel{rt: rt, l: l, outcomes: outcomes, created: l.latest().id}
 		m.admin = l.connectTo("postgres")
 		m.sides = []*side{{name: "lake", view: l, rows: map[int64]map[int64]int64{},
 			want: map[int64]bool{}, history: map[int64]map[int64]bool{0: {}, l.latest().id: {}}}}
@@ -205,6 +205,7 @@ func (s *scope) close() {
 type branchModel struct {
 	rt       *rapid.T
 	l        *lake
+	created  int64 // the snapshot that created m
 	admin    *pgconn.PgConn
 	sides    []*side // the lake first, then the live branches
 	forks    int
@@ -451,9 +452,16 @@ func (m *branchModel) fork(rt *rapid.T, kind int) {
 			sn, _ := i8(r[0])
 			retained = append(retained, sn)
 		}
+		if writable = rapid.Bool().Draw(rt, "writable"); writable {
+			// Writes go to m: a writable branch starts where m exists.
+			retained = slices.DeleteFunc(retained, func(sn int64) bool { return sn < m.created })
+			if len(retained) == 0 {
+				rt.Skip("m's snapshot is expired")
+			}
+		}
 		at = rapid.SampledFrom(retained).Draw(rt, "at")
 		sql += fmt.Sprintf(" AT_SNAPSHOT %d", at)
-		if writable = rapid.Bool().Draw(rt, "writable"); writable {
+		if writable {
 			view.data = m.l.t.TempDir()
 			sql += " LOCATION '" + view.data + "/'"
 		}
