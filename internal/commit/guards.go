@@ -148,6 +148,11 @@ func checkLakeGuards(c *catalog.Commit, schema string, ops []*catalog.Op, mine c
 			return err
 		}
 	}
+	for _, fo := range []*fileOps{data, dels} {
+		if err := guardFileTables(c, schema, fo); err != nil {
+			return err
+		}
+	}
 	if err := guardNextRowID(c, schema, ops); err != nil {
 		return err
 	}
@@ -235,6 +240,49 @@ func guardDataFiles(c *catalog.Commit, schema string, data, dels *fileOps, mine 
 				return integrityErr("data file %d of table %d %s is removed while %d inlined deletions of its rows remain: they must go with it, or be materialized first",
 					fid, tid, data.span(v), n)
 			}
+		}
+	}
+	return nil
+}
+
+// guardFileTables: a file the commit registers belongs to a table the
+// catalog holds, live, once the commit lands: DuckLake never registers a
+// file of a table it does not have, and such a row would hide from every
+// read and trip the maintenance that met it.
+func guardFileTables(c *catalog.Commit, schema string, fo *fileOps) error {
+	if fo == nil || len(fo.inserted) == 0 || fo.cols.table < 0 || !guardOn("file-table-live") {
+		return nil
+	}
+	t, err := c.Next.Table(schema, "ducklake_table")
+	if err != nil {
+		return nil
+	}
+	tid, end := t.Def().ColumnIndex("table_id"), t.Def().ColumnIndex("end_snapshot")
+	if tid < 0 || end < 0 {
+		return nil
+	}
+	live := map[int64]bool{}
+	isLive := func(id int64) bool {
+		if v, ok := live[id]; ok {
+			return v
+		}
+		found := false
+		match := func(_ catalog.CTID, r datum.Row) bool {
+			v, err := r.Decode(t.Types(), nil)
+			found = err == nil && !v[tid].IsNull() && v[tid].I == id && v[end].IsNull()
+			return !found
+		}
+		if !t.LookupPrefix([]datum.Value{datum.IntValue(id)}, match) {
+			t.Scan(match)
+		}
+		live[id] = found
+		return found
+	}
+	for id, v := range fo.inserted {
+		if v[fo.cols.table].IsNull() || !isLive(v[fo.cols.table].I) {
+			return &Error{Kind: ErrIntegrity, Code: pgcode.ForeignKeyViolation, Message: fmt.Sprintf(
+				"%s row %d names table %s, which the catalog does not hold live: a file belongs to a table it has",
+				tableNameOf(fo), id, datum.FormatText(datum.Int8, v[fo.cols.table]))}
 		}
 	}
 	return nil

@@ -1,12 +1,14 @@
 package commit
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/pgcode"
 )
 
 // Each test here reproduces a commit that would corrupt a lake and checks
@@ -279,4 +281,26 @@ func TestMergeHardDeletesChildrenFirst(t *testing.T) {
 	if cur, hist := h.keys(keyspace.KindDataFile); cur != 1 || hist != 0 {
 		t.Fatalf("after a children-first merge: %d current, %d history data-file keys; want 1 and 0", cur, hist)
 	}
+}
+
+// TestFileOfALiveTable: a commit registers data and delete files only of a
+// table the catalog holds live once it lands (one it creates in the same
+// commit included); a file of a table it never had, or has dropped, would
+// hide from every read.
+func TestFileOfALiveTable(t *testing.T) {
+	h := lakeWithFile(t)
+	err := h.refused(ErrIntegrity, func(tx *catalog.Txn) {
+		h.snap(tx, 3, "inserted_into_table:9")
+		h.insert(tx, "ducklake_data_file", "1", "9", "3", "NULL", "NULL", "g.parquet", "true", "parquet",
+			"10", "1000", "100", "100", "NULL", "NULL", "NULL", "NULL", "1")
+	})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != pgcode.ForeignKeyViolation || !strings.Contains(e.Message, "names table 9") {
+		t.Fatalf("a file of a table the catalog never had: %v, want 23503 naming table 9", err)
+	}
+	h.refusedSaying(ErrIntegrity, "names table 1", func(tx *catalog.Txn) {
+		h.snap(tx, 3, "dropped_table:1,inserted_into_table:1")
+		h.set(tx, "ducklake_table", "table_id", "1", "end_snapshot", "3")
+		h.insert(tx, "ducklake_delete_file", "1", "1", "3", "NULL", "0", "d.parquet", "true", "parquet", "1", "100", "10", "NULL", "NULL", "1")
+	})
 }

@@ -46,6 +46,7 @@ const (
 const (
 	IntegrityConstraintViolation = "23000"
 	NotNullViolation             = "23502"
+	ForeignKeyViolation          = "23503"
 	UniqueViolation              = "23505"
 )
 
