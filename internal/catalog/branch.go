@@ -275,7 +275,7 @@ func (s *Server) checkBranches(db *Database, ops []Op) error {
 	if db.branch != nil {
 		// The fork commit itself removes, at an earlier snapshot, the
 		// parent's later files (branch_at.go): not its inherited ones.
-		if db.branch.Writable() && touchesFiles(ops) && ops[0].Kind != OpForkDatabase {
+		if db.branch.Writable() && touchesFiles(ops) && !ForkCommit(ops) {
 			return db.checkOwnFiles(ops)
 		}
 		return nil

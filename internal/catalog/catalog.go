@@ -409,13 +409,7 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 	cm := db.srv.opts.Committer
 	if cm == nil {
 		// In memory only: the commit is durable as it is published.
-		if dropsDatabase(t.ops) {
-			db.dropped.Store(true)
-		}
-		db.srv.consumed(t.consumes)
-		if t.ops[0].Kind == OpForkDatabase && db.branch != nil && db.branch.Writable() {
-			db.forkVer = next
-		}
+		db.landed(t, next)
 		db.cur.Store(next)
 		settleSealed(true)
 		db.advanceDurable(next)
@@ -431,13 +425,7 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		settleSealed(false)
 		return fmt.Errorf("commit: %w", err)
 	}
-	if dropsDatabase(t.ops) {
-		db.dropped.Store(true)
-	}
-	db.srv.consumed(t.consumes)
-	if t.ops[0].Kind == OpForkDatabase && db.branch != nil && db.branch.Writable() {
-		db.forkVer = next
-	}
+	db.landed(t, next)
 	db.cur.Store(next)
 	settleSealed(true)
 	db.commitMu.Unlock()
@@ -465,6 +453,20 @@ func (db *Database) commit(ctx context.Context, t *Txn, published func()) error 
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("commit: outcome unknown: %w", ctx.Err())
+	}
+}
+
+// landed records what a commit of t, queued as next, does beyond its
+// version: a drop ends the database, a merge the branch it consumed, and
+// a writable branch's fork commit leaves the version its merge diffs
+// against. REQUIRES: db.commitMu.
+func (db *Database) landed(t *Txn, next *Version) {
+	if dropsDatabase(t.ops) {
+		db.dropped.Store(true)
+	}
+	db.srv.consumed(t.consumes)
+	if ForkCommit(t.ops) && db.branch != nil && db.branch.Writable() {
+		db.forkVer = next
 	}
 }
 

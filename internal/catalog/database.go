@@ -122,3 +122,7 @@ func (db *Database) Dropped() bool { return db.dropped.Load() }
 
 // dropsDatabase reports whether ops are a DropDatabase commit.
 func dropsDatabase(ops []Op) bool { return len(ops) == 1 && ops[0].Kind == OpDropDatabase }
+
+// ForkCommit reports whether ops are a fork's commit (ForkDatabase): its
+// op comes first, then the rows a writable fork writes on the branch.
+func ForkCommit(ops []Op) bool { return len(ops) > 0 && ops[0].Kind == OpForkDatabase }

@@ -192,7 +192,8 @@ func (t *translation) branchKeys(p *Pipeline) {
 // recordSeq is the seq of the stored record of the branch called name.
 // REQUIRES: p.mu.
 func (p *Pipeline) recordSeq(ctx context.Context, name string) (uint64, error) {
-	return recordSeq(ctx, p.store, name, false)
+	_, own, err := recordSeqs(ctx, p.store, name)
+	return own, err
 }
 
 // BranchSeq returns the seqs of the stored record of the branch called
@@ -202,21 +203,14 @@ func (p *Pipeline) recordSeq(ctx context.Context, name string) (uint64, error) {
 func BranchSeq(s interface {
 	ScanPrefix(ctx context.Context, prefix []byte) *slate.Iterator
 }) func(ctx context.Context, name string) (base, own uint64, err error) {
-	return func(ctx context.Context, name string) (uint64, uint64, error) {
-		own, err := recordSeq(ctx, s, name, false)
-		if err != nil {
-			return 0, 0, err
-		}
-		base, err := recordSeq(ctx, s, name, true)
-		return base, own, err
-	}
+	return func(ctx context.Context, name string) (uint64, uint64, error) { return recordSeqs(ctx, s, name) }
 }
 
-// recordSeq is the seq of the stored record of the branch called name, or,
-// if base, the seq it reads its parent at.
-func recordSeq(ctx context.Context, s interface {
+// recordSeqs reads the record of the branch called name: the seq it reads
+// its parent at, and its own.
+func recordSeqs(ctx context.Context, s interface {
 	ScanPrefix(ctx context.Context, prefix []byte) *slate.Iterator
-}, name string, base bool) (uint64, error) {
+}, name string) (base, own uint64, err error) {
 	key := keyspace.BranchKey(name)
 	it := s.ScanPrefix(ctx, key)
 	defer it.Close()
@@ -224,20 +218,20 @@ func recordSeq(ctx context.Context, s interface {
 		if string(it.Key()) != string(key) {
 			continue
 		}
-		seq := it.Seq()
-		if base {
-			if _, b, err := keyspace.DecodeBranch(it.Key(), it.Value()); err != nil {
-				return 0, err
-			} else if b.Base != 0 {
-				seq = b.Base
-			}
+		_, b, err := keyspace.DecodeBranch(it.Key(), it.Value())
+		if err != nil {
+			return 0, 0, err
 		}
-		return seq, nil
+		own = it.Seq()
+		if base = own; b.Base != 0 {
+			base = b.Base
+		}
+		return base, own, nil
 	}
 	if err := closeIter(it); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return 0, fmt.Errorf("commit: branch %q has no stored record", name)
+	return 0, 0, fmt.Errorf("commit: branch %q has no stored record", name)
 }
 
 // PinnedReader is the catalog.ReadAt over a store's snapshots at given

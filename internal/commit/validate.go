@@ -29,10 +29,7 @@ func (p *Pipeline) validate(ctx context.Context, c *catalog.Commit) error {
 			byCatalog[o.Schema] = append(byCatalog[o.Schema], o)
 		}
 	}
-	forks := false
-	for i := range c.Ops {
-		forks = forks || c.Ops[i].Kind == catalog.OpForkDatabase
-	}
+	forks := catalog.ForkCommit(c.Ops)
 	for schema, ops := range byCatalog {
 		if forks {
 			// The rows of a fork commit are the server's own, not a

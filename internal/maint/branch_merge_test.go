@@ -220,11 +220,17 @@ func errDetail(err error) string {
 	return fmt.Sprint(err)
 }
 
-// compact commits merge_adjacent_files over files, row-id adjacent
-// inserts: the output keeps their row_id_start and embeds snapshot ids.
+// compact commits merge_adjacent_files over files (adjacentMerge).
 func (l *lake) compact(files []catFile) {
 	l.t.Helper()
-	l.commit(func(s snap) []string {
+	l.commit(l.adjacentMerge(files))
+}
+
+// adjacentMerge is merge_adjacent_files' commit over files, row-id
+// adjacent inserts: the output keeps their row_id_start and embeds
+// snapshot ids.
+func (l *lake) adjacentMerge(files []catFile) func(s snap) []string {
+	return func(s snap) []string {
 		rows := l.mergeRows(files)
 		for i := range rows {
 			rows[i].hasRowID = false
@@ -232,7 +238,7 @@ func (l *lake) compact(files []catFile) {
 		path := fmt.Sprintf("ducklake-merged-%d.parquet", s.nextFile)
 		n := writeData(l.t, l.local(path), rows, false, true)
 		return l.mergeSQL(s, files, path, rows, n, files[0].rowIDStart, true)
-	})
+	}
 }
 
 // filesFrom returns l's live data files with ids from id on.

@@ -312,15 +312,7 @@ func (m *branchModel) merge(rt *rapid.T, s *side) {
 	for i, f := range srcs {
 		ids[i] = f.id
 	}
-	err := v.tryCommit(func(sn snap) []string {
-		rows := v.mergeRows(srcs)
-		for i := range rows {
-			rows[i].hasRowID = false
-		}
-		path := fmt.Sprintf("ducklake-merged-%d.parquet", sn.nextFile)
-		n := writeData(v.t, v.local(path), rows, false, true)
-		return v.mergeSQL(sn, srcs, path, rows, n, srcs[0].rowIDStart, true)
-	})
+	err := v.tryCommit(v.adjacentMerge(srcs))
 	m.expectRefusal(rt, fmt.Sprintf("merging files %v on %s", ids, s.name), err, m.refusers(s, ids, nil))
 }
 

@@ -164,15 +164,7 @@ func TestWritableBranch(t *testing.T) {
 	if len(own) != 2 {
 		t.Fatalf("the branch's own live files: %+v", own)
 	}
-	b.commit(func(s snap) []string {
-		rows := b.mergeRows(own)
-		for i := range rows {
-			rows[i].hasRowID = false
-		}
-		path := fmt.Sprintf("ducklake-merged-%d.parquet", s.nextFile)
-		n := writeData(t, b.local(path), rows, false, true)
-		return b.mergeSQL(s, own, path, rows, n, own[0].rowIDStart, true)
-	})
+	b.compact(own)
 	removed := b.cleanup()
 	if len(removed) != 2 || !strings.HasPrefix(removed[0], b.data) {
 		t.Fatalf("the branch's cleanup removed %v, want its two merged sources under %s", removed, b.data)

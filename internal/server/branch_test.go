@@ -100,6 +100,16 @@ func wantCode(t *testing.T, what string, err error, code, text string) {
 // queryOne runs a query returning one value.
 func queryOne(t *testing.T, ctx context.Context, conninfo, sql string) string {
 	t.Helper()
+	rows := queryAll(t, ctx, conninfo, sql)
+	if len(rows) != 1 {
+		t.Fatalf("%s: %d rows", sql, len(rows))
+	}
+	return string(rows[0][0])
+}
+
+// queryAll is the rows sql returns (one statement), as text.
+func queryAll(t *testing.T, ctx context.Context, conninfo, sql string) [][][]byte {
+	t.Helper()
 	c, err := pgconn.Connect(ctx, conninfo)
 	if err != nil {
 		t.Fatal(err)
@@ -109,10 +119,10 @@ func queryOne(t *testing.T, ctx context.Context, conninfo, sql string) string {
 	if err != nil {
 		t.Fatalf("%s: %v", sql, err)
 	}
-	if len(res) != 1 || len(res[0].Rows) != 1 {
+	if len(res) != 1 {
 		t.Fatalf("%s: %d results", sql, len(res))
 	}
-	return string(res[0].Rows[0][0])
+	return res[0].Rows
 }
 
 // TestBranch forks a lake DuckLake built (the captured commit mix) and
@@ -749,17 +759,8 @@ func TestFixtureOnABranch(t *testing.T) {
 // queryRows is every row sql returns, as text.
 func queryRows(t *testing.T, ctx context.Context, conninfo, sql string) string {
 	t.Helper()
-	c, err := pgconn.Connect(ctx, conninfo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	res, err := c.Exec(ctx, sql).ReadAll()
-	if err != nil {
-		t.Fatalf("%s: %v", sql, err)
-	}
 	var b strings.Builder
-	for _, r := range res[0].Rows {
+	for _, r := range queryAll(t, ctx, conninfo, sql) {
 		for _, v := range r {
 			b.WriteString(string(v))
 			b.WriteByte('|')
@@ -773,17 +774,8 @@ func queryRows(t *testing.T, ctx context.Context, conninfo, sql string) string {
 // in snapshot order.
 func changeSets(t *testing.T, ctx context.Context, conninfo, after string) []string {
 	t.Helper()
-	c, err := pgconn.Connect(ctx, conninfo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	res, err := c.Exec(ctx, "SELECT changes_made FROM ducklake_snapshot_changes WHERE snapshot_id > "+after+" ORDER BY snapshot_id").ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, r := range res[0].Rows {
+	for _, r := range queryAll(t, ctx, conninfo, "SELECT changes_made FROM ducklake_snapshot_changes WHERE snapshot_id > "+after+" ORDER BY snapshot_id") {
 		out = append(out, string(r[0]))
 	}
 	return out
@@ -793,17 +785,8 @@ func changeSets(t *testing.T, ctx context.Context, conninfo, after string) []str
 // names.
 func inlinedRows(t *testing.T, ctx context.Context, conninfo string) map[string]string {
 	t.Helper()
-	c, err := pgconn.Connect(ctx, conninfo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
-	res, err := c.Exec(ctx, "SELECT table_name FROM ducklake_inlined_data_tables").ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, r := range res[0].Rows {
+	for _, r := range queryAll(t, ctx, conninfo, "SELECT table_name FROM ducklake_inlined_data_tables") {
 		name := string(r[0])
 		out[name] = queryOne(t, ctx, conninfo, fmt.Sprintf("SELECT count(*) FROM %q WHERE _ducklake_end_snapshot IS NULL", name))
 	}

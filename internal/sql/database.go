@@ -103,22 +103,30 @@ func (s *Session) databaseStmt(ctx context.Context, n *pg.Node, out sink) error 
 
 // awaitGone returns once none of sessions is open, or after five seconds.
 func (ex *Executor) awaitGone(ctx context.Context, sessions []*Session) {
-	for i := 0; i < 50; i++ {
-		open := false
+	_ = await(ctx, func() bool {
 		for _, o := range sessions {
 			if _, ok := ex.sessions.Load(o); ok {
-				open = true
+				return false
 			}
 		}
-		if !open {
-			return
+		return true
+	})
+}
+
+// await polls done every 100 ms until it holds or five seconds (PostgreSQL's
+// wait for backends to go) have passed; it fails only with ctx.
+func await(ctx context.Context, done func() bool) error {
+	for i := 0; !done(); i++ {
+		if i == 50 {
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+	return nil
 }
 
 // awaitNoSessions returns once no other session is connected to db, or
@@ -126,14 +134,9 @@ func (ex *Executor) awaitGone(ctx context.Context, sessions []*Session) {
 // moment (up to five seconds) to go, since a client that just disconnected
 // may still be counted.
 func (s *Session) awaitNoSessions(ctx context.Context, db string) ([]*Session, error) {
-	others := s.ex.sessionsOn(db, s)
-	for i := 0; i < 50 && len(others) > 0; i++ {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-		others = s.ex.sessionsOn(db, s)
+	var others []*Session
+	if err := await(ctx, func() bool { others = s.ex.sessionsOn(db, s); return len(others) == 0 }); err != nil {
+		return nil, err
 	}
 	if len(others) == 0 {
 		return nil, nil
