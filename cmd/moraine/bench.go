@@ -14,6 +14,7 @@ var benchmarks = []command{
 	{"catalog", "DuckLake's attach and first-query reads of a large catalog, beside PostgreSQL", benchCatalogMain},
 	{"store", "durable commit latency on an object store, beside PostgreSQL on local disk", benchStoreMain},
 	{"replica", "read replicas following a busy writer: lag, CPU per applied commit, start-up, at catalog sizes", benchReplicaMain},
+	{"recorded", "serve captured conversations with PostgreSQL's recorded answers (bench replay's floor)", benchRecordedMain},
 }
 
 func benchUsage(w io.Writer) {

@@ -11,6 +11,46 @@ import (
 	"github.com/moraine-db/moraine/internal/replay"
 )
 
+// benchRecordedMain is `moraine bench recorded`: the fixtures named by
+// --transcripts served with PostgreSQL's recorded answers until a signal
+// (internal/bench/recorded.go); bench replay runs it as a child process.
+func benchRecordedMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("bench recorded --transcripts NAMES [flags]", stdout, stderr)
+	names := fs.String("transcripts", "", "comma-separated fixture names (required)")
+	listen := fs.String("listen", "127.0.0.1:0", "`host:port` to accept replays on")
+	dir := fs.String("dir", "", "parent directory of the durable-write file (default: the system's temporary directory)")
+	logFormat := fs.String("log-format", "text", "log format: text or json")
+	if code, ok := fs.parse(args, noArgs); !ok {
+		return code
+	}
+	trs, err := loadFixtures(*names)
+	if err != nil || len(trs) == 0 {
+		fmt.Fprintf(stderr, "bench recorded: --transcripts: %v\n", err)
+		return 2
+	}
+	if err := bench.ServeRecorded(ctx, trs, *listen, *dir, newLogger(stderr, *logFormat, "info")); err != nil {
+		fmt.Fprintf(stderr, "bench recorded: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// loadFixtures loads the comma-separated fixtures names.
+func loadFixtures(names string) ([]*replay.Transcript, error) {
+	var trs []*replay.Transcript
+	for n := range strings.SplitSeq(names, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		tr, err := replay.LoadFixture(n)
+		if err != nil {
+			return nil, err
+		}
+		trs = append(trs, tr)
+	}
+	return trs, nil
+}
+
 // benchReplayMain is `moraine bench replay`: the captured conversations of
 // the real client, replayed against a fresh moraine serve process and a
 // PostgreSQL on this machine, comparing the servers' CPU per commit
@@ -21,6 +61,7 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 	names := fs.String("transcripts", "s11_commit_mix,s05_inlining,s01_basic,s08_contention", "comma-separated fixture names (single-lake conversations)")
 	clients := fs.String("clients", "1,16", "comma-separated numbers of concurrent replays, each on a lake of its own")
 	rounds := fs.Int("rounds", 3, "replays of each transcript per client count and server")
+	floor := fs.Bool("floor", true, "also replay one-client rounds against PostgreSQL's recorded answers (`bench recorded`): the CPU any server spends on the conversation's round trips and flushes")
 	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
@@ -33,16 +74,10 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "bench replay: --clients: %v\n", err)
 		return 2
 	}
-	var trs []*replay.Transcript
-	for _, n := range strings.Split(*names, ",") {
-		tr, err := replay.LoadFixture(strings.TrimSpace(n))
-		if err == nil {
-			trs = append(trs, tr)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "bench replay: %v\n", err)
-			return 2
-		}
+	trs, err := loadFixtures(*names)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench replay: %v\n", err)
+		return 2
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -62,7 +97,17 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 		fmt.Fprintf(stderr, "bench replay: %v\n", err)
 		return 1
 	}
-	rows, err := bench.RunReplay(ctx, trs, concurrency, *rounds, []bench.ReplayTarget{pt, bench.MoraineTarget(m)}, stderr)
+	targets := []bench.ReplayTarget{pt, bench.MoraineTarget(m)}
+	if *floor {
+		f, err := bench.StartRecorded(ctx, exe, trs)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench replay: %v\n", err)
+			return 1
+		}
+		defer f.Stop()
+		targets = append(targets, bench.RecordedTarget(f))
+	}
+	rows, err := bench.RunReplay(ctx, trs, concurrency, *rounds, targets, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return 1

@@ -338,8 +338,8 @@ func TestBenchReplicaSmoke(t *testing.T) {
 }
 
 // TestBenchReplaySmoke replays one small conversation once on each server
-// (the child is this test binary run as moraine) and checks the per-kind
-// table and the final ratio.
+// and on the floor (the children are this test binary run as moraine) and
+// checks the per-kind table, the floor's cells and the final ratio.
 func TestBenchReplaySmoke(t *testing.T) {
 	pg := testenv.Postgres(t)
 	t.Setenv("MORAINE_TEST_AS_MAIN", "1")
@@ -352,5 +352,14 @@ func TestBenchReplaySmoke(t *testing.T) {
 	checkRatio(t, out.String())
 	if !regexp.MustCompile(`(?m)^\s*s01_basic\s+inlined_insert\s+1\s`).MatchString(out.String()) {
 		t.Fatalf("no per-kind row for s01's inlined insert:\n%s", out.String())
+	}
+	// The one-client row ends with the floor's CPU per commit and
+	// PostgreSQL's ratio to it.
+	row := regexp.MustCompile(`(?m)^\s*s01_basic\s+1\s+\d+\s.*\s(\S+)\s+(\d+\.\d+)×\s*$`).FindStringSubmatch(out.String())
+	if row == nil {
+		t.Fatalf("no floor cells in s01's one-client row:\n%s", out.String())
+	}
+	if d, err := time.ParseDuration(row[1]); err != nil || d <= 0 {
+		t.Fatalf("floor CPU per commit %q: %v", row[1], err)
 	}
 }

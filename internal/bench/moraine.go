@@ -101,7 +101,7 @@ func StartMoraine(ctx context.Context, spec StoreSpec) (*Moraine, error) {
 	if spec.Process != "" {
 		// The child's /metrics tells how long its goroutines waited to run
 		// (RunQueue).
-		if err := m.startProcess(ctx, spec.Process, append(args, "--metrics-listen", "127.0.0.1:0")); err != nil {
+		if err := m.startProcess(ctx, spec.Process, serveArgv(append(args, "--metrics-listen", "127.0.0.1:0"))); err != nil {
 			m.runCleanup()
 			return nil, err
 		}
@@ -194,7 +194,7 @@ func (m *Moraine) ServeFromProcess(ctx context.Context, exe string) error {
 	// the child loads the same catalog again (at ten million data files
 	// the two would not fit together).
 	debug.FreeOSMemory()
-	return m.startProcess(ctx, exe, m.args)
+	return m.startProcess(ctx, exe, serveArgv(m.args))
 }
 
 // Restart stops a child-process server cleanly and starts it again on the
@@ -210,11 +210,14 @@ func (m *Moraine) Restart(ctx context.Context, exe string) (time.Duration, error
 	m.stopped, m.stopErr = false, nil
 	m.done = make(chan error, 1)
 	t := time.Now()
-	if err := m.startProcess(ctx, exe, m.args); err != nil {
+	if err := m.startProcess(ctx, exe, serveArgv(m.args)); err != nil {
 		return 0, err
 	}
 	return time.Since(t), nil
 }
+
+// serveArgv is the command line of a child `moraine serve` with args.
+func serveArgv(args []string) []string { return append([]string{"serve"}, args...) }
 
 func (m *Moraine) runCleanup() {
 	for i := len(m.cleanup) - 1; i >= 0; i-- {

@@ -12,14 +12,14 @@ import (
 	"time"
 )
 
-// startProcess runs `exe serve args…` as a child process and waits until it
-// logs that it is ready, taking the address it listens on from that log
+// startProcess runs `exe argv…` (`serve …`, or `bench recorded …`) as a
+// child process logging JSON and waits until it logs that it is ready, taking the address it listens on from that log
 // line (args ask for port 0, so only the child knows it). Afterwards
 // m.cancel asks the child to stop as an operator would (SIGTERM, or when
 // ctx ends) and m.done reports how it exited, with the end of its log when
 // that was not cleanly.
-func (m *Moraine) startProcess(ctx context.Context, exe string, args []string) error {
-	cmd := exec.Command(exe, append(append([]string{"serve"}, args...), "--log-format", "json")...)
+func (m *Moraine) startProcess(ctx context.Context, exe string, argv []string) error {
+	cmd := exec.Command(exe, append(argv, "--log-format", "json")...)
 	logs, err := cmd.StderrPipe()
 	if err != nil {
 		return fmt.Errorf("start moraine process: %w", err)
@@ -45,7 +45,7 @@ func (m *Moraine) startProcess(ctx context.Context, exe string, args []string) e
 				switch msg, addr := announcement(line); msg {
 				case "metrics listening":
 					m.metricsAddr = addr
-				case "moraine is ready":
+				case "moraine is ready", RecordedReady:
 					announced = true
 					ready <- addr
 				}
@@ -90,8 +90,9 @@ func (m *Moraine) startProcess(ctx context.Context, exe string, args []string) e
 // forever.
 const processWait = 10 * time.Minute
 
-// announcement reads serve's JSON log lines that announce an address:
-// "moraine is ready" (listen) and "metrics listening" (addr). It returns
+// announcement reads the JSON log lines that announce an address:
+// "moraine is ready" or RecordedReady (listen) and "metrics listening"
+// (addr). It returns
 // the message and the address, or "" for any other line.
 func announcement(line string) (msg, addr string) {
 	var rec struct {
@@ -103,7 +104,7 @@ func announcement(line string) (msg, addr string) {
 		return "", ""
 	}
 	switch {
-	case rec.Msg == "moraine is ready" && rec.Listen != "":
+	case (rec.Msg == "moraine is ready" || rec.Msg == RecordedReady) && rec.Listen != "":
 		return rec.Msg, rec.Listen
 	case rec.Msg == "metrics listening" && rec.Addr != "":
 		return rec.Msg, rec.Addr

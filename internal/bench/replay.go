@@ -31,6 +31,10 @@ type ReplayTarget struct {
 	// threads' by thread id, to the nanosecond (nil: no per-kind figures).
 	CPU     func() (time.Duration, error)
 	Threads func(into map[int]time.Duration) error
+	// Recorded marks the floor (RecordedTarget): it answers one replay at
+	// a time on the recorded database, and commits what the transcript
+	// records; it has no Admin.
+	Recorded bool
 }
 
 // PostgresTarget is the PostgreSQL server at conninfo (an admin
@@ -98,11 +102,14 @@ func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int,
 			for r := 0; r < rounds; r++ {
 				for k := range targets {
 					t := targets[(k+r)%len(targets)]
+					if t.Recorded && c != 1 {
+						continue
+					}
 					var meter *kindMeter
 					if c == 1 && t.Threads != nil {
 						meter = newKindMeter(kinds, t.Threads, t.Name, row.ByKind)
 					}
-					commits, wall, cpu, err := replayRound(ctx, tr, c, r, t, meter)
+					commits, wall, cpu, err := replayRound(ctx, tr, c, r, t, len(kinds), meter)
 					if err != nil {
 						return out, fmt.Errorf("bench replay: %s ×%d on %s: %w", tr.Name, c, t.Name, err)
 					}
@@ -121,9 +128,10 @@ func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int,
 }
 
 // replayRound runs c replays of tr at once, each on a fresh database of
-// its own, and returns the snapshots they committed, the wall time and the
-// server's CPU between start and end.
-func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t ReplayTarget, meter *kindMeter) (commits int64, wall, cpu time.Duration, err error) {
+// its own (the recorded one on the floor), and returns the snapshots they
+// committed, the wall time and the server's CPU between start and end.
+// recorded is the number of commits tr records.
+func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t ReplayTarget, recorded int, meter *kindMeter) (commits int64, wall, cpu time.Duration, err error) {
 	dbs := tr.Databases()
 	if len(dbs) != 1 {
 		return 0, 0, 0, fmt.Errorf("transcript uses %d databases; the benchmark replays single-lake conversations", len(dbs))
@@ -132,10 +140,14 @@ func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t Rep
 	for i := range names {
 		names[i] = "bench_" + strconv.Itoa(round) + "_" + strconv.Itoa(i) + "_" + tr.Name
 	}
-	if err := replay.RecreateDatabases(ctx, t.Admin, names); err != nil {
-		return 0, 0, 0, err
+	if t.Recorded {
+		names = dbs
+	} else {
+		if err := replay.RecreateDatabases(ctx, t.Admin, names); err != nil {
+			return 0, 0, 0, err
+		}
+		defer dropDatabases(context.Background(), t.Admin, names)
 	}
-	defer dropDatabases(context.Background(), t.Admin, names)
 	cpu0, err := t.CPU()
 	if err != nil {
 		return 0, 0, 0, err
@@ -173,6 +185,9 @@ func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t Rep
 	}
 	if meter != nil && meter.err != nil {
 		return 0, 0, 0, meter.err
+	}
+	if t.Recorded {
+		return int64(recorded), wall, cpu1 - cpu0, nil
 	}
 	for _, name := range names {
 		n, err := countSnapshots(ctx, t.Admin, name)
@@ -215,18 +230,20 @@ func dropDatabases(ctx context.Context, admin string, names []string) {
 }
 
 // WriteReplayTable prints the rows: per commit, wall time and server CPU
-// on each target and their ratios (PostgreSQL ÷ moraine), then the overall
-// CPU ratio as `ratio_vs_postgres=<x>`.
+// on each target and their ratios (PostgreSQL ÷ moraine), the floor's CPU
+// where it ran and the ratio it bounds (PostgreSQL ÷ floor), then the
+// overall CPU ratio as `ratio_vs_postgres=<x>`.
 func WriteReplayTable(w io.Writer, rows []ReplayRow) error {
 	tw := newTab(w)
-	fmt.Fprintln(tw, "transcript\tclients\tcommits\twall/commit PG\twall/commit moraine\twall ratio\tCPU/commit PG\tCPU/commit moraine\tCPU ratio\t")
+	fmt.Fprintln(tw, "transcript\tclients\tcommits\twall/commit PG\twall/commit moraine\twall ratio\tCPU/commit PG\tCPU/commit moraine\tCPU ratio\tCPU/commit floor\tPG ÷ floor\t")
 	var pgCPU, moCPU time.Duration
 	var pgN, moN int64
 	for _, r := range rows {
 		pw, mw := r.PerCommit(r.Wall, "postgres"), r.PerCommit(r.Wall, "moraine")
 		pc, mc := r.PerCommit(r.CPU, "postgres"), r.PerCommit(r.CPU, "moraine")
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%v\t%.2f×\t%v\t%v\t%.2f×\t\n", r.Transcript, r.Concurrency, r.Commits["moraine"],
-			pw.Round(time.Microsecond), mw.Round(time.Microsecond), ratio(pw, mw), pc.Round(time.Microsecond), mc.Round(time.Microsecond), ratio(pc, mc))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%v\t%v\t%.2f×\t%v\t%v\t%.2f×\t%s\t\n", r.Transcript, r.Concurrency, r.Commits["moraine"],
+			pw.Round(time.Microsecond), mw.Round(time.Microsecond), ratio(pw, mw), pc.Round(time.Microsecond), mc.Round(time.Microsecond), ratio(pc, mc),
+			floorCells(pc, r.Commits[Floor], r.CPU[Floor]))
 		pgCPU += r.CPU["postgres"]
 		moCPU += r.CPU["moraine"]
 		pgN += r.Commits["postgres"]
@@ -240,6 +257,16 @@ func WriteReplayTable(w io.Writer, rows []ReplayRow) error {
 	}
 	_, err := fmt.Fprintf(w, "ratio_vs_postgres=%.2f\n", ratio(pgCPU/time.Duration(pgN), moCPU/time.Duration(moN)))
 	return err
+}
+
+// floorCells is the floor's CPU per commit and PostgreSQL's ratio to it,
+// two tab-separated cells ("-" where the floor did not run).
+func floorCells(pg time.Duration, commits int64, cpu time.Duration) string {
+	if commits == 0 {
+		return "-\t-"
+	}
+	f := cpu / time.Duration(commits)
+	return fmt.Sprintf("%v\t%.2f×", f.Round(time.Microsecond), ratio(pg, f))
 }
 
 func ratio(pg, mo time.Duration) float64 {

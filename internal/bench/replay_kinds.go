@@ -87,6 +87,20 @@ func commitKinds(tr *replay.Transcript) (map[int]string, error) {
 	return out, nil
 }
 
+// CommitCompletes is the set of indexes in tr.Messages of the
+// CommandCompletes that end a commit of the lake (commitKinds).
+func CommitCompletes(tr *replay.Transcript) (map[int]bool, error) {
+	kinds, err := commitKinds(tr)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]bool, len(kinds))
+	for i := range kinds {
+		out[i] = true
+	}
+	return out, nil
+}
+
 // kindMeter adds the server's CPU between consecutive commits to the later
 // commit's kind.
 type kindMeter struct {
@@ -132,10 +146,10 @@ func (k *kindMeter) answered(i int) {
 
 // WriteReplayKinds prints, for the one-client rows, the server CPU per
 // commit of each kind on each target and their ratio (PostgreSQL ÷
-// moraine).
+// moraine), and the floor's beside them.
 func WriteReplayKinds(w io.Writer, rows []ReplayRow) error {
 	tw := newTab(w)
-	fmt.Fprintln(tw, "transcript\tkind\tcommits\tCPU/commit PG\tCPU/commit moraine\tCPU ratio\t")
+	fmt.Fprintln(tw, "transcript\tkind\tcommits\tCPU/commit PG\tCPU/commit moraine\tCPU ratio\tCPU/commit floor\tPG ÷ floor\t")
 	for _, r := range rows {
 		names := make([]string, 0, len(r.ByKind))
 		for k := range r.ByKind {
@@ -151,8 +165,8 @@ func WriteReplayKinds(w io.Writer, rows []ReplayRow) error {
 				return 0
 			}
 			pg, mo := per("postgres"), per("moraine")
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%v\t%.2f×\t\n", r.Transcript, name, kc.Commits["moraine"],
-				pg.Round(time.Microsecond), mo.Round(time.Microsecond), ratio(pg, mo))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%v\t%.2f×\t%s\t\n", r.Transcript, name, kc.Commits["moraine"],
+				pg.Round(time.Microsecond), mo.Round(time.Microsecond), ratio(pg, mo), floorCells(pg, kc.Commits[Floor], kc.CPU[Floor]))
 		}
 	}
 	return tw.Flush()

@@ -176,7 +176,7 @@ func replicaRun(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.
 	for range n {
 		r := &Moraine{done: make(chan error, 1)}
 		t := time.Now()
-		if err := r.startProcess(ctx, o.Exe, replicaArgs(o, m)); err != nil {
+		if err := r.startProcess(ctx, o.Exe, serveArgv(replicaArgs(o, m))); err != nil {
 			return row, err
 		}
 		row.ReplicaReady = max(row.ReplicaReady, time.Since(t).Seconds())
@@ -301,7 +301,7 @@ func replicaArgs(o ReplicaOptions, m *Moraine) []string {
 // commit (cfg's, one writer) the promoted replica acknowledged.
 func failover(ctx context.Context, o ReplicaOptions, m *Moraine, cfg workload.Config, progress io.Writer) (promote, commit time.Duration, err error) {
 	r := &Moraine{done: make(chan error, 1)}
-	if err := r.startProcess(ctx, o.Exe, replicaArgs(o, m)); err != nil {
+	if err := r.startProcess(ctx, o.Exe, serveArgv(replicaArgs(o, m))); err != nil {
 		return 0, 0, err
 	}
 	defer r.Stop()
