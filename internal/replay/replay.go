@@ -245,8 +245,12 @@ func dial(ctx context.Context, hostport string) (*conn, error) {
 	return c, nil
 }
 
-func (c *conn) send(m pgproto3.FrontendMessage) error {
+// send buffers m and, when flush is set, writes out everything buffered.
+func (c *conn) send(m pgproto3.FrontendMessage, flush bool) error {
 	c.fe.Send(m)
+	if !flush {
+		return nil
+	}
 	return c.fe.Flush()
 }
 
@@ -452,7 +456,7 @@ func (r *replayer) sendMsg(ctx context.Context, i int) error {
 			_, _ = pc.in.peek(ctx, r.opts.Settle)
 		}
 	}
-	if err := c.send(fm); err != nil {
+	if err := c.send(fm, !r.pipelined(i)); err != nil {
 		return fmt.Errorf("replay: conn %d seq %d: send %s: %w", m.Conn, m.Seq, m.Type, err)
 	}
 	r.lastSent = m.Conn
@@ -460,6 +464,19 @@ func (r *replayer) sendMsg(ctx context.Context, i int) error {
 		r.awaiting[m.Conn] = true
 	}
 	return nil
+}
+
+// pipelined reports that the client message at index i is followed, with
+// no server message between, by another client message of its connection
+// that is sent without a run ahead (Parse then Sync, CopyData then
+// CopyDone): libpq writes such messages with one send, so the replay
+// writes them together too.
+func (r *replayer) pipelined(i int) bool {
+	if i+1 >= len(r.t.Messages) {
+		return false
+	}
+	next := r.t.Messages[i+1]
+	return next.Dir == Frontend && next.Conn == r.t.Messages[i].Conn && !r.done[i+1] && len(r.ov.inWindow(r.t, i+1)) == 0
 }
 
 // preRun runs ahead, before the client message at index i is sent, every
