@@ -161,19 +161,46 @@ func (w *ResultWriter) RawRow(cells [][]byte) error {
 		return nil
 	}
 	c := w.c
-	start := len(c.out)
-	c.out = append(c.out, 'D', 0, 0, 0, 0)
-	c.out = binary.BigEndian.AppendUint16(c.out, uint16(len(cells)))
-	for _, cell := range cells {
-		if cell == nil {
-			c.out = pgcopy.AppendNullField(c.out)
-			continue
-		}
-		c.out = pgcopy.AppendBytesField(c.out, cell)
-	}
-	binary.BigEndian.PutUint32(c.out[start+1:], uint32(len(c.out)-start-1))
+	c.out = AppendDataRow(c.out, cells)
 	w.rows++
 	return c.maybeFlush()
+}
+
+// AppendDataRow appends the DataRow message of cells (nil = NULL) to dst.
+func AppendDataRow(dst []byte, cells [][]byte) []byte {
+	start := len(dst)
+	dst = append(dst, 'D', 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(len(cells)))
+	for _, cell := range cells {
+		if cell == nil {
+			dst = pgcopy.AppendNullField(dst)
+			continue
+		}
+		dst = pgcopy.AppendBytesField(dst, cell)
+	}
+	binary.BigEndian.PutUint32(dst[start+1:], uint32(len(dst)-start-1))
+	return dst
+}
+
+// EncodedRows sends n rows given as their DataRow messages (AppendDataRow),
+// each of len(Columns()) cells in Formats(). A portal with a row limit
+// takes its rows one at a time (RawRow), so that it can stop at the limit.
+func (w *ResultWriter) EncodedRows(msgs []byte, n int) error {
+	if n == 0 {
+		return nil
+	}
+	if err := w.checkRow(len(w.cols)); err != nil {
+		return err
+	}
+	if w.maxRows > 0 {
+		return &Error{Code: pgcode.InternalError, Message: "encoded rows sent to a portal with a row limit"}
+	}
+	w.rows += int64(n)
+	if w.discard {
+		return nil
+	}
+	w.c.out = append(w.c.out, msgs...)
+	return w.c.maybeFlush()
 }
 
 // AppendRow is the DataRow fast path: fn appends exactly len(Columns())

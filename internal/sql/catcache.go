@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/moraine-db/moraine/internal/datum"
+	"github.com/moraine-db/moraine/internal/pgwire"
 	"github.com/moraine-db/moraine/internal/sql/memcat"
 	"github.com/moraine-db/moraine/internal/sql/pgcatalog"
 )
@@ -87,7 +88,7 @@ type catalogKey struct {
 // database DDL versions, each dropping its oldest first.
 type catalogCache struct {
 	mu        sync.Mutex
-	answers   fifo[catalogKey, *rel]
+	answers   fifo[catalogKey, *catalogAnswer]
 	cacheable treeMemo[bool]
 	disabled  bool // tests: always evaluate, and without relation indexes
 	// relations holds the DDL-derived relations as built (pgcatalog), for
@@ -99,7 +100,7 @@ type catalogCache struct {
 
 func newCatalogCache() *catalogCache {
 	return &catalogCache{
-		answers:   newFIFO[catalogKey, *rel](catalogCacheEntries),
+		answers:   newFIFO[catalogKey, *catalogAnswer](catalogCacheEntries),
 		relations: newFIFO[relationKey, *rel](catalogRelationEntries),
 		ids:       newFIFO[ddlKey, catalogID](catalogIDEntries),
 	}
@@ -135,7 +136,33 @@ func (f *fifo[K, V]) put(k K, v V) {
 	f.order = append(f.order, k)
 }
 
-func (c *catalogCache) get(k catalogKey) (*rel, bool) {
+// catalogAnswer is a cached answer: its result, and the result's rows as
+// text-format DataRow messages — what every simple query that reads it
+// sends — encoded once, when the answer is first reused.
+type catalogAnswer struct {
+	r    *rel
+	once sync.Once
+	text []byte
+	err  error
+}
+
+// textRows returns the answer's rows as text-format DataRow messages.
+func (a *catalogAnswer) textRows() ([]byte, error) {
+	a.once.Do(func() {
+		formats := make([]int16, len(a.r.cols))
+		cells := make([][]byte, len(a.r.cols))
+		var buf []byte
+		for _, row := range a.r.rows {
+			if buf, a.err = encodeRow(buf[:0], a.r.cols, row, formats, cells); a.err != nil {
+				return
+			}
+			a.text = pgwire.AppendDataRow(a.text, cells)
+		}
+	})
+	return a.text, a.err
+}
+
+func (c *catalogCache) get(k catalogKey) (*catalogAnswer, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.answers.get(k)
@@ -144,7 +171,7 @@ func (c *catalogCache) get(k catalogKey) (*rel, bool) {
 func (c *catalogCache) put(k catalogKey, r *rel) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.answers.put(k, r)
+	c.answers.put(k, &catalogAnswer{r: r})
 }
 
 func (c *catalogCache) relation(k relationKey) (*rel, bool) {

@@ -6,6 +6,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/keyspace"
+	"github.com/moraine-db/moraine/internal/testenv/wiretest"
 )
 
 // TestCatalogReadCache: a read of PostgreSQL's catalogs is answered from
@@ -287,3 +293,90 @@ func TestCatalogCacheSharedByContent(t *testing.T) {
 		t.Fatalf("a sees b's table:\n%s", got)
 	}
 }
+
+// TestCatalogAnswerOnTheWire: a cached catalog answer reaches a client as
+// the general interpreter's answer does, byte for byte, whether it is sent
+// as the DataRow messages encoded once for all sessions (a simple query, an
+// extended query with text results) or encoded row by row (binary results).
+func TestCatalogAnswerOnTheWire(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ex := testServer()
+	setup := ex.Open("lake", "postgres", "", 1)
+	defs, err := keyspace.FixedDefs("public", keyspace.VersionNext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range defs {
+		if out := runSQL(ctx, setup, createTableSQL(d), ""); strings.Contains(out, "ERROR") {
+			t.Fatal(out)
+		}
+	}
+	setup.Close()
+	addr := wiretest.Serve(t, ex, nil)
+	c, err := pgconn.Connect(ctx, "postgres://moraine@"+addr+"/lake?sslmode=disable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	whole, perTable := introspectionQueries(t)
+	queries := append(whole, perTable)
+	// read answers q through the simple protocol, or the extended one with
+	// every result column in format.
+	read := func(q string, extended bool, format int16) string {
+		t.Helper()
+		var rs []*pgconn.Result
+		if extended {
+			rs = []*pgconn.Result{c.ExecParams(ctx, q, nil, nil, nil, []int16{format}).Read()}
+		} else if rs, err = c.Exec(ctx, q).ReadAll(); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		var b strings.Builder
+		for _, r := range rs {
+			if r.Err != nil {
+				t.Fatalf("%s: %v", q, r.Err)
+			}
+			fmt.Fprintf(&b, "%v %s\n", r.FieldDescriptions, r.CommandTag)
+			for _, row := range r.Rows {
+				fmt.Fprintf(&b, "%q\n", row)
+			}
+		}
+		return b.String()
+	}
+	withRows := 0
+	for _, q := range queries {
+		for _, m := range []struct {
+			extended bool
+			format   int16
+		}{{false, 0}, {true, 0}, {true, 1}} {
+			ex.catalogReads.disabled = true
+			general := read(q, m.extended, m.format)
+			ex.catalogReads.disabled = false
+			ex.catalogReads.answers = newFIFO[catalogKey, *catalogAnswer](catalogCacheEntries)
+			first := read(q, m.extended, m.format)  // evaluated, then kept
+			cached := read(q, m.extended, m.format) // from the cache
+			if first != general || cached != general {
+				t.Fatalf("%.60q (extended %v, format %d): cached answer differs from the general interpreter's:\ngeneral:\n%.2000s\ncached:\n%.2000s", q, m.extended, m.format, general, cached)
+			}
+			ex.catalogReads.mu.Lock()
+			a, ok := ex.catalogReads.answers.get(firstKey(ex.catalogReads))
+			ex.catalogReads.mu.Unlock()
+			if !ok {
+				t.Fatalf("%.60q: no cached answer", q)
+			}
+			if len(a.r.rows) == 0 {
+				continue // nothing to encode
+			}
+			withRows++
+			if encoded := a.text != nil; encoded != (m.format == 0) {
+				t.Fatalf("%.60q (extended %v, format %d): answer sent from its encoded rows: %v", q, m.extended, m.format, encoded)
+			}
+		}
+	}
+	if withRows < 3*3 {
+		t.Fatalf("only %d of the reads had rows", withRows)
+	}
+}
+
+// firstKey is the key of the oldest answer c holds; its user locks c.
+func firstKey(c *catalogCache) catalogKey { return c.answers.order[0] }

@@ -72,7 +72,7 @@ func BenchmarkCatalogIntrospection(b *testing.B) {
 		forget  func()
 	}{
 		{"whole", whole, func() { ex.catalogReads = newCatalogCache() }},
-		{"per-table", []string{perTable}, func() { ex.catalogReads.answers = newFIFO[catalogKey, *rel](catalogCacheEntries) }},
+		{"per-table", []string{perTable}, func() { ex.catalogReads.answers = newFIFO[catalogKey, *catalogAnswer](catalogCacheEntries) }},
 		// A transaction that staged DDL (DuckLake creating its tables)
 		// reads without either cache.
 		{"per-table-staged", []string{perTable}, func() { ex.catalogReads.disabled = true }},

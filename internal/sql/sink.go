@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/moraine-db/moraine/internal/datum"
 	"github.com/moraine-db/moraine/internal/pgwire"
@@ -40,29 +41,9 @@ func (r *resultSink) emit(rows [][]datum.Value) error {
 			r.pending = rows[i:]
 			return r.w.Suspend()
 		}
-		buf = buf[:0]
-		offs := make([]int, len(row)+1)
-		for j, v := range row {
-			offs[j] = len(buf)
-			if v.IsNull() {
-				continue
-			}
-			var err error
-			buf, err = encodeCell(buf, r.cols[j].typ, v, formats[j])
-			if err != nil {
-				return fmt.Errorf("column %q: %w", r.cols[j].name, err)
-			}
-		}
-		offs[len(row)] = len(buf)
-		for j, v := range row {
-			if v.IsNull() {
-				cells[j] = nil
-				continue
-			}
-			cells[j] = buf[offs[j]:offs[j+1]:offs[j+1]]
-			if cells[j] == nil {
-				cells[j] = []byte{}
-			}
+		var err error
+		if buf, err = encodeRow(buf[:0], r.cols, row, formats, cells); err != nil {
+			return err
 		}
 		if err := r.w.RawRow(cells); err != nil {
 			return err
@@ -71,6 +52,61 @@ func (r *resultSink) emit(rows [][]datum.Value) error {
 	r.pending = nil
 	r.done = true
 	return r.w.Complete(r.tag)
+}
+
+// cached sends a cached catalog answer. A result of text columns without a
+// row limit (every simple query's) gets the answer's DataRow messages as
+// encoded once for all sessions; any other is encoded row by row.
+func (r *resultSink) cached(a *catalogAnswer, tag string) error {
+	if err := r.w.Describe(pgColumns(a.r.cols)); err != nil {
+		return err
+	}
+	r.cols, r.tag = a.r.cols, tag
+	if r.max > 0 || slices.ContainsFunc(r.w.Formats(), func(f int16) bool { return f != 0 }) {
+		return r.emit(a.r.rows)
+	}
+	msgs, err := a.textRows()
+	if err != nil {
+		return err
+	}
+	if err := r.w.EncodedRows(msgs, len(a.r.rows)); err != nil {
+		return err
+	}
+	r.pending = nil
+	r.done = true
+	return r.w.Complete(tag)
+}
+
+// encodeRow encodes row's values in formats into buf and points cells (one
+// per column, nil for NULL) into it; it returns buf.
+func encodeRow(buf []byte, cols []colInfo, row []datum.Value, formats []int16, cells [][]byte) ([]byte, error) {
+	var offs [64]int
+	off := offs[:0]
+	if len(row) >= len(offs) {
+		off = make([]int, 0, len(row)+1)
+	}
+	for j, v := range row {
+		off = append(off, len(buf))
+		if v.IsNull() {
+			continue
+		}
+		var err error
+		if buf, err = encodeCell(buf, cols[j].typ, v, formats[j]); err != nil {
+			return buf, fmt.Errorf("column %q: %w", cols[j].name, err)
+		}
+	}
+	off = append(off, len(buf))
+	for j, v := range row {
+		if v.IsNull() {
+			cells[j] = nil
+			continue
+		}
+		cells[j] = buf[off[j]:off[j+1]:off[j+1]]
+		if cells[j] == nil {
+			cells[j] = []byte{}
+		}
+	}
+	return buf, nil
 }
 
 func (r *resultSink) complete(tag string) error {

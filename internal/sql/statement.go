@@ -26,8 +26,12 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 		sel := n.GetSelectStmt()
 		key, cacheable := x.catalogReadKey(sel)
 		if cacheable {
-			if r, ok := x.s.ex.catalogReads.get(key); ok {
-				return out.rows(r.cols, r.rows, "SELECT "+strconv.Itoa(len(r.rows)))
+			if a, ok := x.s.ex.catalogReads.get(key); ok {
+				tag := "SELECT " + strconv.Itoa(len(a.r.rows))
+				if rs, ok := out.(*resultSink); ok {
+					return rs.cached(a, tag)
+				}
+				return out.rows(a.r.cols, a.r.rows, tag)
 			}
 		}
 		x.pruning = statementPruning(sel)
