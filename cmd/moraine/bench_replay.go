@@ -61,6 +61,7 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 	names := fs.String("transcripts", "s11_commit_mix,s05_inlining,s01_basic,s08_contention", "comma-separated fixture names (single-lake conversations)")
 	clients := fs.String("clients", "1,16", "comma-separated numbers of concurrent replays, each on a lake of its own")
 	rounds := fs.Int("rounds", 3, "replays of each transcript per client count and server")
+	dir := fs.String("dir", "", "parent `directory` of moraine's store and the floor's durable-write file (default: the system's temporary directory); put it on the disk PostgreSQL's data directory is on")
 	floor := fs.Bool("floor", true, "also replay one-client rounds against PostgreSQL's recorded answers (`bench recorded`): the CPU any server spends on the conversation's round trips and flushes")
 	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
@@ -86,7 +87,7 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	// The fixtures' Parquet files were not captured: the row-id hold,
 	// which reads them, is off for the replay.
-	m, err := bench.StartMoraine(ctx, bench.StoreSpec{Kind: "local", Process: exe, Args: []string{"--row-id-hold=false"}})
+	m, err := bench.StartMoraine(ctx, bench.StoreSpec{Kind: "local", Dir: *dir, Process: exe, Args: []string{"--row-id-hold=false"}})
 	if err != nil {
 		fmt.Fprintf(stderr, "bench replay: %v\n", err)
 		return 1
@@ -99,7 +100,7 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	targets := []bench.ReplayTarget{pt, bench.MoraineTarget(m)}
 	if *floor {
-		f, err := bench.StartRecorded(ctx, exe, trs)
+		f, err := bench.StartRecorded(ctx, exe, trs, *dir)
 		if err != nil {
 			fmt.Fprintf(stderr, "bench replay: %v\n", err)
 			return 1

@@ -112,14 +112,15 @@ func (w *wal) flush() error {
 
 // StartRecorded runs ServeRecorded for trs as a child `bench recorded`
 // process of exe (this moraine binary), as moraine and PostgreSQL run as
-// processes of their own, so that /proc counts its CPU alone.
-func StartRecorded(ctx context.Context, exe string, trs []*replay.Transcript) (*Moraine, error) {
+// processes of their own, so that /proc counts its CPU alone. Its durable
+// writes go under dir ("" for the system's temporary directory).
+func StartRecorded(ctx context.Context, exe string, trs []*replay.Transcript, dir string) (*Moraine, error) {
 	names := make([]string, len(trs))
 	for i, tr := range trs {
 		names[i] = tr.Name
 	}
 	m := &Moraine{done: make(chan error, 1), StoreDesc: "recorded answers"}
-	argv := []string{"bench", "recorded", "--transcripts", strings.Join(names, ","), "--listen", "127.0.0.1:0"}
+	argv := []string{"bench", "recorded", "--transcripts", strings.Join(names, ","), "--listen", "127.0.0.1:0", "--dir", dir}
 	if err := m.startProcess(ctx, exe, argv); err != nil {
 		m.runCleanup()
 		return nil, err
