@@ -1,6 +1,7 @@
 package sql
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"maps"
@@ -181,14 +182,18 @@ func (c *catalogCache) relation(k relationKey) (*rel, bool) {
 }
 
 // catalogID returns the ID of the catalogs the session sees, ok false when
-// its view is not a published version's (its own temp tables or staged
-// DDL show in the catalogs). The first call for a database's DDL version
-// builds its DDL-derived relations, hashes them and keeps those whose ID
-// the cache does not hold yet.
+// its own temp tables show in them. The first call for a database's DDL
+// version builds its DDL-derived relations, hashes them and keeps those
+// whose ID the cache does not hold yet. A view with staged DDL (a
+// transaction's own CREATE TABLE, not yet committed) is identified by
+// stagedID instead.
 func (x *exec) catalogID() (catalogID, bool) {
 	c := x.s.ex.catalogReads
-	if c.disabled || len(x.s.temps) > 0 || (x.s.tx.txn != nil && x.s.tx.txn.HasDDL()) {
+	if c.disabled || len(x.s.temps) > 0 {
 		return catalogID{}, false
+	}
+	if x.s.tx.txn != nil && x.s.tx.txn.HasDDL() {
+		return stagedID(x.s.view()), true
 	}
 	k := ddlKey{db: weak.Make(x.s.db), ddl: x.s.view().DDLSeq()}
 	c.mu.Lock()
@@ -217,6 +222,63 @@ func (x *exec) catalogID() (catalogID, bool) {
 	}
 	c.ids.put(k, id)
 	return id, true
+}
+
+// stagedID identifies the DDL-derived catalogs of a view with staged DDL
+// by what pgcatalog builds them from: each schema's OID and name, and each
+// table's OID, row type OID, primary key OID, name, columns (name, type,
+// typmod, NOT NULL) and primary key columns. A transaction's DDL makes a new
+// view at every statement, and DuckLake creates its tables in one
+// transaction, reading each table's catalog rows after each CREATE TABLE:
+// hashing these fields costs microseconds where building and hashing the
+// relations (catalogIDOf) costs as much as answering the read, and every
+// new lake of one DuckLake version passes through the same staged views, so
+// their reads are answered from the first lake's answers.
+// TestStagedIDSeesEveryCatalogChange checks that views with equal staged
+// IDs have equal relations. The hash starts with a domain byte catalogIDOf
+// never writes first, so the two kinds of ID do not meet.
+func stagedID(v *memcat.Version) catalogID {
+	h := sha256.New()
+	b := []byte{0xff}
+	schemas := slices.Clone(v.SchemaList())
+	slices.SortFunc(schemas, func(a, b *memcat.Schema) int { return cmp.Compare(a.OID, b.OID) })
+	for _, sc := range schemas {
+		b = binary.AppendUvarint(b, uint64(sc.OID))
+		b = appendString(b, sc.Name)
+	}
+	h.Write(b)
+	for _, ti := range pgcatalog.Tables(v) {
+		t := ti.Table
+		b = binary.AppendUvarint(b[:0], uint64(ti.Schema.OID))
+		b = binary.AppendUvarint(b, uint64(t.OID))
+		b = binary.AppendUvarint(b, uint64(t.TypOID))
+		b = binary.AppendUvarint(b, uint64(t.PKOID))
+		b = appendString(b, t.Name)
+		b = binary.AppendUvarint(b, uint64(len(t.Def.Columns)))
+		for _, c := range t.Def.Columns {
+			b = appendString(b, c.Name)
+			b = binary.AppendUvarint(b, uint64(c.Type.OID))
+			b = binary.AppendVarint(b, int64(c.Type.Mod))
+			if c.NotNull {
+				b = append(b, 1)
+			} else {
+				b = append(b, 0)
+			}
+		}
+		b = binary.AppendUvarint(b, uint64(len(t.Def.PK)))
+		for _, i := range t.Def.PK {
+			b = binary.AppendUvarint(b, uint64(i))
+		}
+		h.Write(b)
+	}
+	var id catalogID
+	h.Sum(id[:0])
+	return id
+}
+
+// appendString appends s with its length.
+func appendString(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
 // catalogIDOf hashes the named relations' columns and rows. PostgreSQL's
@@ -271,9 +333,8 @@ func (x *exec) relationKey(schema, name string) (relationKey, bool) {
 
 // catalogReadKey returns the cache key of sel when its answer may come from
 // the cache: it reads only DDL-derived catalogs, calls no function and
-// takes no parameter, and the session's catalogs are those of a published
-// version (no temp table of its own, no staged DDL; staged rows do not
-// show in the catalogs).
+// takes no parameter, and the session has no temp table of its own (staged
+// rows do not show in the catalogs; staged DDL gives the view a stagedID).
 func (x *exec) catalogReadKey(sel *pg.SelectStmt) (catalogKey, bool) {
 	c := x.s.ex.catalogReads
 	if c.disabled || len(x.params) > 0 || x.text == "" || !c.cacheable.get(sel, readsOnlyDDLCatalogs) {
