@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"slices"
 	"testing"
 	"time"
 )
@@ -63,5 +64,33 @@ func TestThreadsCPUGrows(t *testing.T) {
 	// A thread that ended counts nothing; a new one counts whole.
 	if d := CPUSince(map[int]time.Duration{1: 5, 2: 7}, map[int]time.Duration{2: 9, 3: 4}); d != 6 {
 		t.Fatalf("CPUSince = %v, want 6ns", d)
+	}
+}
+
+// TestThreadsClock: the clock of this process's threads never goes back,
+// and it moves while the process burns CPU, by less than a tick at first:
+// it is not counted in /proc/<pid>/stat's 10 ms ticks.
+func TestThreadsClock(t *testing.T) {
+	clock := threadsClock(os.Getpid())
+	prev, err := clock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var moved []time.Duration
+	for len(moved) < 20 {
+		now, err := clock()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now < prev {
+			t.Fatalf("clock went back: %v after %v", now, prev)
+		}
+		if now > prev {
+			moved = append(moved, now-prev)
+		}
+		prev = now
+	}
+	if slices.IndexFunc(moved, func(d time.Duration) bool { return d%(10*time.Millisecond) != 0 }) < 0 {
+		t.Fatalf("every step is a whole number of ticks: %v", moved)
 	}
 }

@@ -131,7 +131,7 @@ func StartRecorded(ctx context.Context, exe string, trs []*replay.Transcript, di
 // RecordedTarget is the floor served by m (StartRecorded).
 func RecordedTarget(m *Moraine) ReplayTarget {
 	return ReplayTarget{Name: Floor, Addr: m.addr, Recorded: true,
-		CPU:     func() (time.Duration, error) { return ProcessCPU(m.PID) },
+		CPU:     threadsClock(m.PID),
 		Threads: func(into map[int]time.Duration) error { return ThreadsCPU(m.PID, into) }}
 }
 

@@ -60,8 +60,31 @@ func PostgresTarget(ctx context.Context, conninfo string) (ReplayTarget, error) 
 func MoraineTarget(m *Moraine) ReplayTarget {
 	ci := m.ConnInfo("postgres")
 	return ReplayTarget{Name: "moraine", Addr: ci, Admin: ci,
-		CPU:     func() (time.Duration, error) { return ProcessCPU(m.PID) },
+		CPU:     threadsClock(m.PID),
 		Threads: func(into map[int]time.Duration) error { return ThreadsCPU(m.PID, into) }}
+}
+
+// threadsClock returns a reader of process pid's CPU time to the
+// nanosecond: the sum, over its threads, of what each ran between calls
+// (schedstat), where /proc/<pid>/stat counts 10 ms ticks — too coarse for
+// a conversation of twenty commits of two milliseconds. A thread that ends
+// between two calls loses what it ran since the first; a Go server's
+// threads live as long as it does.
+func threadsClock(pid int) func() (time.Duration, error) {
+	var mu sync.Mutex
+	var total time.Duration
+	last := map[int]time.Duration{}
+	return func() (time.Duration, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := map[int]time.Duration{}
+		if err := ThreadsCPU(pid, now); err != nil {
+			return 0, err
+		}
+		total += CPUSince(last, now)
+		last = now
+		return total, nil
+	}
 }
 
 // ReplayRow is one transcript at one concurrency: totals per target over
