@@ -62,7 +62,7 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 	clients := fs.String("clients", "1,16", "comma-separated numbers of concurrent replays, each on a lake of its own")
 	rounds := fs.Int("rounds", 3, "replays of each transcript per client count and server")
 	dir := fs.String("dir", "", "parent `directory` of moraine's store and the floor's durable-write file (default: the system's temporary directory); put it on the disk PostgreSQL's data directory is on")
-	floor := fs.Bool("floor", true, "also replay one-client rounds against PostgreSQL's recorded answers (`bench recorded`): the CPU any server spends on the conversation's round trips and flushes")
+	floor := fs.Bool("floor", true, "also replay every round against PostgreSQL's recorded answers (`bench recorded`): the CPU any server spends on the conversation's round trips and flushes")
 	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}

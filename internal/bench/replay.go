@@ -31,9 +31,8 @@ type ReplayTarget struct {
 	// threads' by thread id, to the nanosecond (nil: no per-kind figures).
 	CPU     func() (time.Duration, error)
 	Threads func(into map[int]time.Duration) error
-	// Recorded marks the floor (RecordedTarget): it answers one replay at
-	// a time on the recorded database, and commits what the transcript
-	// records; it has no Admin.
+	// Recorded marks the floor (RecordedTarget): it has no databases to
+	// create (no Admin), and commits what the transcript records.
 	Recorded bool
 }
 
@@ -125,9 +124,6 @@ func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int,
 			for r := 0; r < rounds; r++ {
 				for k := range targets {
 					t := targets[(k+r)%len(targets)]
-					if t.Recorded && c != 1 {
-						continue
-					}
 					var meter *kindMeter
 					if c == 1 && t.Threads != nil {
 						meter = newKindMeter(kinds, t.Threads, t.Name, row.ByKind)
@@ -159,13 +155,13 @@ func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t Rep
 	if len(dbs) != 1 {
 		return 0, 0, 0, fmt.Errorf("transcript uses %d databases; the benchmark replays single-lake conversations", len(dbs))
 	}
+	// The floor serves a database named …_<recorded name> as the recorded
+	// one (replay.Recorded).
 	names := make([]string, c)
 	for i := range names {
-		names[i] = "bench_" + strconv.Itoa(round) + "_" + strconv.Itoa(i) + "_" + tr.Name
+		names[i] = "bench_" + strconv.Itoa(round) + "_" + strconv.Itoa(i) + "_" + dbs[0]
 	}
-	if t.Recorded {
-		names = dbs
-	} else {
+	if !t.Recorded {
 		if err := replay.RecreateDatabases(ctx, t.Admin, names); err != nil {
 			return 0, 0, 0, err
 		}
@@ -210,7 +206,7 @@ func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t Rep
 		return 0, 0, 0, meter.err
 	}
 	if t.Recorded {
-		return int64(recorded), wall, cpu1 - cpu0, nil
+		return int64(recorded * c), wall, cpu1 - cpu0, nil
 	}
 	for _, name := range names {
 		n, err := countSnapshots(ctx, t.Admin, name)

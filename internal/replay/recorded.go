@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -26,18 +27,15 @@ import (
 //
 // A connection is matched to the recording by the database its startup
 // message names and the order connections to that database are opened,
-// which is the order a replay opens them; so Recorded serves one replay of
-// a conversation at a time, and each database belongs to one transcript.
+// which is the order a replay opens them; each recorded database belongs to
+// one transcript. A database named <anything>_<recorded name> is served as
+// the recorded one, so that concurrent replays of one conversation, each
+// on a database of its own (Options.Databases), are told apart.
 type Recorded struct {
 	durable func() error
 	mu      sync.Mutex
-	byDB    map[string]*recordedDB
-}
-
-// recordedDB is the recorded connections to one database.
-type recordedDB struct {
-	conns  [][]exchange // in the order the client opened them
-	opened int
+	byDB    map[string][][]exchange // recorded connections per recorded database, in the order opened
+	opened  map[string]int          // connections opened so far, per database as named
 }
 
 // exchange is one client message of a connection and the server's answer.
@@ -50,7 +48,7 @@ type exchange struct {
 // NewRecorded returns a server with no conversations; durable, when not
 // nil, runs before each commit's answer.
 func NewRecorded(durable func() error) *Recorded {
-	return &Recorded{durable: durable, byDB: map[string]*recordedDB{}}
+	return &Recorded{durable: durable, byDB: map[string][][]exchange{}, opened: map[string]int{}}
 }
 
 // Add prepares tr's server side. commits holds the indexes in tr.Messages
@@ -92,16 +90,13 @@ func (r *Recorded) Add(tr *Transcript, commits map[int]bool) error {
 		}
 		last.commit = last.commit || commits[i]
 	}
-	dbs := map[string]*recordedDB{}
+	dbs := map[string][][]exchange{}
 	for _, c := range order {
 		db := tr.StartupParams(c)["database"]
-		if dbs[db] == nil {
-			if r.byDB[db] != nil {
-				return fmt.Errorf("replay: recorded server: database %q is already another transcript's", db)
-			}
-			dbs[db] = &recordedDB{}
+		if dbs[db] == nil && r.byDB[db] != nil {
+			return fmt.Errorf("replay: recorded server: database %q is already another transcript's", db)
 		}
-		dbs[db].conns = append(dbs[db].conns, byConn[c])
+		dbs[db] = append(dbs[db], byConn[c])
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -207,16 +202,17 @@ func (r *Recorded) serveConn(nc net.Conn) error {
 	if err := sm.Decode(body); err != nil {
 		return err
 	}
+	name := sm.Parameters["database"]
 	r.mu.Lock()
-	db := r.byDB[sm.Parameters["database"]]
+	conns := r.recordedFor(name)
 	var exs []exchange
-	if db != nil {
-		exs = db.conns[db.opened%len(db.conns)]
-		db.opened++
+	if conns != nil {
+		exs = conns[r.opened[name]%len(conns)]
+		r.opened[name]++
 	}
 	r.mu.Unlock()
-	if db == nil {
-		return fmt.Errorf("replay: recorded server: no recorded conversation with database %q", sm.Parameters["database"])
+	if conns == nil {
+		return fmt.Errorf("replay: recorded server: no recorded conversation with database %q", name)
 	}
 	for i, ex := range exs {
 		if i > 0 {
@@ -240,6 +236,23 @@ func (r *Recorded) serveConn(nc net.Conn) error {
 		}
 	}
 	return nil
+}
+
+// recordedFor returns the recorded connections that answer database name:
+// its own, or those of the longest recorded database name its name ends
+// with after an underscore. The caller holds r.mu.
+func (r *Recorded) recordedFor(name string) [][]exchange {
+	if conns, ok := r.byDB[name]; ok {
+		return conns
+	}
+	var out [][]exchange
+	longest := 0
+	for db, conns := range r.byDB {
+		if len(db) > longest && strings.HasSuffix(name, "_"+db) {
+			out, longest = conns, len(db)
+		}
+	}
+	return out
 }
 
 // readMessage reads one client message into *body and returns its type

@@ -3,6 +3,7 @@ package replay
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"sync/atomic"
 	"testing"
@@ -92,5 +93,39 @@ func TestRecordedRefusesAnotherConversation(t *testing.T) {
 	}
 	if err := rec.Add(fixture(t, "s07_reattach"), nil); err == nil {
 		t.Fatal("s07 took the database s01's recording answers for")
+	}
+}
+
+// TestRecordedServesConcurrentReplays: replays of one conversation at once,
+// each on a database of its own whose name ends with the recorded one's,
+// are each answered as recorded, with a durable write per COMMIT of each.
+func TestRecordedServesConcurrentReplays(t *testing.T) {
+	for _, name := range []string{"s01_basic", "s08_contention"} {
+		t.Run(name, func(t *testing.T) {
+			tr := fixture(t, name)
+			commits := commitCompletes(t, tr)
+			var synced atomic.Int64
+			addr := serveRecorded(t, tr, commits, func() error { synced.Add(1); return nil })
+			const replays = 4
+			errs := make(chan error, replays)
+			for i := range replays {
+				go func() {
+					dbs := map[string]string{}
+					for _, db := range tr.Databases() {
+						dbs[db] = fmt.Sprintf("replay%d_%s", i, db)
+					}
+					res := Replay(context.Background(), tr, Options{Addr: addr, Timeout: 30 * time.Second, Databases: dbs})
+					errs <- res.Err
+				}()
+			}
+			for range replays {
+				if err := <-errs; err != nil {
+					t.Fatalf("a concurrent replay: %v", Explain(err))
+				}
+			}
+			if got := synced.Load(); got != replays*int64(len(commits)) {
+				t.Errorf("durable writes: %d, want %d", got, replays*len(commits))
+			}
+		})
 	}
 }
