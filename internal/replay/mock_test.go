@@ -93,7 +93,7 @@ func (ms *mockServer) serve(nc net.Conn, conn int) error {
 			continue
 		}
 		if m.Dir == Backend {
-			bm, err := backendMessage(m)
+			bm, err := m.BackendMessage()
 			if err != nil {
 				return err
 			}
@@ -130,65 +130,6 @@ func canonical(m pgproto3.FrontendMessage) string {
 	return string(b)
 }
 
-// backendMessage decodes a recorded server message for sending.
-func backendMessage(m Message) (pgproto3.BackendMessage, error) {
-	var bm pgproto3.BackendMessage
-	switch m.Type {
-	case "AuthenticationOk":
-		bm = &pgproto3.AuthenticationOk{}
-	case "ParameterStatus":
-		bm = &pgproto3.ParameterStatus{}
-	case "BackendKeyData":
-		bm = &pgproto3.BackendKeyData{}
-	case "ReadyForQuery":
-		bm = &pgproto3.ReadyForQuery{}
-	case "RowDescription":
-		bm = &pgproto3.RowDescription{}
-	case "DataRow":
-		bm = &pgproto3.DataRow{}
-	case "CommandComplete":
-		bm = &pgproto3.CommandComplete{}
-	case "CopyOutResponse":
-		bm = &pgproto3.CopyOutResponse{}
-	case "CopyInResponse":
-		bm = &pgproto3.CopyInResponse{}
-	case "CopyData":
-		bm = &pgproto3.CopyData{}
-	case "CopyDone":
-		bm = &pgproto3.CopyDone{}
-	case "ParseComplete":
-		bm = &pgproto3.ParseComplete{}
-	case "ParameterDescription":
-		bm = &pgproto3.ParameterDescription{}
-	case "NoData":
-		bm = &pgproto3.NoData{}
-	case "EmptyQueryResponse":
-		bm = &pgproto3.EmptyQueryResponse{}
-	case "ErrorResponse":
-		bm = &pgproto3.ErrorResponse{}
-	case "NoticeResponse":
-		bm = &pgproto3.NoticeResponse{}
-	default:
-		return nil, fmt.Errorf("seq %d: mock cannot send %s", m.Seq, m.Type)
-	}
-	// The recording (pgproto3's MarshalJSON) omits OverallFormat of COPY
-	// responses; PostgreSQL sets it to binary exactly when every column is.
-	if m.Type == "CopyOutResponse" || m.Type == "CopyInResponse" {
-		var cr struct{ ColumnFormatCodes []uint16 }
-		if err := json.Unmarshal(m.Raw, &cr); err != nil {
-			return nil, fmt.Errorf("seq %d: decode %s: %w", m.Seq, m.Type, err)
-		}
-		overall := byte(copyOverall(cr.ColumnFormatCodes))
-		if m.Type == "CopyOutResponse" {
-			return &pgproto3.CopyOutResponse{OverallFormat: overall, ColumnFormatCodes: cr.ColumnFormatCodes}, nil
-		}
-		return &pgproto3.CopyInResponse{OverallFormat: overall, ColumnFormatCodes: cr.ColumnFormatCodes}, nil
-	}
-	if err := json.Unmarshal(m.Raw, bm); err != nil {
-		return nil, fmt.Errorf("seq %d: decode %s: %w", m.Seq, m.Type, err)
-	}
-	return bm, nil
-}
 
 // mockDefault are the fixtures TestReplayMock replays by default: one
 // single-connection DuckLake session, the seven-connection contention run
