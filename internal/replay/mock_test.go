@@ -130,7 +130,6 @@ func canonical(m pgproto3.FrontendMessage) string {
 	return string(b)
 }
 
-
 // mockDefault are the fixtures TestReplayMock replays by default: one
 // single-connection DuckLake session, the seven-connection contention run
 // and psql. MORAINE_REPLAY_ALL=1 replays every fixture (TestReplayPostgres
