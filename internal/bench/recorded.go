@@ -50,9 +50,6 @@ func ServeRecorded(ctx context.Context, trs []*replay.Transcript, listen, dir st
 	}
 	defer w.f.Close()
 	rec := replay.NewRecorded(w.flush)
-	if os.Getenv("NOFLUSH") != "" {
-		rec = replay.NewRecorded(nil)
-	}
 	for _, tr := range trs {
 		commits, err := CommitCompletes(tr)
 		if err != nil {
