@@ -34,11 +34,12 @@ import (
 // (DuckLake's own; a lake's user tables are rows), so a server of many
 // lakes keeps one copy of their catalogs and answers, a lake's first attach
 // after it is created or the server restarts finds them, and a dropped
-// database leaves nothing behind that names it. A published DDL state of a
-// database is identified by a catalogID: the hash of every row of its
-// DDL-derived catalogs (catalogIDOf), computed once per database and DDL
-// version. Two databases with equal catalogs share relations and answers;
-// any difference in a row gives another ID.
+// database leaves nothing behind that names it. The catalogs a session
+// sees are identified by a catalogID (ddlID): a hash of what pgcatalog
+// builds them from, computed once per database and published DDL version,
+// and at each read of a view with staged DDL. Two databases with equal
+// catalogs share relations and answers; any difference in a row gives
+// another ID.
 
 // ddlCatalogs are the relations whose rows follow from the DDL alone (and
 // from PostgreSQL's own fixed catalogs).
@@ -181,19 +182,29 @@ func (c *catalogCache) relation(k relationKey) (*rel, bool) {
 	return c.relations.get(k)
 }
 
+// keepRelation keeps r under k unless a relation is kept there already, and
+// returns the one kept.
+func (c *catalogCache) keepRelation(k relationKey, r *rel) *rel {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if kept, ok := c.relations.get(k); ok {
+		return kept
+	}
+	c.relations.put(k, r)
+	return r
+}
+
 // catalogID returns the ID of the catalogs the session sees, ok false when
-// its own temp tables show in them. The first call for a database's DDL
-// version builds its DDL-derived relations, hashes them and keeps those
-// whose ID the cache does not hold yet. A view with staged DDL (a
-// transaction's own CREATE TABLE, not yet committed) is identified by
-// stagedID instead.
+// its own temp tables show in them. A published DDL version's ID is kept
+// per database; a view with staged DDL (a transaction's own CREATE TABLE,
+// not yet committed) is hashed at each read, which costs microseconds.
 func (x *exec) catalogID() (catalogID, bool) {
 	c := x.s.ex.catalogReads
 	if c.disabled || len(x.s.temps) > 0 {
 		return catalogID{}, false
 	}
 	if x.s.tx.txn != nil && x.s.tx.txn.HasDDL() {
-		return stagedID(x.s.view()), true
+		return ddlID(x.s.view()), true
 	}
 	k := ddlKey{db: weak.Make(x.s.db), ddl: x.s.view().DDLSeq()}
 	c.mu.Lock()
@@ -202,44 +213,27 @@ func (x *exec) catalogID() (catalogID, bool) {
 	if ok {
 		return id, true
 	}
-	ctx := x.catalogContext()
-	built := make([]*pgcatalog.Relation, len(ddlCatalogNames))
-	for i, name := range ddlCatalogNames {
-		r, ok := pgcatalog.Lookup(ctx, "pg_catalog", name)
-		if !ok {
-			return catalogID{}, false
-		}
-		built[i] = r
-	}
-	id = catalogIDOf(ddlCatalogNames, built)
+	id = ddlID(x.s.view())
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, name := range ddlCatalogNames {
-		rk := relationKey{id: id, name: name}
-		if _, ok := c.relations.get(rk); !ok {
-			c.relations.put(rk, relOf("pg_catalog", name, built[i], true))
-		}
-	}
 	c.ids.put(k, id)
+	c.mu.Unlock()
 	return id, true
 }
 
-// stagedID identifies the DDL-derived catalogs of a view with staged DDL
-// by what pgcatalog builds them from: each schema's OID and name, and each
-// table's OID, row type OID, primary key OID, name, columns (name, type,
-// typmod, NOT NULL) and primary key columns. A transaction's DDL makes a new
-// view at every statement, and DuckLake creates its tables in one
-// transaction, reading each table's catalog rows after each CREATE TABLE:
-// hashing these fields costs microseconds where building and hashing the
-// relations (catalogIDOf) costs as much as answering the read, and every
-// new lake of one DuckLake version passes through the same staged views, so
-// their reads are answered from the first lake's answers.
-// TestStagedIDSeesEveryCatalogChange checks that views with equal staged
-// IDs have equal relations. The hash starts with a domain byte catalogIDOf
-// never writes first, so the two kinds of ID do not meet.
-func stagedID(v *memcat.Version) catalogID {
+// ddlID identifies the DDL-derived catalogs of a view by what pgcatalog
+// builds them from: each schema's OID and name, and each table's OID, row
+// type OID, primary key OID, name, columns (name, type, typmod, NOT NULL)
+// and primary key columns. Hashing these costs microseconds where building
+// the relations costs as much as answering a read; that matters where DDL
+// is staged, since a transaction's DDL makes a new view at every statement
+// and DuckLake creates its tables in one transaction, reading each table's
+// catalog rows after each CREATE TABLE — every new lake of one DuckLake
+// version passes through the same views and reads the first lake's answers.
+// TestDDLIDSeesEveryCatalogChange checks that two views have equal IDs
+// exactly when their catalogs hold the same rows.
+func ddlID(v *memcat.Version) catalogID {
 	h := sha256.New()
-	b := []byte{0xff}
+	var b []byte
 	schemas := slices.Clone(v.SchemaList())
 	slices.SortFunc(schemas, func(a, b *memcat.Schema) int { return cmp.Compare(a.OID, b.OID) })
 	for _, sc := range schemas {
@@ -281,42 +275,6 @@ func appendString(b []byte, s string) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-// catalogIDOf hashes the named relations' columns and rows. PostgreSQL's
-// own rows (the first Sys of each) are the same in every build and are
-// counted, not hashed.
-func catalogIDOf(names []string, rels []*pgcatalog.Relation) catalogID {
-	h := sha256.New()
-	var b []byte
-	for i, r := range rels {
-		b = binary.AppendUvarint(b[:0], uint64(len(names[i])))
-		b = append(b, names[i]...)
-		b = binary.AppendUvarint(b, uint64(len(r.Cols)))
-		for _, c := range r.Cols {
-			b = binary.AppendUvarint(b, uint64(len(c.Name)))
-			b = append(b, c.Name...)
-			b = binary.AppendUvarint(b, uint64(c.Type.OID))
-			b = binary.AppendVarint(b, int64(c.Type.Mod))
-		}
-		b = binary.AppendUvarint(b, uint64(r.Sys))
-		b = binary.AppendUvarint(b, uint64(len(r.Rows)))
-		h.Write(b)
-		for _, row := range r.Rows[r.Sys:] {
-			b = binary.AppendUvarint(b[:0], uint64(len(row)))
-			for _, v := range row {
-				b = append(b, byte(v.K))
-				b = binary.AppendVarint(b, v.I)
-				b = binary.AppendVarint(b, v.J)
-				b = binary.AppendUvarint(b, uint64(len(v.S)))
-				b = append(b, v.S...)
-			}
-			h.Write(b)
-		}
-	}
-	var id catalogID
-	h.Sum(id[:0])
-	return id
-}
-
 // relationKey returns the key of the DDL-derived catalog name as the
 // session sees it, ok false when the session's view is not a published
 // version's (catalogID).
@@ -334,7 +292,7 @@ func (x *exec) relationKey(schema, name string) (relationKey, bool) {
 // catalogReadKey returns the cache key of sel when its answer may come from
 // the cache: it reads only DDL-derived catalogs, calls no function and
 // takes no parameter, and the session has no temp table of its own (staged
-// rows do not show in the catalogs; staged DDL gives the view a stagedID).
+// rows do not show in the catalogs; staged DDL is hashed into its ID by ddlID).
 func (x *exec) catalogReadKey(sel *pg.SelectStmt) (catalogKey, bool) {
 	c := x.s.ex.catalogReads
 	if c.disabled || len(x.params) > 0 || x.text == "" || !c.cacheable.get(sel, readsOnlyDDLCatalogs) {

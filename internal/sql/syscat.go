@@ -14,7 +14,8 @@ import (
 // INVARIANT: the executor never writes into a relation's rows or its row
 // slice: filters, joins, ORDER BY and LIMIT make new slices.
 func (x *exec) virtual(schema, name string) (*rel, bool) {
-	if key, ok := x.relationKey(schema, name); ok {
+	key, shared := x.relationKey(schema, name)
+	if shared {
 		if r, ok := x.s.ex.catalogReads.relation(key); ok {
 			return r, true
 		}
@@ -22,6 +23,9 @@ func (x *exec) virtual(schema, name string) (*rel, bool) {
 	r, ok := pgcatalog.Lookup(x.catalogContext(), schema, name)
 	if !ok {
 		return nil, false
+	}
+	if shared {
+		return x.s.ex.catalogReads.keepRelation(key, relOf(schema, name, r, true)), true
 	}
 	return relOf(schema, name, r, r.Sys > 0 && !x.s.ex.catalogReads.disabled), true
 }
