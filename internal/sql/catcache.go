@@ -203,21 +203,33 @@ func (x *exec) catalogID() (catalogID, bool) {
 	if c.disabled || len(x.s.temps) > 0 {
 		return catalogID{}, false
 	}
-	if x.s.tx.txn != nil && x.s.tx.txn.HasDDL() {
-		return ddlID(x.s.view()), true
+	v := x.s.view()
+	if x.catalog.ok && x.catalog.v == v {
+		return x.catalog.id, true
 	}
-	k := ddlKey{db: weak.Make(x.s.db), ddl: x.s.view().DDLSeq()}
+	id := x.viewID(c, v)
+	x.catalog.v, x.catalog.id, x.catalog.ok = v, id, true
+	return id, true
+}
+
+// viewID is the ID of v, the session's view: kept per database and
+// published DDL version, hashed afresh where the view holds staged DDL.
+func (x *exec) viewID(c *catalogCache, v *memcat.Version) catalogID {
+	if x.s.tx.txn != nil && x.s.tx.txn.HasDDL() {
+		return ddlID(v)
+	}
+	k := ddlKey{db: weak.Make(x.s.db), ddl: v.DDLSeq()}
 	c.mu.Lock()
 	id, ok := c.ids.get(k)
 	c.mu.Unlock()
 	if ok {
-		return id, true
+		return id
 	}
-	id = ddlID(x.s.view())
+	id = ddlID(v)
 	c.mu.Lock()
 	c.ids.put(k, id)
 	c.mu.Unlock()
-	return id, true
+	return id
 }
 
 // ddlID identifies the DDL-derived catalogs of a view by what pgcatalog
@@ -276,8 +288,7 @@ func appendString(b []byte, s string) []byte {
 }
 
 // relationKey returns the key of the DDL-derived catalog name as the
-// session sees it, ok false when the session's view is not a published
-// version's (catalogID).
+// session sees it, ok false when its catalogs have no ID (catalogID).
 func (x *exec) relationKey(schema, name string) (relationKey, bool) {
 	if schema != "pg_catalog" || !ddlCatalogs[name] {
 		return relationKey{}, false

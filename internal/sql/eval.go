@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/moraine-db/moraine/internal/pgcode"
+	"github.com/moraine-db/moraine/internal/sql/memcat"
 	"github.com/moraine-db/moraine/internal/sql/pgcatalog"
 
 	pg "github.com/pganalyze/pg_query_go/v6"
@@ -43,6 +44,13 @@ type exec struct {
 	// memoizes literals compared with typed values (coercedConst).
 	inLists map[inListKey][]string
 	consts  map[constKey]tv
+	// catalog memoizes catalogID for the view it was computed for: a
+	// catalog read names several catalogs, and each asks.
+	catalog struct {
+		v  *memcat.Version
+		id catalogID
+		ok bool
+	}
 }
 
 // valueScratch hands out value buffers from chunks that an UPDATE or DELETE

@@ -28,6 +28,8 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 		if cacheable {
 			if a, ok := x.s.ex.catalogReads.get(key); ok {
 				tag := "SELECT " + strconv.Itoa(len(a.r.rows))
+				// The wire sink sends the answer's encoded rows; other
+				// sinks (the tests') take the values.
 				if rs, ok := out.(*resultSink); ok {
 					return rs.cached(a, tag)
 				}
