@@ -134,11 +134,53 @@ func HostPort(addr string) (string, error) {
 	return addr, nil
 }
 
-// actual is one message the server sent, marshalled at once (pgproto3
-// reuses its message values).
+// actual is one message the server sent, copied out at once (pgproto3
+// reuses its message values): DataRow and CopyData, the bulk of a
+// conversation, as their values; every other message marshalled to JSON,
+// the form the recording compares in.
 type actual struct {
 	Type string
-	JSON []byte
+	JSON []byte // every message but DataRow and CopyData
+	row  row    // a DataRow's values
+	data []byte // a CopyData's bytes
+}
+
+func newActual(m pgproto3.BackendMessage) (actual, error) {
+	switch x := m.(type) {
+	case *pgproto3.DataRow:
+		rw := make(row, len(x.Values))
+		for i, v := range x.Values {
+			if v != nil {
+				rw[i] = append([]byte{}, v...) // non-nil: "" is not NULL
+			}
+		}
+		return actual{Type: "DataRow", row: rw}, nil
+	case *pgproto3.CopyData:
+		return actual{Type: "CopyData", data: append([]byte{}, x.Data...)}, nil
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return actual{}, fmt.Errorf("marshal %T: %w", m, err)
+	}
+	return actual{Type: reflect.TypeOf(m).Elem().Name(), JSON: markOverallFormat(m, b)}, nil
+}
+
+// text is the message as JSON, as a recording shows it, for reports.
+func (a actual) text() string {
+	var m pgproto3.BackendMessage
+	switch a.Type {
+	case "DataRow":
+		m = &pgproto3.DataRow{Values: a.row}
+	case "CopyData":
+		m = &pgproto3.CopyData{Data: a.data}
+	default:
+		return string(a.JSON)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Sprintf("%s (unprintable: %v)", a.Type, err)
+	}
+	return string(b)
 }
 
 // inbox is an unbounded queue of one connection's server messages, filled
@@ -233,13 +275,12 @@ func dial(ctx context.Context, hostport string) (*conn, error) {
 				c.in.stop(err)
 				return
 			}
-			b, err := json.Marshal(m)
+			a, err := newActual(m)
 			if err != nil {
-				c.in.stop(fmt.Errorf("marshal %T: %w", m, err))
+				c.in.stop(err)
 				return
 			}
-			b = markOverallFormat(m, b)
-			c.in.push(actual{Type: reflect.TypeOf(m).Elem().Name(), JSON: b})
+			c.in.push(a)
 		}
 	}()
 	return c, nil
@@ -414,7 +455,7 @@ func (r *replayer) run(ctx context.Context) error {
 		c.in.mu.Unlock()
 		if len(extra) > 0 {
 			return &Mismatch{Conn: cn, Seq: r.t.Messages[len(r.t.Messages)-1].Seq,
-				Reason: "unexpected " + extra[0].Type + " after the recorded conversation", Got: string(extra[0].JSON)}
+				Reason: "unexpected " + extra[0].Type + " after the recorded conversation", Got: extra[0].text()}
 		}
 	}
 	return nil
@@ -563,7 +604,7 @@ func (r *replayer) expect(ctx context.Context, it *item) error {
 			return err
 		}
 		if a.Type != m.Type {
-			return r.mismatch(first, "expected "+m.Type+", got "+a.Type, string(m.Raw), string(a.JSON))
+			return r.mismatch(first, "expected "+m.Type+", got "+a.Type, string(m.Raw), a.text())
 		}
 		c.in.pop()
 		if err := r.single(first, a); err != nil {
@@ -583,7 +624,7 @@ func (r *replayer) expect(ctx context.Context, it *item) error {
 				return err
 			}
 			if a.Type != "ParameterStatus" {
-				return r.mismatch(first, "expected ParameterStatus, got "+a.Type, strings.Join(want, "\n"), string(a.JSON))
+				return r.mismatch(first, "expected ParameterStatus, got "+a.Type, strings.Join(want, "\n"), a.text())
 			}
 			c.in.pop()
 			got = append(got, string(a.JSON))
@@ -665,18 +706,15 @@ func (r *replayer) rows(ctx context.Context, it *item) error {
 	first := it.idx[0]
 	m := r.t.Messages[first]
 	c := r.conns[m.Conn]
-	var want []row
-	var wantJSON []string
+	want := make([]row, 0, len(it.idx))
 	for _, i := range it.idx {
-		rw, err := decodeDataRow(r.t.Messages[i].Raw)
+		rw, err := r.t.dataRow(i)
 		if err != nil {
-			return fmt.Errorf("%w: seq %d: %v", ErrBadTranscript, r.t.Messages[i].Seq, err)
+			return err
 		}
 		want = append(want, rw)
-		wantJSON = append(wantJSON, string(r.t.Messages[i].Raw))
 	}
 	var got []row
-	var gotJSON []string
 	for {
 		a, err := r.next(ctx, first)
 		if err != nil {
@@ -686,13 +724,9 @@ func (r *replayer) rows(ctx context.Context, it *item) error {
 			break
 		}
 		c.in.pop()
-		rw, err := decodeDataRow(a.JSON)
-		if err != nil {
-			return r.mismatch(first, "undecodable DataRow: "+err.Error(), "", string(a.JSON))
-		}
-		got = append(got, rw)
-		gotJSON = append(gotJSON, string(a.JSON))
+		got = append(got, a.row)
 	}
+	received := got
 	si := r.stmts[first]
 	if si != nil && si.Cluster {
 		db := r.t.StartupParams(m.Conn)["database"]
@@ -715,6 +749,13 @@ func (r *replayer) rows(ctx context.Context, it *item) error {
 		sortCols = si.SortCols
 	}
 	if err := r.maps.compareRows(rulesFor(cols, si), want, got, ordered, sortCols); err != nil {
+		var wantJSON, gotJSON []string
+		for _, i := range it.idx {
+			wantJSON = append(wantJSON, string(r.t.Messages[i].Raw))
+		}
+		for _, rw := range received {
+			gotJSON = append(gotJSON, actual{Type: "DataRow", row: rw}.text())
+		}
 		return r.mismatch(first, "rows differ: "+err.Error(), abbreviate(strings.Join(wantJSON, "\n"), 8000), abbreviate(strings.Join(gotJSON, "\n"), 8000))
 	}
 	r.compared += len(it.idx)
@@ -737,15 +778,14 @@ func (r *replayer) copyOut(ctx context.Context, it *item) error {
 	c := r.conns[m.Conn]
 	var want []byte
 	for _, i := range it.idx {
-		rm := r.t.Messages[i]
-		if rm.Type != "CopyData" {
+		if r.t.Messages[i].Type != "CopyData" {
 			continue
 		}
-		var cd pgproto3.CopyData
-		if err := json.Unmarshal(rm.Raw, &cd); err != nil {
-			return fmt.Errorf("%w: seq %d: %v", ErrBadTranscript, rm.Seq, err)
+		d, err := r.t.copyData(i)
+		if err != nil {
+			return err
 		}
-		want = append(want, cd.Data...)
+		want = append(want, d...)
 	}
 	wantDone := r.t.Messages[it.idx[len(it.idx)-1]].Type == "CopyDone"
 	var got []byte
@@ -757,18 +797,14 @@ func (r *replayer) copyOut(ctx context.Context, it *item) error {
 		if a.Type != "CopyData" {
 			if wantDone {
 				if a.Type != "CopyDone" {
-					return r.mismatch(first, "expected CopyDone, got "+a.Type, "", string(a.JSON))
+					return r.mismatch(first, "expected CopyDone, got "+a.Type, "", a.text())
 				}
 				c.in.pop()
 			}
 			break
 		}
 		c.in.pop()
-		var cd pgproto3.CopyData
-		if err := json.Unmarshal(a.JSON, &cd); err != nil {
-			return r.mismatch(first, "undecodable CopyData: "+err.Error(), "", string(a.JSON))
-		}
-		got = append(got, cd.Data...)
+		got = append(got, a.data...)
 	}
 	bin := r.copyFormat[m.Conn]
 	wr, err := decodeCopy(want, bin)

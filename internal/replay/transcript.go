@@ -47,6 +47,10 @@ type Transcript struct {
 	Name     string // file base name without .jsonl, e.g. "s01_basic"
 	Path     string
 	Messages []Message
+
+	// values holds recorded result values decoded once for all replays of
+	// this transcript (nil: decode at each use).
+	values *valueCache
 }
 
 type rawLine struct {
@@ -77,7 +81,7 @@ func Load(path string) (*Transcript, error) {
 // Read parses a transcript from r. Lines are sorted by seq; a duplicate seq,
 // an unknown direction or a message that does not decode is an error.
 func Read(r io.Reader, name string) (*Transcript, error) {
-	tr := &Transcript{Name: name}
+	tr := &Transcript{Name: name, values: newValueCache()}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 1<<28)
 	line := 0
