@@ -28,10 +28,8 @@ func (x *exec) statement(n *pg.Node, out sink) error {
 		if cacheable {
 			if a, ok := x.s.ex.catalogReads.get(key); ok {
 				tag := "SELECT " + strconv.Itoa(len(a.r.rows))
-				// The wire sink sends the answer's encoded rows; other
-				// sinks (the tests') take the values.
-				if rs, ok := out.(*resultSink); ok {
-					return rs.cached(a, tag)
+				if as, ok := out.(answerSender); ok {
+					return as.cached(a, tag)
 				}
 				return out.rows(a.r.cols, a.r.rows, tag)
 			}
@@ -775,6 +773,12 @@ type streamRead struct {
 	t    *memcat.Table
 	cols []colInfo
 	idx  []int
+}
+
+// answerSender is a sink that can send a cached catalog answer's rows as
+// encoded once for all sessions (resultSink; test sinks take the values).
+type answerSender interface {
+	cached(a *catalogAnswer, tag string) error
 }
 
 // encodedCopier is a sink that can send a binary COPY straight from stored
