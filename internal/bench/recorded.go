@@ -49,7 +49,7 @@ func ServeRecorded(ctx context.Context, trs []*replay.Transcript, listen, dir st
 		return fmt.Errorf("recorded server: %w", err)
 	}
 	defer w.f.Close()
-	rec := replay.NewRecorded(w.flush)
+	rec := replay.NewRecorded(w.flush, log)
 	for _, tr := range trs {
 		commits, err := CommitCompletes(tr)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
 	"strings"
@@ -33,6 +34,7 @@ import (
 // on a database of its own (Options.Databases), are told apart.
 type Recorded struct {
 	durable func() error
+	log     *slog.Logger
 	mu      sync.Mutex
 	byDB    map[string][][]exchange // recorded connections per recorded database, in the order opened
 	opened  map[string]int          // connections opened so far, per database as named
@@ -46,9 +48,12 @@ type exchange struct {
 }
 
 // NewRecorded returns a server with no conversations; durable, when not
-// nil, runs before each commit's answer.
-func NewRecorded(durable func() error) *Recorded {
-	return &Recorded{durable: durable, byDB: map[string][][]exchange{}, opened: map[string]int{}}
+// nil, runs before each commit's answer. A connection that ends in an error
+// (a message the recording does not have there, a failed durable write, a
+// client gone before its conversation ended) is logged to log; the
+// replaying client reports its side of it.
+func NewRecorded(durable func() error, log *slog.Logger) *Recorded {
+	return &Recorded{durable: durable, log: log, byDB: map[string][][]exchange{}, opened: map[string]int{}}
 }
 
 // Add prepares tr's server side. commits holds the indexes in tr.Messages
@@ -185,7 +190,9 @@ func (r *Recorded) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		wg.Go(func() {
 			defer nc.Close()
-			_ = r.serveConn(nc) // a replay that stops early ends its connection
+			if err := r.serveConn(nc); err != nil {
+				r.log.Warn("recorded server: connection ended", "remote", nc.RemoteAddr().String(), "err", err)
+			}
 		})
 	}
 }

@@ -1,13 +1,19 @@
 package replay
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // commitCompletes returns the indexes of tr's COMMIT CommandCompletes.
@@ -30,10 +36,11 @@ func commitCompletes(t *testing.T, tr *Transcript) map[int]bool {
 }
 
 // serveRecorded starts a Recorded server for tr on loopback and returns its
-// address.
-func serveRecorded(t *testing.T, tr *Transcript, commits map[int]bool, durable func() error) string {
+// address and what it has logged so far.
+func serveRecorded(t *testing.T, tr *Transcript, commits map[int]bool, durable func() error) (addr string, logged func() string) {
 	t.Helper()
-	rec := NewRecorded(durable)
+	var log lockedBuffer
+	rec := NewRecorded(durable, slog.New(slog.NewTextHandler(&log, nil)))
 	if err := rec.Add(tr, commits); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +57,25 @@ func serveRecorded(t *testing.T, tr *Transcript, commits map[int]bool, durable f
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return ln.Addr().String()
+	return ln.Addr().String(), log.String
+}
+
+// lockedBuffer is a bytes.Buffer for a logger on other goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // TestRecordedServesEveryFixture replays every fixture against its own
@@ -62,7 +87,7 @@ func TestRecordedServesEveryFixture(t *testing.T) {
 		t.Run(tr.Name, func(t *testing.T) {
 			commits := commitCompletes(t, tr)
 			var synced atomic.Int64
-			addr := serveRecorded(t, tr, commits, func() error { synced.Add(1); return nil })
+			addr, logged := serveRecorded(t, tr, commits, func() error { synced.Add(1); return nil })
 			res := Replay(context.Background(), tr, Options{Addr: addr, Timeout: 30 * time.Second})
 			if !res.Passed() {
 				t.Fatalf("replay against the recording: %v", Explain(res.Err))
@@ -73,6 +98,9 @@ func TestRecordedServesEveryFixture(t *testing.T) {
 			if got := synced.Load(); got != int64(len(commits)) {
 				t.Errorf("durable writes: %d, want one per COMMIT (%d)", got, len(commits))
 			}
+			if l := logged(); l != "" {
+				t.Errorf("a faithful replay left the server logging:\n%s", l)
+			}
 		})
 	}
 }
@@ -82,17 +110,44 @@ func TestRecordedServesEveryFixture(t *testing.T) {
 // cannot take another's database.
 func TestRecordedRefusesAnotherConversation(t *testing.T) {
 	a, b := fixture(t, "s01_basic"), fixture(t, "s05_inlining")
-	addr := serveRecorded(t, a, nil, nil)
+	addr, logged := serveRecorded(t, a, nil, nil)
 	opts := Options{Addr: addr, Timeout: 5 * time.Second, Databases: map[string]string{b.Databases()[0]: a.Databases()[0]}}
 	if res := Replay(context.Background(), b, opts); res.Passed() {
 		t.Fatal("s05's conversation passed against s01's recording")
 	}
-	rec := NewRecorded(nil)
+	waitLogged(t, logged, "err=EOF") // the replay gave up before the recording ended
+
+	// A client message of another type than the recording's is refused,
+	// and the server says which (the client sees its connection close).
+	host, port, _ := net.SplitHostPort(addr)
+	ctx := context.Background()
+	pc, err := pgconn.Connect(ctx, fmt.Sprintf("host=%s port=%s user=postgres dbname=%s sslmode=disable", host, port, a.Databases()[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(ctx)
+	if _, err := pc.Prepare(ctx, "", "SELECT 1", nil); err == nil {
+		t.Fatal("a Parse where the recording has a Query was answered")
+	}
+	waitLogged(t, logged, "message 1 is 'P', recorded 'Q'")
+	rec := NewRecorded(nil, slog.New(slog.DiscardHandler))
 	if err := rec.Add(a, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := rec.Add(fixture(t, "s07_reattach"), nil); err == nil {
 		t.Fatal("s07 took the database s01's recording answers for")
+	}
+}
+
+// waitLogged waits until the server has logged want.
+func waitLogged(t *testing.T, logged func() string, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logged(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not log %s; it logged:\n%s", want, logged())
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -105,7 +160,7 @@ func TestRecordedServesConcurrentReplays(t *testing.T) {
 			tr := fixture(t, name)
 			commits := commitCompletes(t, tr)
 			var synced atomic.Int64
-			addr := serveRecorded(t, tr, commits, func() error { synced.Add(1); return nil })
+			addr, _ := serveRecorded(t, tr, commits, func() error { synced.Add(1); return nil })
 			const replays = 4
 			errs := make(chan error, replays)
 			for i := range replays {
