@@ -1,19 +1,19 @@
 package replay
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/moraine-db/moraine/internal/testenv"
 )
 
 // commitCompletes returns the indexes of tr's COMMIT CommandCompletes.
@@ -39,7 +39,7 @@ func commitCompletes(t *testing.T, tr *Transcript) map[int]bool {
 // address and what it has logged so far.
 func serveRecorded(t *testing.T, tr *Transcript, commits map[int]bool, durable func() error) (addr string, logged func() string) {
 	t.Helper()
-	var log lockedBuffer
+	var log testenv.SyncBuffer
 	rec := NewRecorded(durable, slog.New(slog.NewTextHandler(&log, nil)))
 	if err := rec.Add(tr, commits); err != nil {
 		t.Fatal(err)
@@ -58,24 +58,6 @@ func serveRecorded(t *testing.T, tr *Transcript, commits map[int]bool, durable f
 		}
 	})
 	return ln.Addr().String(), log.String
-}
-
-// lockedBuffer is a bytes.Buffer for a logger on other goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // TestRecordedServesEveryFixture replays every fixture against its own
