@@ -35,15 +35,6 @@ type stmtInfo struct {
 // The result is indexed like t.Messages; frontend messages get nil.
 func annotate(t *Transcript) []*stmtInfo {
 	out := make([]*stmtInfo, len(t.Messages))
-	cache := map[string]*stmtInfo{}
-	info := func(text string) *stmtInfo {
-		if si, ok := cache[text]; ok {
-			return si
-		}
-		si := analyse(text)
-		cache[text] = si
-		return si
-	}
 	type state struct {
 		queue  []*stmtInfo
 		parsed *stmtInfo
@@ -56,24 +47,20 @@ func annotate(t *Transcript) []*stmtInfo {
 			conns[m.Conn] = st
 		}
 		if m.Dir == Frontend {
-			fm, err := m.FrontendMessage()
+			fm, err := t.frontend(i)
 			if err != nil {
 				continue // Load already rejected undecodable messages
 			}
 			switch q := fm.(type) {
 			case *pgproto3.Query:
 				st.queue = st.queue[:0]
-				stmts, err := pg_query.SplitWithParser(q.String, true)
-				if err != nil {
-					stmts = []string{q.String}
-				}
-				for _, s := range stmts {
+				for _, s := range t.statements(q.String) {
 					if s != "" {
-						st.queue = append(st.queue, info(s))
+						st.queue = append(st.queue, t.info(s))
 					}
 				}
 			case *pgproto3.Parse:
-				st.parsed = info(q.Query)
+				st.parsed = t.info(q.Query)
 			}
 			continue
 		}

@@ -126,6 +126,11 @@ func generic(b []byte) (map[string]any, error) {
 
 // compareSingle compares one server message of the same type.
 func (m *mapper) compareSingle(typ string, want, got []byte) error {
+	// Equal JSON stays equal through every normalization below; only a
+	// RowDescription's comparison also learns the OID mapping.
+	if typ != "RowDescription" && bytes.Equal(want, got) {
+		return nil
+	}
 	w, err := generic(want)
 	if err != nil {
 		return fmt.Errorf("recorded %s: %w", typ, err)

@@ -83,7 +83,7 @@ func findOverlaps(t *Transcript) overlaps {
 			}
 			continue
 		}
-		fm, err := m.FrontendMessage()
+		fm, err := t.frontend(i)
 		if err != nil {
 			continue
 		}

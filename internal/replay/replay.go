@@ -463,7 +463,7 @@ func (r *replayer) run(ctx context.Context) error {
 
 func (r *replayer) sendMsg(ctx context.Context, i int) error {
 	m := r.t.Messages[i]
-	fm, err := m.FrontendMessage()
+	fm, err := r.t.frontend(i)
 	if err != nil {
 		return err
 	}
@@ -483,11 +483,13 @@ func (r *replayer) sendMsg(ctx context.Context, i int) error {
 			fm = &pgproto3.StartupMessage{ProtocolVersion: sm.ProtocolVersion, Parameters: params}
 		}
 	}
-	switch q := fm.(type) {
+	switch q := fm.(type) { // fm is shared: rewrite a copy
 	case *pgproto3.Query:
-		q.String = r.maps.rewriteOIDs(q.String)
+		fm = &pgproto3.Query{String: r.maps.rewriteOIDs(q.String)}
 	case *pgproto3.Parse:
-		q.Query = r.maps.rewriteOIDs(q.Query)
+		p := *q
+		p.Query = r.maps.rewriteOIDs(q.Query)
+		fm = &p
 	}
 	// Interleaving: if the previous message went to another connection that
 	// has not answered yet, give the server up to Settle to act on it first,
