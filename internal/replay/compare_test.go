@@ -104,6 +104,20 @@ func TestMatchOID(t *testing.T) {
 	}
 }
 
+// TestEqualRowDescriptionMapsItsTables: a RowDescription the server sends
+// byte for byte as recorded still maps its table OIDs, so a later answer
+// naming that table by another OID is a difference.
+func TestEqualRowDescriptionMapsItsTables(t *testing.T) {
+	rd := []byte(`{"Type":"RowDescription","Fields":[{"Name":"a","TableOID":18122,"TableAttributeNumber":1,"DataTypeOID":23,"DataTypeSize":4,"TypeModifier":-1,"Format":0}]}`)
+	m := newMapper()
+	if err := m.compareSingle("RowDescription", rd, rd); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.matchOID("18122", "18123"); err == nil {
+		t.Error("after an equal RowDescription, table oid 18122 was accepted as 18123")
+	}
+}
+
 func pgTime(tm time.Time) []byte {
 	return binary.BigEndian.AppendUint64(nil, uint64(tm.Sub(pgEpoch).Microseconds()))
 }
