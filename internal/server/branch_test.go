@@ -59,19 +59,7 @@ func dumpDB(t *testing.T, ctx context.Context, conninfo string) map[string]strin
 // rows.
 func sameTables(t *testing.T, what string, want, got map[string]string) {
 	t.Helper()
-	var diff []string
-	for name, w := range want {
-		if g, ok := got[name]; !ok || g != w {
-			diff = append(diff, name)
-		}
-	}
-	for name := range got {
-		if _, ok := want[name]; !ok {
-			diff = append(diff, name)
-		}
-	}
-	sort.Strings(diff)
-	if len(diff) > 0 {
+	if diff := differingKeys(want, got); len(diff) > 0 {
 		t.Fatalf("%s: tables differ: %v", what, diff)
 	}
 }

@@ -67,7 +67,9 @@ func sameAsStore(t *testing.T, ctx context.Context, st *Stack) {
 	}
 }
 
-func firstDifference(want, got map[string]string) string {
+// differingKeys returns, sorted, the keys whose values differ between
+// want and got or that only one of them has.
+func differingKeys(want, got map[string]string) []string {
 	var keys []string
 	for k, v := range want {
 		if w, ok := got[k]; !ok || v != w {
@@ -79,10 +81,15 @@ func firstDifference(want, got map[string]string) string {
 			keys = append(keys, k)
 		}
 	}
+	sort.Strings(keys)
+	return keys
+}
+
+func firstDifference(want, got map[string]string) string {
+	keys := differingKeys(want, got)
 	if len(keys) == 0 {
 		return ""
 	}
-	sort.Strings(keys)
 	return fmt.Sprintf("%d keys differ, first %s", len(keys), keyspace.FormatKey([]byte(keys[0])))
 }
 
