@@ -148,10 +148,17 @@ type actual struct {
 func newActual(m pgproto3.BackendMessage) (actual, error) {
 	switch x := m.(type) {
 	case *pgproto3.DataRow:
+		n := 0
+		for _, v := range x.Values {
+			n += len(v)
+		}
+		buf := make([]byte, 0, n) // one allocation for the row's values
 		rw := make(row, len(x.Values))
 		for i, v := range x.Values {
-			if v != nil {
-				rw[i] = append([]byte{}, v...) // non-nil: "" is not NULL
+			if v != nil { // a slice of buf is non-nil even when empty: "" is not NULL
+				start := len(buf)
+				buf = append(buf, v...)
+				rw[i] = buf[start:len(buf):len(buf)]
 			}
 		}
 		return actual{Type: "DataRow", row: rw}, nil
@@ -218,6 +225,13 @@ var errTimeout = errors.New("timed out waiting for the server")
 
 // peek waits until a message is available and returns it without removing it.
 func (in *inbox) peek(ctx context.Context, d time.Duration) (actual, error) {
+	in.mu.Lock()
+	if len(in.msgs) > 0 { // the common case: no timers to arm
+		a := in.msgs[0]
+		in.mu.Unlock()
+		return a, nil
+	}
+	in.mu.Unlock()
 	deadline := time.Now().Add(d)
 	timer := time.AfterFunc(d, in.cond.Broadcast)
 	defer timer.Stop()

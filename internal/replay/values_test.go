@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // TestValueCacheFollowsRaw: decoded values are shared by copies of a
@@ -54,4 +56,18 @@ func rowsEqual(a, b row) bool {
 		}
 	}
 	return true
+}
+
+// TestActualRowKeepsNULLApart: a received row's empty value stays non-nil
+// and its NULL nil, and its values outlive the reader's buffer.
+func TestActualRowKeepsNULLApart(t *testing.T) {
+	wire := [][]byte{nil, {}, []byte("x")}
+	a, err := newActual(&pgproto3.DataRow{Values: wire})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wire[2][0] = 'y' // pgproto3 reuses its buffer for the next message
+	if !rowsEqual(a.row, row{nil, {}, []byte("x")}) || a.row[1] == nil {
+		t.Fatalf("row %q (empty value nil: %v)", a.row, a.row[1] == nil)
+	}
 }
