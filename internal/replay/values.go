@@ -11,16 +11,17 @@ import (
 )
 
 // valueCache holds what replays of a transcript derive from its recording
-// and would otherwise derive again at each replay: the values of recorded
-// DataRow and CopyData messages, decoded from their JSON (a whole-catalog
-// read is thousands of rows), and the statements of each query text with
-// their analysis. Without it the replaying client cost more CPU than the
-// server it measures.
+// and would otherwise derive again at each replay: the client messages and
+// the values of recorded DataRow and CopyData messages, decoded from their
+// JSON (a whole-catalog read is thousands of rows), and the statements of
+// each query text with their analysis. Without it the replaying client cost
+// more CPU than the server it measures.
 //
 // A message's values are keyed by the address of its Raw bytes. Raw is
-// never modified in place, only replaced, so an address names one content:
-// a copy of the transcript that shares the cache, or has a message
-// replaced, never reads another message's values. A simple query's
+// never modified in place, only replaced, so an address names one content
+// (and the key keeps those bytes alive, so the address is not reused): a
+// copy of the transcript that shares the cache, or has a message replaced,
+// never reads another message's values. A simple query's
 // statements and a statement's analysis are keyed by the text, of which
 // they are functions.
 //
