@@ -10,11 +10,14 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/moraine-db/moraine/internal/server"
 )
 
 // startProcess runs `exe argv…` (`serve …`, or `bench recorded …`) as a
-// child process logging JSON and waits until it logs that it is ready, taking the address it listens on from that log
-// line (args ask for port 0, so only the child knows it). Afterwards
+// child process logging JSON and waits until it logs that it is ready,
+// taking the address it listens on from that log line (argv asks for port
+// 0, so only the child knows it). Afterwards
 // m.cancel asks the child to stop as an operator would (SIGTERM, or when
 // ctx ends) and m.done reports how it exited, with the end of its log when
 // that was not cleanly.
@@ -45,7 +48,7 @@ func (m *Moraine) startProcess(ctx context.Context, exe string, argv []string) e
 				switch msg, addr := announcement(line); msg {
 				case "metrics listening":
 					m.metricsAddr = addr
-				case "moraine is ready", RecordedReady:
+				case server.ReadyMessage, RecordedReady:
 					announced = true
 					ready <- addr
 				}
@@ -91,9 +94,9 @@ func (m *Moraine) startProcess(ctx context.Context, exe string, argv []string) e
 const processWait = 10 * time.Minute
 
 // announcement reads the JSON log lines that announce an address:
-// "moraine is ready" or RecordedReady (listen) and "metrics listening"
-// (addr). It returns
-// the message and the address, or "" for any other line.
+// server.ReadyMessage or RecordedReady (listen) and "metrics listening"
+// (addr). It returns the message and the address, or "" for any other
+// line.
 func announcement(line string) (msg, addr string) {
 	var rec struct {
 		Msg    string `json:"msg"`
@@ -104,7 +107,7 @@ func announcement(line string) (msg, addr string) {
 		return "", ""
 	}
 	switch {
-	case (rec.Msg == "moraine is ready" || rec.Msg == RecordedReady) && rec.Listen != "":
+	case (rec.Msg == server.ReadyMessage || rec.Msg == RecordedReady) && rec.Listen != "":
 		return rec.Msg, rec.Listen
 	case rec.Msg == "metrics listening" && rec.Addr != "":
 		return rec.Msg, rec.Addr

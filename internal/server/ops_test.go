@@ -117,7 +117,7 @@ func TestUsersFileSCRAM(t *testing.T) {
 					t.Fatalf("%s/%s: got %v, want SQLSTATE 28P01", c.user, c.pw, err)
 				}
 			}
-			if !strings.Contains(logs.String(), "moraine is ready") {
+			if !strings.Contains(logs.String(), ReadyMessage) {
 				t.Fatalf("log lacks the ready line:\n%s", logs.String())
 			}
 			if strings.Contains(logs.String(), password) || strings.Contains(logs.String(), "Wr0ng-pa55-zq") {

@@ -400,6 +400,10 @@ func writeRefused(cause error) error {
 		Hint: "moraine serves reads of what is durable and retries the store; writes resume by themselves once it accepts them."}
 }
 
+// ReadyMessage is what serve logs, with its address as "listen", once it
+// accepts connections; a parent process waits for it.
+const ReadyMessage = "moraine is ready"
+
 // announce logs that st is served (and, the first time, that moraine is
 // ready), with the reason writes are refused if they are.
 func (s *Server) announce(st *Stack, refusing string) {
@@ -407,7 +411,7 @@ func (s *Server) announce(st *Stack, refusing string) {
 	if refusing != "" {
 		s.log.Error("serving reads only: the store refuses writes", "listen", s.addr.String(), "err", refusing)
 	} else if first {
-		s.log.Info("moraine is ready", "listen", s.addr.String(), "store", redactURL(s.cfg.Store), "replica", s.cfg.Replica)
+		s.log.Info(ReadyMessage, "listen", s.addr.String(), "store", redactURL(s.cfg.Store), "replica", s.cfg.Replica)
 	} else {
 		s.log.Info("serving the reopened store", "seq", st.Seq)
 	}

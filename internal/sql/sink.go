@@ -49,6 +49,11 @@ func (r *resultSink) emit(rows [][]datum.Value) error {
 			return err
 		}
 	}
+	return r.finished()
+}
+
+// finished completes a result whose every row has been sent.
+func (r *resultSink) finished() error {
 	r.pending = nil
 	r.done = true
 	return r.w.Complete(r.tag)
@@ -72,9 +77,7 @@ func (r *resultSink) cached(a *catalogAnswer, tag string) error {
 	if err := r.w.EncodedRows(msgs, len(a.r.rows)); err != nil {
 		return err
 	}
-	r.pending = nil
-	r.done = true
-	return r.w.Complete(tag)
+	return r.finished()
 }
 
 // encodeRow encodes row's values in formats into buf and points cells (one
