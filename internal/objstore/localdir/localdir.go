@@ -18,6 +18,9 @@
 //     mutex, which two processes can both pass.)
 //   - Directories created for a key are fsynced into their parents, so a
 //     durable object is reachable after a power loss.
+//   - Delete takes the object's name away, durably; its file is reused by a
+//     later write (recycle.go), and a reader that had it open gets
+//     ErrNotFound, never the bytes written into it next.
 //   - List never returns temporary files; a crash can leave them behind (as
 //     ".objstore-tmp-*" files) and they are ignored. Keys whose segments
 //     begin with that prefix are refused.
@@ -370,27 +373,70 @@ func (s *Store) read(ctx context.Context, op, key string, offset, length int64) 
 	if offset < 0 {
 		return nil, objstore.OpError(op, key, objstore.ErrInvalidRange)
 	}
+	for range maxReadAttempts {
+		buf, err := readFile(path, offset, length)
+		if errors.Is(err, errRecycled) {
+			continue // deleted while read: look again
+		}
+		if err != nil {
+			return nil, objstore.OpError(op, key, err)
+		}
+		return buf, nil
+	}
+	return nil, objstore.OpError(op, key, fmt.Errorf("read: the object was deleted and rewritten %d times while being read", maxReadAttempts))
+}
+
+// maxReadAttempts bounds how often read looks again at a key whose file
+// was deleted and reused while it read; each time is a Delete and a Put of
+// the key between two system calls.
+const maxReadAttempts = 8
+
+// errRecycled reports a file that was deleted and reused while read.
+var errRecycled = errors.New("localdir: object file recycled while read")
+
+// readFile reads the range of the object file at path. It fails with
+// objstore.ErrNotFound if there is no object, and with errRecycled if the
+// file it opened was deleted and reused meanwhile (recycle.go).
+func readFile(path string, offset, length int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		if missing(err) {
-			return nil, objstore.OpError(op, key, objstore.ErrNotFound)
+			return nil, objstore.ErrNotFound
 		}
-		return nil, objstore.OpError(op, key, err)
+		return nil, err
 	}
 	defer f.Close()
+	return readOpened(f, path, offset, length)
+}
+
+// readOpened reads the range of f, opened by the name path.
+func readOpened(f *os.File, path string, offset, length int64) ([]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, objstore.OpError(op, key, err)
+		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, objstore.OpError(op, key, objstore.ErrNotFound)
+		return nil, objstore.ErrNotFound
 	}
-	// Objects are replaced by rename, never written in place, so the open
-	// file's size is the object's size for as long as we read it.
+	if !sameObject(path, fi) {
+		return nil, errRecycled
+	}
+	return readChecked(f, fi, offset, length)
+}
+
+// readChecked reads the range of f, whose state when it still had its
+// object's name was fi. Objects are replaced by rename, never written in
+// place, so the open file's size is the object's size for as long as we
+// read it, unless it is recycled, which unchangedSince sees.
+func readChecked(f *os.File, fi os.FileInfo, offset, length int64) ([]byte, error) {
 	start, end := objstore.ClampRange(fi.Size(), offset, length)
 	buf := make([]byte, end-start)
-	if _, err := f.ReadAt(buf, start); err != nil && !(errors.Is(err, io.EOF) && len(buf) == 0) {
-		return nil, objstore.OpError(op, key, fmt.Errorf("read: %w", err))
+	_, err := f.ReadAt(buf, start)
+	if !unchangedSince(f, fi) {
+		return nil, errRecycled
+	}
+	if err != nil && !(errors.Is(err, io.EOF) && len(buf) == 0) {
+		return nil, fmt.Errorf("read: %w", err)
 	}
 	return buf, nil
 }
@@ -431,7 +477,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 			err = j.appendLocked(record{kind: recDelete, key: key})
 		}
 		if err == nil {
-			if err = unix.Unlink(path); err != nil && (missing(err) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) && isDir(path)) {
+			if err = s.remove(path); err != nil && (missing(err) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) && isDir(path)) {
 				err = nil
 			}
 		}
@@ -441,9 +487,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return nil
 	}
 	j.mu.Unlock()
-	// unlink, not os.Remove: os.Remove would also rmdir an empty directory
-	// that shares the object's name.
-	if err := unix.Unlink(path); err != nil {
+	if err := s.remove(path); err != nil {
 		if missing(err) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) && isDir(path) {
 			return nil
 		}
@@ -455,6 +499,16 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return objstore.OpError("delete", key, err)
 	}
 	return nil
+}
+
+// remove takes the object file at path away: into the pool, to be reused
+// (recycle.go), or else by unlink — not os.Remove, which would also rmdir
+// an empty directory that shares the object's name.
+func (s *Store) remove(path string) error {
+	if s.pool.recycle(path) {
+		return nil
+	}
+	return unix.Unlink(path)
 }
 
 func isDir(path string) bool {

@@ -18,7 +18,8 @@ import (
 // commits (~1.4 ms on the CI machines) where appending to an existing file
 // and fdatasyncing it is one small one. The pool takes the creation off the
 // write path: a background goroutine keeps a few empty temporary files
-// created, open, and their creation durable (one fsync of the root for the lot); a
+// ready (created, or recycled from deleted objects: recycle.go), open,
+// and their creation durable (one fsync of the root for the lot); a
 // write fills one, fdatasyncs it, links it to its final name and fsyncs
 // that directory (~0.6 ms).
 //
@@ -85,25 +86,33 @@ func (pf pooledFile) discard() {
 
 type pool struct {
 	root  string
+	tag   string // names this pool's recycled files (recycle.go)
 	ready chan pooledFile
 	kick  chan struct{}
 	stop  chan struct{}
 	done  chan struct{} // closed when fill returns
 	mu    struct {
 		sync.Mutex
-		started bool // fill is running (or ran)
-		closed  bool
+		started     bool // fill is running (or ran)
+		closed      bool
+		recycled    []recycledFile // deleted objects' files, oldest first
+		seq         uint64         // names recycled files
+		cooldown    time.Duration  // before a recycled file is reused
+		maxRecycled int            // recycled files kept waiting at most
 	}
 }
 
 func newPool(root string) *pool {
-	return &pool{
+	p := &pool{
 		root:  root,
+		tag:   recycleTag(),
 		ready: make(chan pooledFile, poolSize),
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 		done:  make(chan struct{}),
 	}
+	p.mu.cooldown, p.mu.maxRecycled = recycleCooldown, maxRecycled
+	return p
 }
 
 // take returns a pooled empty file, or ok false when none is ready (the
@@ -190,19 +199,22 @@ func (p *pool) fill() {
 	}
 }
 
-// topUp creates empty temporary files until the pool is full and returns
-// how many it added.
+// topUp fills the pool with empty temporary files, recycled ones first
+// (recycle.go), and returns how many it added.
 func (p *pool) topUp() int {
 	n := 0
 	for len(p.ready) < cap(p.ready) {
-		f, err := os.CreateTemp(p.root, poolPrefix+"*")
-		if err != nil {
-			return n
+		pf, ok := p.reuse()
+		if !ok {
+			f, err := os.CreateTemp(p.root, poolPrefix+"*")
+			if err != nil {
+				return n
+			}
+			// The lock marks the file as this process's for as long as it
+			// lives (removeOrphanedPoolFiles).
+			_ = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+			pf = pooledFile{path: f.Name(), f: f, created: time.Now()}
 		}
-		// The lock marks the file as this process's for as long as it
-		// lives (removeOrphanedPoolFiles).
-		_ = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		pf := pooledFile{path: f.Name(), f: f, created: time.Now()}
 		select {
 		case p.ready <- pf:
 			n++
@@ -214,7 +226,8 @@ func (p *pool) topUp() int {
 	return n
 }
 
-// shutdown stops the filler and removes the files still pooled.
+// shutdown stops the filler and removes the files still pooled or
+// waiting to be recycled.
 func (p *pool) shutdown() {
 	p.mu.Lock()
 	if p.mu.closed {
@@ -223,6 +236,7 @@ func (p *pool) shutdown() {
 	}
 	p.mu.closed = true
 	started := p.mu.started
+	p.dropRecycled()
 	p.mu.Unlock()
 	close(p.stop)
 	if started {
