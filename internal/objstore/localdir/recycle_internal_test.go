@@ -358,12 +358,13 @@ func TestRecyclingConcurrentReads(t *testing.T) {
 	}
 }
 
-// BenchmarkPutAndCollect writes an object per op and deletes the one
-// written 256 ops before, as a store that writes a WAL object per commit
-// and garbage-collects behind it does, with deleted files reused at once
-// (the steady state, where they have long cooled) or never. cpu-µs/op is
-// the process's CPU, the pool's filler included: creating a file is where
-// a file system with many recently freed inodes spends it.
+// BenchmarkPutAndCollect is a store that writes an object per commit and
+// garbage-collects behind it: each op writes an object and deletes the one
+// written 4096 ops before, the first 4096 written before the clock starts.
+// Deleted files are reused at once (the steady state, where they have long
+// cooled) or never. cpu-µs/op is the process's CPU, the pool's filler
+// included: creating a file is where a file system with many recently
+// freed inodes spends it.
 func BenchmarkPutAndCollect(b *testing.B) {
 	for _, bc := range []struct {
 		name  string
@@ -380,17 +381,21 @@ func BenchmarkPutAndCollect(b *testing.B) {
 			s.pool.mu.cooldown, s.pool.mu.maxRecycled = 0, bc.limit
 			s.pool.mu.Unlock()
 			data := bytes.Repeat([]byte("w"), 2048)
-			const lag = 256
+			const lag = 4096
+			key := func(i int) string { return fmt.Sprintf("wal/%d", i) }
+			for i := 0; i < lag; i++ {
+				if err := s.PutIfAbsent(ctx, key(i), data); err != nil {
+					b.Fatal(err)
+				}
+			}
 			cpu0 := processCPU(b)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				if err := s.PutIfAbsent(ctx, fmt.Sprintf("wal/%d", i), data); err != nil {
+				if err := s.PutIfAbsent(ctx, key(lag+i), data); err != nil {
 					b.Fatal(err)
 				}
-				if i >= lag {
-					if err := s.Delete(ctx, fmt.Sprintf("wal/%d", i-lag)); err != nil {
-						b.Fatal(err)
-					}
+				if err := s.Delete(ctx, key(i)); err != nil {
+					b.Fatal(err)
 				}
 			}
 			b.StopTimer()
