@@ -61,13 +61,14 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 	names := fs.String("transcripts", "s11_commit_mix,s05_inlining,s01_basic,s08_contention", "comma-separated fixture names (single-lake conversations)")
 	clients := fs.String("clients", "1,16", "comma-separated numbers of concurrent replays, each on a lake of its own")
 	rounds := fs.Int("rounds", 3, "replays of each transcript per client count and server")
+	warmup := fs.Int("warmup", 1, "unmeasured replays of each transcript on every server before its rounds")
 	dir := fs.String("dir", "", "parent `directory` of moraine's store and the floor's durable-write file (default: the system's temporary directory); put it on the disk PostgreSQL's data directory is on")
 	floor := fs.Bool("floor", true, "also replay every round against PostgreSQL's recorded answers (`bench recorded`): the CPU any server spends on the conversation's round trips and flushes")
 	if code, ok := fs.parse(args, noArgs); !ok {
 		return code
 	}
-	if *pg == "" || *rounds < 1 {
-		fmt.Fprintln(stderr, "bench replay: --postgres is required and --rounds must be positive")
+	if *pg == "" || *rounds < 1 || *warmup < 0 {
+		fmt.Fprintln(stderr, "bench replay: --postgres is required, --rounds must be positive and --warmup not negative")
 		return 2
 	}
 	concurrency, err := parseCounts(*clients)
@@ -108,7 +109,8 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 		defer f.Stop()
 		targets = append(targets, bench.RecordedTarget(f))
 	}
-	rows, err := bench.RunReplay(ctx, trs, concurrency, *rounds, targets, stderr)
+	runs := bench.ReplayRuns{Concurrency: concurrency, Rounds: *rounds, Warmup: *warmup}
+	rows, err := bench.RunReplay(ctx, trs, runs, targets, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return 1

@@ -362,4 +362,16 @@ func TestBenchReplaySmoke(t *testing.T) {
 	if d, err := time.ParseDuration(row[1]); err != nil || d <= 0 {
 		t.Fatalf("floor CPU per commit %q: %v", row[1], err)
 	}
+	// The warm-up replay (--warmup defaults to 1) is not measured: the
+	// row counts the one round's snapshots, those of its kinds and the
+	// lake's first (written by COPY, with no changes_made, so of no kind).
+	kinds := 0
+	for _, m := range regexp.MustCompile(`(?m)^\s*s01_basic\s+[a-z_+]+\s+(\d+)\s`).FindAllStringSubmatch(out.String(), -1) {
+		n, _ := strconv.Atoi(m[1])
+		kinds += n
+	}
+	commits := regexp.MustCompile(`(?m)^\s*s01_basic\s+1\s+(\d+)\s`).FindStringSubmatch(out.String())
+	if commits == nil || commits[1] != strconv.Itoa(kinds+1) || kinds == 0 {
+		t.Fatalf("the one-client row's commits %v, the kinds' %d: the warm-up was counted or a kind was lost:\n%s", commits, kinds, out.String())
+	}
 }

@@ -107,28 +107,46 @@ func (r ReplayRow) PerCommit(d map[string]time.Duration, target string) time.Dur
 	return 0
 }
 
-// RunReplay replays each transcript at each concurrency rounds times on
-// every target, the targets taking turns round by round. A replay whose
-// answers differ from the recorded ones is an error: the figures are only
-// for conversations the server served faithfully.
-func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int, rounds int, targets []ReplayTarget, progress io.Writer) ([]ReplayRow, error) {
+// ReplayRuns says how often RunReplay replays each transcript.
+type ReplayRuns struct {
+	Concurrency []int // concurrent replays per measured round, one row each
+	Rounds      int   // measured rounds per concurrency and target
+	// Warmup unmeasured replays of each transcript precede its rounds on
+	// every target, so that neither server's figures include what a fresh
+	// process or a cold cache costs once: a server in service has long
+	// paid it.
+	Warmup int
+}
+
+// RunReplay replays each transcript as runs says on every target, the
+// targets taking turns round by round. A replay whose answers differ from
+// the recorded ones is an error: the figures are only for conversations
+// the server served faithfully.
+func RunReplay(ctx context.Context, trs []*replay.Transcript, runs ReplayRuns, targets []ReplayTarget, progress io.Writer) ([]ReplayRow, error) {
 	var out []ReplayRow
 	for _, tr := range trs {
 		kinds, err := commitKinds(tr)
 		if err != nil {
 			return out, err
 		}
-		for _, c := range concurrency {
+		for w := 0; w < runs.Warmup; w++ {
+			for _, t := range targets {
+				if _, _, _, err := replayRound(ctx, tr, 1, "warmup"+strconv.Itoa(w), t, len(kinds), nil); err != nil {
+					return out, fmt.Errorf("bench replay: %s warm-up on %s: %w", tr.Name, t.Name, err)
+				}
+			}
+		}
+		for _, c := range runs.Concurrency {
 			row := ReplayRow{Transcript: tr.Name, Concurrency: c, Commits: map[string]int64{},
 				Wall: map[string]time.Duration{}, CPU: map[string]time.Duration{}, ByKind: map[string]*KindCPU{}}
-			for r := 0; r < rounds; r++ {
+			for r := 0; r < runs.Rounds; r++ {
 				for k := range targets {
 					t := targets[(k+r)%len(targets)]
 					var meter *kindMeter
 					if c == 1 && t.Threads != nil {
 						meter = newKindMeter(kinds, t.Threads, t.Name, row.ByKind)
 					}
-					commits, wall, cpu, err := replayRound(ctx, tr, c, r, t, len(kinds), meter)
+					commits, wall, cpu, err := replayRound(ctx, tr, c, strconv.Itoa(r), t, len(kinds), meter)
 					if err != nil {
 						return out, fmt.Errorf("bench replay: %s ×%d on %s: %w", tr.Name, c, t.Name, err)
 					}
@@ -137,7 +155,7 @@ func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int,
 					row.CPU[t.Name] += cpu
 				}
 				if progress != nil {
-					fmt.Fprintf(progress, "bench replay: %s ×%d round %d of %d done\n", tr.Name, c, r+1, rounds)
+					fmt.Fprintf(progress, "bench replay: %s ×%d round %d of %d done\n", tr.Name, c, r+1, runs.Rounds)
 				}
 			}
 			out = append(out, row)
@@ -147,10 +165,10 @@ func RunReplay(ctx context.Context, trs []*replay.Transcript, concurrency []int,
 }
 
 // replayRound runs c replays of tr at once, each on a fresh database of
-// its own (the recorded one on the floor), and returns the snapshots they
-// committed, the wall time and the server's CPU between start and end.
-// recorded is the number of commits tr records.
-func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t ReplayTarget, recorded int, meter *kindMeter) (commits int64, wall, cpu time.Duration, err error) {
+// its own (the recorded one on the floor) named after round, and returns
+// the snapshots they committed, the wall time and the server's CPU
+// between start and end. recorded is the number of commits tr records.
+func replayRound(ctx context.Context, tr *replay.Transcript, c int, round string, t ReplayTarget, recorded int, meter *kindMeter) (commits int64, wall, cpu time.Duration, err error) {
 	dbs := tr.Databases()
 	if len(dbs) != 1 {
 		return 0, 0, 0, fmt.Errorf("transcript uses %d databases; the benchmark replays single-lake conversations", len(dbs))
@@ -159,7 +177,7 @@ func replayRound(ctx context.Context, tr *replay.Transcript, c, round int, t Rep
 	// one (replay.Recorded).
 	names := make([]string, c)
 	for i := range names {
-		names[i] = "bench_" + strconv.Itoa(round) + "_" + strconv.Itoa(i) + "_" + dbs[0]
+		names[i] = "bench_" + round + "_" + strconv.Itoa(i) + "_" + dbs[0]
 	}
 	if !t.Recorded {
 		if err := replay.RecreateDatabases(ctx, t.Admin, names); err != nil {
