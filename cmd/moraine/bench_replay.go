@@ -109,12 +109,27 @@ func benchReplayMain(ctx context.Context, args []string, stdout, stderr io.Write
 		defer f.Stop()
 		targets = append(targets, bench.RecordedTarget(f))
 	}
+	storeDir := *dir
+	if storeDir == "" {
+		storeDir = os.TempDir()
+	}
+	create, removeProbe, err := bench.FileCreateCost(storeDir, 256)
+	if removeProbe != nil {
+		defer removeProbe()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "bench replay: %v\n", err)
+		return 1
+	}
 	runs := bench.ReplayRuns{Concurrency: concurrency, Rounds: *rounds, Warmup: *warmup}
 	rows, err := bench.RunReplay(ctx, trs, runs, targets, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "%v\n", err)
 		return 1
 	}
+	// What a file creation cost beside the store: the store creates one
+	// per WAL object, and the price depends on the directory.
+	fmt.Fprintf(stdout, "file_create_cpu=%v dir=%s\n\n", create, storeDir)
 	if err := bench.WriteReplayKinds(stdout, rows); err != nil {
 		fmt.Fprintf(stderr, "bench replay: %v\n", err)
 		return 1

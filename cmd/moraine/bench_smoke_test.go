@@ -350,6 +350,13 @@ func TestBenchReplaySmoke(t *testing.T) {
 		t.Fatalf("exit %d: %s\n%s", code, errb.String(), out.String())
 	}
 	checkRatio(t, out.String())
+	probe := regexp.MustCompile(`(?m)^file_create_cpu=(\S+) dir=\S`).FindStringSubmatch(out.String())
+	if probe == nil {
+		t.Fatalf("no file creation cost:\n%s", out.String())
+	}
+	if d, err := time.ParseDuration(probe[1]); err != nil || d <= 0 {
+		t.Fatalf("file creation cost %q: %v", probe[1], err)
+	}
 	if !regexp.MustCompile(`(?m)^\s*s01_basic\s+inlined_insert\s+1\s`).MatchString(out.String()) {
 		t.Fatalf("no per-kind row for s01's inlined insert:\n%s", out.String())
 	}
