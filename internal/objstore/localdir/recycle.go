@@ -43,9 +43,11 @@ const (
 	// recycleCooldown is how long a deleted object's file waits before
 	// it is reused; a read that has it open has long finished.
 	recycleCooldown = 10 * time.Second
-	// maxRecycled bounds the deleted files waiting to be reused; a GC
-	// round deleting more removes the rest.
-	maxRecycled = 4096
+	// maxRecycled bounds the deleted files waiting to be reused: a GC
+	// round's worth at about 270 commits a second (slate collects once a
+	// minute). A round deleting more removes the rest, and Close removes
+	// those still waiting.
+	maxRecycled = 16384
 )
 
 // recycledFile is a deleted object's file, renamed into the root under the
