@@ -383,16 +383,17 @@ func (s *Store) read(ctx context.Context, op, key string, offset, length int64) 
 		}
 		return buf, nil
 	}
-	return nil, objstore.OpError(op, key, fmt.Errorf("read: the object was deleted and rewritten %d times while being read", maxReadAttempts))
+	return nil, objstore.OpError(op, key, fmt.Errorf("read: the object was replaced or deleted %d times while being read", maxReadAttempts))
 }
 
 // maxReadAttempts bounds how often read looks again at a key whose file
-// was deleted and reused while it read; each time is a Delete and a Put of
-// the key between two system calls.
+// stopped being the object's while it read; each time is a Put or Delete
+// of the key between two system calls.
 const maxReadAttempts = 8
 
-// errRecycled reports a file that was deleted and reused while read.
-var errRecycled = errors.New("localdir: object file recycled while read")
+// errRecycled reports a file that stopped being the object's while read:
+// the key was deleted (and the file perhaps reused) or replaced.
+var errRecycled = errors.New("localdir: object file deleted or replaced while read")
 
 // readFile reads the range of the object file at path. It fails with
 // objstore.ErrNotFound if there is no object, and with errRecycled if the

@@ -66,9 +66,17 @@ func recycleTag() string {
 
 // recycle moves the object file at path into the pool for later reuse,
 // emptied, and reports whether it did; false means the caller removes the
-// file as before (it is not a lone regular file, the pool is closed or has
-// enough, or the rename failed).
+// file as before (it is not a lone regular file, the pool is closed, has
+// enough, or has never been used — a process that only deletes, such as
+// an offline GC, would only remove the files at Close — or the rename
+// failed).
 func (p *pool) recycle(path string) bool {
+	p.mu.Lock()
+	used := p.mu.started && !p.mu.closed
+	p.mu.Unlock()
+	if !used {
+		return false
+	}
 	// Opened without following a symbolic link, and checked through the
 	// descriptor: what is emptied is what was checked.
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)

@@ -227,6 +227,10 @@ func TestRecycleSparesSharedFiles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := recyclingStore(t)
+			// A write first: a pool that never wrote recycles nothing.
+			if err := s.PutIfAbsent(ctx, "wal/1", []byte("x")); err != nil {
+				t.Fatal(err)
+			}
 			path := filepath.Join(s.root, "sst", "1")
 			elsewhere := filepath.Join(t.TempDir(), "copy")
 			tc.setup(t, s, path, elsewhere)
@@ -268,6 +272,34 @@ func TestReusedFileIsEmpty(t *testing.T) {
 	defer pf.f.Close()
 	if fi, err := pf.f.Stat(); err != nil || fi.Size() != 0 {
 		t.Fatalf("the reused file: %v, %v; want it empty", fi, err)
+	}
+}
+
+// A store that never wrote (an offline GC, say) unlinks what it deletes:
+// recycled files would only wait for its Close.
+func TestDeleteOnlyStoreUnlinks(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	w, err := Create(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.PutIfAbsent(ctx, "sst/1", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Delete(ctx, "sst/1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := recycledNames(t, s); len(got) != 0 {
+		t.Fatalf("a store that never wrote recycled %v", got)
 	}
 }
 
