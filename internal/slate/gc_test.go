@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/moraine-db/moraine/internal/objstore"
+	"github.com/moraine-db/moraine/internal/objstore/localdir"
 )
 
 func countObjects(t *testing.T, s objstore.Store) map[string]int {
@@ -80,6 +82,52 @@ func TestGCReclaims(t *testing.T) {
 		if got[k] != v {
 			t.Fatalf("%s = %q, want %q", k, got[k], v)
 		}
+	}
+}
+
+// On a local directory, the objects GC deletes keep their files for reuse
+// (localdir's recycling): after a GC round the root holds recycled files,
+// no more than the objects deleted.
+func TestGCRecyclesLocalFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := localdir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	opts := testOpts()
+	opts.L0CompactionTrigger = 2
+	opts.Now = func() time.Time { return now }
+	d := mustOpen(t, s, opts)
+	defer d.Close(ctx)
+	for i := 0; i < 200; i++ {
+		put(t, d, fmt.Sprintf("k%03d", i%50), fmt.Sprint(i))
+	}
+	if err := d.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Compact(ctx); err != nil {
+		t.Fatal(err)
+	}
+	now = time.Now().Add(time.Hour) // every object past the grace
+	deleted, err := d.GC(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recycled := 0
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), ".objstore-tmp-pool-r-") {
+			recycled++
+		}
+	}
+	if deleted == 0 || recycled == 0 || recycled > deleted {
+		t.Fatalf("GC deleted %d objects and %d files wait for reuse; want some, no more than deleted", deleted, recycled)
 	}
 }
 
