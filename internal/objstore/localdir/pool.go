@@ -25,9 +25,9 @@ import (
 //
 // Pool files are ordinary temporary files (tmpPrefix, in the root): List
 // never shows them and RemoveStaleTemp may delete old ones. The pool only
-// hands out files younger than poolMaxAge, far below any stale-temp cutoff,
-// and a write whose pooled file vanished anyway starts over with a fresh
-// temporary file. Durability does not depend on the pool: the data is
+// hands out files created or renewed (refresh) within poolMaxAge, far
+// below any stale-temp cutoff, and a write whose pooled file vanished
+// anyway starts over with a fresh temporary file. Durability does not depend on the pool: the data is
 // fdatasynced before the file gets its final name, as on the fresh path.
 
 const (
@@ -182,19 +182,29 @@ func (p *pool) fill() {
 			return
 		case <-p.kick:
 		case <-refresh.C:
-			// Replace files about to age out, so an idle store's next
-			// write still finds the pool ready.
-			for n := len(p.ready); n > 0; n-- {
-				select {
-				case f := <-p.ready:
-					if time.Since(f.created) < poolMaxAge/2 {
-						p.ready <- f
-					} else {
-						f.discard()
-					}
-				default:
+			p.refresh()
+		}
+	}
+}
+
+// refresh renews the files about to age out, so that an idle store's next
+// write still finds the pool ready: a new modification time keeps a file
+// as far from any stale-temp cutoff as a new file would be, without an
+// idle store creating and removing its whole pool every half minute.
+func (p *pool) refresh() {
+	for n := len(p.ready); n > 0; n-- {
+		select {
+		case f := <-p.ready:
+			if time.Since(f.created) >= poolMaxAge/2 {
+				now := time.Now()
+				if err := os.Chtimes(f.path, now, now); err != nil {
+					f.discard() // gone (a sweep of temporary files), or not ours to touch
+					continue
 				}
+				f.created = now
 			}
+			p.ready <- f
+		default:
 		}
 	}
 }

@@ -78,3 +78,46 @@ func TestOrphanedPoolFilesRemoved(t *testing.T) {
 		t.Fatalf("the live pool file was removed: %v", err)
 	}
 }
+
+// An idle pool keeps its files: refresh renews the ones about to age out
+// (their modification time, and the age take checks) instead of replacing
+// them, and drops one that vanished.
+func TestPoolRefreshKeepsFiles(t *testing.T) {
+	dir := t.TempDir()
+	p := newPool(dir)
+	p.mu.started = true // no filler: the test calls refresh itself
+	old := time.Now().Add(-poolMaxAge)
+	var paths []string
+	for i := 0; i < 3; i++ {
+		f, err := os.CreateTemp(dir, poolPrefix+"*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(f.Name(), old, old); err != nil {
+			t.Fatal(err)
+		}
+		p.ready <- pooledFile{path: f.Name(), f: f, created: old}
+		paths = append(paths, f.Name())
+	}
+	if err := os.Remove(paths[2]); err != nil { // a sweep took this one
+		t.Fatal(err)
+	}
+	p.refresh()
+	if len(p.ready) != 2 {
+		t.Fatalf("%d files pooled after refresh, want the two that still exist", len(p.ready))
+	}
+	for range 2 {
+		f, ok := p.take()
+		if !ok {
+			t.Fatal("take refused a refreshed file")
+		}
+		if f.path != paths[0] && f.path != paths[1] {
+			t.Fatalf("took %s, which refresh created instead of keeping %v", f.path, paths[:2])
+		}
+		fi, err := os.Stat(f.path)
+		if err != nil || time.Since(fi.ModTime()) > poolMaxAge/2 {
+			t.Fatalf("%s: %v, modified %v ago; want it renewed", f.path, err, time.Since(fi.ModTime()))
+		}
+		f.discard()
+	}
+}
