@@ -36,11 +36,11 @@ func commitCompletes(t *testing.T, tr *Transcript) map[int]bool {
 }
 
 // serveRecorded starts a Recorded server for tr on loopback and returns its
-// address and what it has logged so far.
-func serveRecorded(t *testing.T, tr *Transcript, commits map[int]bool, durable func() error) (addr string, logged func() string) {
+// address and its log.
+func serveRecorded(t *testing.T, tr *Transcript, commits map[int]bool, durable func() error) (addr string, log *logSink) {
 	t.Helper()
-	var log testenv.SyncBuffer
-	rec := NewRecorded(durable, slog.New(slog.NewTextHandler(&log, nil)))
+	log = &logSink{wrote: make(chan struct{}, 1)}
+	rec := NewRecorded(durable, slog.New(slog.NewTextHandler(log, nil)))
 	if err := rec.Add(tr, commits); err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func serveRecorded(t *testing.T, tr *Transcript, commits map[int]bool, durable f
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return ln.Addr().String(), log.String
+	return ln.Addr().String(), log
 }
 
 // TestRecordedServesEveryFixture replays every fixture against its own
@@ -80,7 +80,7 @@ func TestRecordedServesEveryFixture(t *testing.T) {
 			if got := synced.Load(); got != int64(len(commits)) {
 				t.Errorf("durable writes: %d, want one per COMMIT (%d)", got, len(commits))
 			}
-			if l := logged(); l != "" {
+			if l := logged.String(); l != "" {
 				t.Errorf("a faithful replay left the server logging:\n%s", l)
 			}
 		})
@@ -97,7 +97,7 @@ func TestRecordedRefusesAnotherConversation(t *testing.T) {
 	if res := Replay(context.Background(), b, opts); res.Passed() {
 		t.Fatal("s05's conversation passed against s01's recording")
 	}
-	waitLogged(t, logged, "err=EOF") // the replay gave up before the recording ended
+	logged.waitFor("err=EOF") // the replay gave up before the recording ended
 
 	// A client message of another type than the recording's is refused,
 	// and the server says which (the client sees its connection close).
@@ -111,7 +111,7 @@ func TestRecordedRefusesAnotherConversation(t *testing.T) {
 	if _, err := pc.Prepare(ctx, "", "SELECT 1", nil); err == nil {
 		t.Fatal("a Parse where the recording has a Query was answered")
 	}
-	waitLogged(t, logged, "message 1 is 'P', recorded 'Q'")
+	logged.waitFor("message 1 is 'P', recorded 'Q'")
 	rec := NewRecorded(nil, slog.New(slog.DiscardHandler))
 	if err := rec.Add(a, nil); err != nil {
 		t.Fatal(err)
@@ -121,15 +121,27 @@ func TestRecordedRefusesAnotherConversation(t *testing.T) {
 	}
 }
 
-// waitLogged waits until the server has logged want.
-func waitLogged(t *testing.T, logged func() string, want string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logged(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not log %s; it logged:\n%s", want, logged())
-		}
-		time.Sleep(5 * time.Millisecond)
+// logSink is a server's log that a test can wait on: every write wakes a
+// waiter, so waiting needs no clock.
+type logSink struct {
+	testenv.SyncBuffer
+	wrote chan struct{} // capacity 1: a write between a check and the wait is not lost
+}
+
+func (l *logSink) Write(p []byte) (int, error) {
+	n, err := l.SyncBuffer.Write(p)
+	select {
+	case l.wrote <- struct{}{}:
+	default:
+	}
+	return n, err
+}
+
+// waitFor waits until the server has logged want (the test's own timeout
+// ends a wait for a line that never comes).
+func (l *logSink) waitFor(want string) {
+	for !strings.Contains(l.String(), want) {
+		<-l.wrote
 	}
 }
 

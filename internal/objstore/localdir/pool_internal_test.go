@@ -80,8 +80,8 @@ func TestOrphanedPoolFilesRemoved(t *testing.T) {
 }
 
 // An idle pool keeps its files: refresh renews the ones about to age out
-// (their modification time, and the age take checks) instead of replacing
-// them, and drops one that vanished.
+// (their modification time, and the creation time take checks) instead of
+// replacing them, and drops one that vanished.
 func TestPoolRefreshKeepsFiles(t *testing.T) {
 	dir := t.TempDir()
 	p := newPool(dir)
@@ -107,16 +107,13 @@ func TestPoolRefreshKeepsFiles(t *testing.T) {
 		t.Fatalf("%d files pooled after refresh, want the two that still exist", len(p.ready))
 	}
 	for range 2 {
-		f, ok := p.take()
-		if !ok {
-			t.Fatal("take refused a refreshed file")
-		}
+		f := <-p.ready
 		if f.path != paths[0] && f.path != paths[1] {
-			t.Fatalf("took %s, which refresh created instead of keeping %v", f.path, paths[:2])
+			t.Fatalf("pooled %s, which refresh created instead of keeping %v", f.path, paths[:2])
 		}
 		fi, err := os.Stat(f.path)
-		if err != nil || time.Since(fi.ModTime()) > poolMaxAge/2 {
-			t.Fatalf("%s: %v, modified %v ago; want it renewed", f.path, err, time.Since(fi.ModTime()))
+		if err != nil || !fi.ModTime().After(old) || !f.created.After(old) {
+			t.Fatalf("%s: %v, modified %v, counted from %v; want both renewed after %v", f.path, err, fi.ModTime(), f.created, old)
 		}
 		f.discard()
 	}
