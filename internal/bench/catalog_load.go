@@ -7,8 +7,9 @@ import (
 	"io"
 	"runtime"
 	"sort"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/moraine-db/moraine/internal/catalog"
 	"github.com/moraine-db/moraine/internal/catalog/verbs"
@@ -146,11 +147,8 @@ func RunCatalogLoad(ctx context.Context, w io.Writer, files, snaps, nstats int, 
 // cpuTime is the process's user+system CPU time; the benchmark machine is
 // shared, so CPU time is reported beside wall time.
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := rusageCPU(unix.RUSAGE_SELF)
+	return d
 }
 
 type offsetIter struct {

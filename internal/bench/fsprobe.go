@@ -47,10 +47,4 @@ func FileCreateCost(dir string, n int) (per time.Duration, remove func(), err er
 }
 
 // threadCPU is the calling thread's user and system CPU time.
-func threadCPU() (time.Duration, error) {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
-		return 0, fmt.Errorf("bench: getrusage: %w", err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
-}
+func threadCPU() (time.Duration, error) { return rusageCPU(unix.RUSAGE_THREAD) }

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Server CPU, read from /proc as the kernel accounts it: what a server
@@ -150,4 +152,14 @@ func CPUSince(then, now map[int]time.Duration) time.Duration {
 		}
 	}
 	return d
+}
+
+// rusageCPU is the user and system CPU time getrusage(2) reports for who
+// (RUSAGE_SELF, RUSAGE_THREAD): for this process, finer than /proc's ticks.
+func rusageCPU(who int) (time.Duration, error) {
+	var ru unix.Rusage
+	if err := unix.Getrusage(who, &ru); err != nil {
+		return 0, fmt.Errorf("bench: getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
