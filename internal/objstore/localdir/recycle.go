@@ -72,9 +72,11 @@ func recycleTag() string {
 // failed).
 func (p *pool) recycle(path string) bool {
 	p.mu.Lock()
-	used := p.mu.started && !p.mu.closed
+	room := p.mu.started && !p.mu.closed && len(p.mu.recycled) < p.mu.maxRecycled
+	p.mu.seq++
+	name := filepath.Join(p.root, fmt.Sprintf("%sr-%s-%d", poolPrefix, p.tag, p.mu.seq))
 	p.mu.Unlock()
-	if !used {
+	if !room {
 		return false
 	}
 	// Opened without following a symbolic link, and checked through the
@@ -88,14 +90,6 @@ func (p *pool) recycle(path string) bool {
 	if err != nil || !fi.Mode().IsRegular() || links(fi) != 1 {
 		return false
 	}
-	p.mu.Lock()
-	if p.mu.closed || len(p.mu.recycled) >= p.mu.maxRecycled {
-		p.mu.Unlock()
-		return false
-	}
-	p.mu.seq++
-	name := filepath.Join(p.root, fmt.Sprintf("%sr-%s-%d", poolPrefix, p.tag, p.mu.seq))
-	p.mu.Unlock()
 	// The rename is the delete: it takes the key's name away as unlink
 	// would, and the caller makes that durable as before.
 	if err := os.Rename(path, name); err != nil {
@@ -106,7 +100,7 @@ func (p *pool) recycle(path string) bool {
 	_ = f.Truncate(0)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.mu.closed {
+	if p.mu.closed { // closed meanwhile: nothing will reuse it
 		_ = os.Remove(name)
 		return true
 	}

@@ -46,7 +46,8 @@ func recycledNames(t *testing.T, s *Store) []string {
 }
 
 // reuseInto takes the recycled file the pool would hand a write next and
-// writes data into it, as a pooled write does.
+// writes data into it, as a pooled write does; the file's pool name is
+// then removed (the write's object is of no interest).
 func reuseInto(t *testing.T, s *Store, data []byte) {
 	t.Helper()
 	pf, ok := s.pool.reuse()
@@ -59,6 +60,9 @@ func reuseInto(t *testing.T, s *Store, data []byte) {
 	if err := pf.f.Close(); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Remove(pf.path); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A deleted object's file is kept and handed to a later write: a
@@ -68,14 +72,14 @@ func reuseInto(t *testing.T, s *Store, data []byte) {
 func TestDeleteRecyclesTheFile(t *testing.T) {
 	ctx := context.Background()
 	s := recyclingStore(t)
-	setCooldown := func(d time.Duration) {
-		s.pool.mu.Lock()
-		defer s.pool.mu.Unlock()
-		s.pool.mu.cooldown = d
-	}
-	setCooldown(time.Hour) // the filler must not reuse the file before it is looked at
 	if err := s.PutIfAbsent(ctx, "wal/1", []byte("first object")); err != nil {
 		t.Fatal(err)
+	}
+	// The write started the filler; once it has filled the pool it waits
+	// for a write that leaves the pool low, and none comes: from here on
+	// the test alone reuses files.
+	for len(s.pool.ready) < poolSize {
+		time.Sleep(time.Millisecond)
 	}
 	held, err := os.Open(filepath.Join(s.root, "wal", "1"))
 	if err != nil {
@@ -100,39 +104,18 @@ func TestDeleteRecyclesTheFile(t *testing.T) {
 		t.Fatalf("Get of the deleted object: %v, want ErrNotFound", err)
 	}
 
-	// Writes take the pool's fresh files first; the filler reuses the
-	// recycled one when it next tops the pool up.
-	setCooldown(0)
-	want := map[string]bool{}
-	for i := 2; len(recycledNames(t, s)) > 0; i++ {
-		if i > 4*poolSize {
-			t.Fatalf("the recycled file was not reused after %d writes", i-2)
-		}
-		data := fmt.Appendf(nil, "object %d", i)
-		if err := s.PutIfAbsent(ctx, fmt.Sprintf("wal/%d", i), data); err != nil {
-			t.Fatal(err)
-		}
-		want[string(data)] = true
-	}
-	// The pool may not have handed the reused file to a write yet; one
-	// more round of writes empties the pool past it.
-	for i := 0; i < poolSize; i++ {
-		data := fmt.Appendf(nil, "more %d", i)
-		if err := s.PutIfAbsent(ctx, fmt.Sprintf("more/%d", i), data); err != nil {
-			t.Fatal(err)
-		}
-		want[string(data)] = true
-	}
+	second := []byte("second object")
+	reuseInto(t, s, second)
 	got := make([]byte, 64)
 	n, err := held.ReadAt(got, 0)
-	if n == 0 {
-		t.Fatalf("the held descriptor reads nothing (%v): its file was not reused", err)
-	}
-	if !want[string(got[:n])] {
-		t.Fatalf("the held descriptor reads %q, which no write wrote", got[:n])
+	if !bytes.Equal(got[:n], second) {
+		t.Fatalf("the held descriptor reads %q (%v), want the next write's %q: its file was not reused", got[:n], err, second)
 	}
 
-	if err := s.Delete(ctx, "more/0"); err != nil {
+	if err := s.PutIfAbsent(ctx, "wal/2", second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "wal/2"); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -349,9 +332,14 @@ func TestRecyclingConcurrentReads(t *testing.T) {
 		var latest atomic.Int64 // the round whose object the writer last put
 		latest.Store(-1)
 		var done atomic.Bool
-		wg.Go(func() { // each round's object replaces the last one's
+		var seen atomic.Int64 // objects this writer's reader found
+		// The writer: each round's object replaces the last one's.
+		wg.Go(func() {
 			defer done.Store(true)
-			for r := 0; r < rounds; r++ {
+			// At least rounds, and on until the reader has found one: the
+			// test must race reads with deletes however the two are
+			// scheduled.
+			for r := 0; r < rounds || seen.Load() == 0; r++ {
 				if err := s.Put(ctx, key(w, r), content(w, r)); err != nil {
 					fail(err)
 					return
@@ -380,6 +368,7 @@ func TestRecyclingConcurrentReads(t *testing.T) {
 				} else if !bytes.Equal(got, content(w, r)) {
 					fail(fmt.Errorf("Get(%s) = %q, want %q", key(w, r), got, content(w, r)))
 				}
+				seen.Add(1)
 				found.Add(1)
 			}
 		})
