@@ -162,6 +162,12 @@ func (s *Server) ApplyCommitted(ops []PairOp) error {
 			return fmt.Errorf("publish %s: %w", c.db.name, err)
 		}
 	}
+	if len(f.dropping) > 0 {
+		f.st.forget(func(cid uint32) bool {
+			c, ok := cats[cid]
+			return ok && f.dropping[c.dbName]
+		})
+	}
 	for name := range f.dropping {
 		s.Forget(name)
 	}
@@ -306,19 +312,6 @@ func (f *follower) meta(o PairOp) error {
 	return nil // a catalog's head belongs to the commit layer
 }
 
-// codec is the keyspace codec of t's current definition.
-func (f *follower) codec(t *Table) (*keyspace.Table, error) {
-	if kt, ok := f.st.codecs[t.info]; ok {
-		return kt, nil
-	}
-	kt, err := keyspace.NewTable(t.info.Def)
-	if err != nil {
-		return nil, err
-	}
-	f.st.codecs[t.info] = kt
-	return kt, nil
-}
-
 func (f *follower) define(o PairOp) error {
 	cid, def, err := keyspace.DecodeTableDef(o.Key, o.Value)
 	if err != nil {
@@ -374,7 +367,6 @@ func (f *follower) drop(o PairOp) error {
 	t, err := c.b.dropTable(c.schema, name)
 	if err == nil {
 		delete(f.st.idx, idxKey{t.info, cid})
-		delete(f.st.codecs, t.info)
 	}
 	return err
 }

@@ -26,14 +26,21 @@ type followState struct {
 	// idx is by table definition and catalog id: a branch shares its
 	// parent's tables, but its keys carry its own catalog id.
 	idx map[idxKey]*rowIndex
-	// codecs are the keyspace codecs of the tables followed so far, by
-	// definition (a definition changes only by DDL, which makes another
-	// TableInfo).
-	codecs map[*TableInfo]*keyspace.Table
 }
 
 func newFollowState() *followState {
-	return &followState{seed: maphash.MakeSeed(), idx: map[idxKey]*rowIndex{}, codecs: map[*TableInfo]*keyspace.Table{}}
+	return &followState{seed: maphash.MakeSeed(), idx: map[idxKey]*rowIndex{}}
+}
+
+// forget drops the row indexes of the catalogs dropped reports (those of a
+// dropped database): they would hold its tables for as long as the
+// follower runs.
+func (st *followState) forget(dropped func(cid uint32) bool) {
+	for k := range st.idx {
+		if dropped(k.cid) {
+			delete(st.idx, k)
+		}
+	}
 }
 
 type idxKey struct {

@@ -24,7 +24,7 @@ func (f *follower) rowTable(key []byte) (*followCat, *Table, *keyspace.Table, er
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: row of %s: %v", ErrCorrupt, name, err)
 	}
-	kt, err := f.codec(t)
+	kt, err := t.Codec()
 	if err != nil {
 		return nil, nil, nil, err
 	}

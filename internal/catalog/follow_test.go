@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sort"
 	"testing"
+	"weak"
 
 	"pgregory.net/rapid"
 
@@ -331,4 +333,73 @@ func TestApplyCommittedRefusesRename(t *testing.T) {
 	if db.Current() != v {
 		t.Fatal("a refused batch published a version")
 	}
+}
+
+// TestFollowerReleasesDroppedDatabase: once a follower applies the drop of a
+// database whose rows it followed (deletes and updates searched through its
+// row indexes), nothing it keeps holds that database's tables.
+func TestFollowerReleasesDroppedDatabase(t *testing.T) {
+	ctx := context.Background()
+	w := catalog.NewServer(catalog.Options{})
+	before := pairsOf(t, w)
+	f := loadPairs(t, before, true)
+	apply := func() {
+		t.Helper()
+		after := pairsOf(t, w)
+		if err := f.ApplyCommitted(batchOf(before, after)); err != nil {
+			t.Fatal(err)
+		}
+		before = after
+	}
+	lake, err := verbs.Init(ctx, w.Database("lake"), "public", "s3://lake/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply()
+	c := lake.Begin()
+	id, cols := c.CreateTable(0, "main", "t", []verbs.Column{{Name: "k", Type: "varchar"}})
+	var files []int64
+	for i := range 3 {
+		files = append(files, c.AddDataFile(verbs.DataFile{TableID: id, RecordCount: 1, FileSize: 10, Path: fmt.Sprintf("f%d.parquet", i),
+			Stats: []verbs.ColumnStats{{ColumnID: cols[0], Min: "a", Max: "z"}}}))
+	}
+	if _, err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apply()
+	c = lake.Begin()
+	c.EndDataFile(id, files[0])
+	c.DeleteDataFile(files[1])
+	c.AddDeleteFile(verbs.DeleteFile{TableID: id, DataFileID: files[2], DeleteCount: 1, FileSize: 10, Path: "d.parquet"})
+	if _, err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	apply()
+
+	db, ok := f.Lookup("lake")
+	if !ok {
+		t.Fatal("the follower has no database lake")
+	}
+	var infos []weak.Pointer[catalog.TableInfo]
+	for _, sc := range db.Current().Schemas() {
+		for _, tb := range sc.Tables() {
+			infos = append(infos, weak.Make(tb.Info()))
+		}
+	}
+	db = nil
+	if err := w.DropDatabase(ctx, "lake"); err != nil {
+		t.Fatal(err)
+	}
+	apply()
+	if _, ok := f.Lookup("lake"); ok {
+		t.Fatal("the follower still has database lake")
+	}
+	runtime.GC()
+	runtime.GC()
+	for _, p := range infos {
+		if ti := p.Value(); ti != nil {
+			t.Errorf("table %s.%s of the dropped database is still reachable", ti.Def.Schema, ti.Def.Name)
+		}
+	}
+	runtime.KeepAlive(f)
 }

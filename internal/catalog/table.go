@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"weak"
 
 	"github.com/tidwall/btree"
@@ -99,6 +100,21 @@ type TableInfo struct {
 	// (keyspace.TableSpec.Lookup), nil without one; lookTypes their types.
 	lookCols  []int
 	lookTypes []datum.Type
+
+	// codec is Def's keyspace codec, made at its first use (Codec). It
+	// lives and goes with the definition it encodes: a cache of codecs
+	// keyed by definition elsewhere would keep every dropped table's
+	// TableInfo alive.
+	codecOnce sync.Once
+	codec     *keyspace.Table
+	codecErr  error
+}
+
+// Codec returns the keyspace codec of the table's definition: how its rows
+// are keyed and encoded in the store.
+func (ti *TableInfo) Codec() (*keyspace.Table, error) {
+	ti.codecOnce.Do(func() { ti.codec, ti.codecErr = keyspace.NewTable(ti.Def) })
+	return ti.codec, ti.codecErr
 }
 
 // tupleLen is TupleLen with the table's precomputed layout.
@@ -181,6 +197,9 @@ func (t *Table) Info() *TableInfo { return t.info }
 
 // Def returns the table definition. The caller must not modify its slices.
 func (t *Table) Def() *keyspace.TableDef { return &t.info.Def }
+
+// Codec returns the keyspace codec of the table's definition.
+func (t *Table) Codec() (*keyspace.Table, error) { return t.info.Codec() }
 
 // Name returns the table name.
 func (t *Table) Name() string { return t.info.Def.Name }

@@ -88,7 +88,6 @@ type Pipeline struct {
 	mu       sync.Mutex // guards the fields below; Submit calls of different databases may overlap
 	children *childIndex
 	heads    map[uint32]headState
-	codecs   *codecCache
 	// unsettled holds the keys of batches submitted but not yet durable,
 	// which the store does not show yet (slate shows a batch only once it
 	// is durable): what a later commit's duplicate check must see.
@@ -108,13 +107,11 @@ type unsettledKey struct {
 // must Prime it with the loaded catalog (Load does).
 func New(store Store, opts Options) *Pipeline {
 	p := &Pipeline{
-		store:     store,
-		opts:      opts,
-		children:  newChildIndex(),
-		heads:     map[uint32]headState{},
-		codecs:    newCodecCache(),
-		unsettled: map[string]unsettledKey{},
-
+		store:      store,
+		opts:       opts,
+		children:   newChildIndex(),
+		heads:      map[uint32]headState{},
+		unsettled:  map[string]unsettledKey{},
 		branchCats: map[uint32]*branchCat{},
 	}
 	return p

@@ -315,7 +315,7 @@ func (p *Pipeline) indexChildren(id uint32, sc *catalog.Schema, add func(ident s
 		if spec, ok := keyspace.Known(t.Name()); !ok || !spec.Embedded() {
 			continue
 		}
-		codec, err := p.codecs.get(id, t.Def())
+		codec, err := codecOf(t)
 		if err != nil {
 			return err
 		}

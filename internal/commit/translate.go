@@ -267,7 +267,7 @@ func (tr *translator) op(o *catalog.Op) error {
 		if tr.rewrite[tableRef{o.Schema, o.Table}] {
 			return nil // the whole table is rewritten from the next version
 		}
-		codec, err := tr.codec(id, o.Schema, o.Table)
+		codec, err := tr.codec(o.Schema, o.Table)
 		if err != nil {
 			return err
 		}
@@ -303,7 +303,7 @@ func (tr *translator) dropRows(id uint32, o *catalog.Op) error {
 	if err != nil {
 		return nil // created and dropped within the commit
 	}
-	codec, err := tr.p.codecs.get(id, t.Def())
+	codec, err := codecOf(t)
 	if err != nil {
 		return err
 	}
@@ -339,7 +339,7 @@ func (tr *translator) rewriteTables() error {
 			if err != nil {
 				return err
 			}
-			codec, err := tr.p.codecs.get(id, t.Def())
+			codec, err := codecOf(t)
 			if err != nil {
 				return err
 			}
@@ -385,12 +385,12 @@ func (tr *translator) dropDatabase() error {
 	return nil
 }
 
-func (tr *translator) codec(id uint32, schema, table string) (*keyspace.Table, error) {
+func (tr *translator) codec(schema, table string) (*keyspace.Table, error) {
 	t, ok := tr.table(schema, table)
 	if !ok {
 		return nil, fmt.Errorf("commit: table %s.%s is in neither version", schema, table)
 	}
-	return tr.p.codecs.get(id, t.Def())
+	return codecOf(t)
 }
 
 // row records that row is added to (put) or removed from its table.
@@ -470,7 +470,7 @@ func (tr *translator) row(id uint32, schema string, codec *keyspace.Table, row d
 
 func (tr *translator) parentCodec(id uint32, schema, parent string) (*keyspace.Table, error) {
 	if t, ok := tr.table(schema, parent); ok {
-		return tr.p.codecs.get(id, t.Def())
+		return codecOf(t)
 	}
 	return nil, shapeErr("%s.%s rows need their parent table %s, which does not exist", schema, parent, parent)
 }
