@@ -113,6 +113,12 @@ func (c *Counter) Delete(ctx context.Context, key string) error {
 	return c.done(c.inner.Delete(ctx, key))
 }
 
+// DeleteMany counts a delete per key.
+func (c *Counter) DeleteMany(ctx context.Context, keys []string) error {
+	c.c.deletes.Add(int64(len(keys)))
+	return c.done(c.inner.DeleteMany(ctx, keys))
+}
+
 func (c *Counter) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	c.c.stats.Add(1)
 	info, err := c.inner.Stat(ctx, key)

@@ -50,6 +50,17 @@ func ValidateKey(key string) error {
 	return nil
 }
 
+// ValidateKeys is ValidateKey for each key, failing as operation op would
+// for the first invalid one.
+func ValidateKeys(op string, keys []string) error {
+	for _, k := range keys {
+		if err := ValidateKey(k); err != nil {
+			return OpError(op, k, err)
+		}
+	}
+	return nil
+}
+
 // OpError wraps err with the operation and key, in the one format every
 // backend uses (`<op> "<key>": <err>`), so that a failure deep in slate still
 // names the object it was about. Callers branch with errors.Is on the

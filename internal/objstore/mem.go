@@ -151,6 +151,21 @@ func (m *Mem) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+func (m *Mem) DeleteMany(ctx context.Context, keys []string) error {
+	if err := ValidateKeys("delete", keys); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, k := range keys {
+		if err := m.beginLocked(ctx, "delete", k); err != nil {
+			return err
+		}
+		delete(m.mu.objects, k)
+	}
+	return nil
+}
+
 func (m *Mem) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	if err := ValidateKey(key); err != nil {
 		return ObjectInfo{}, OpError("stat", key, err)

@@ -91,7 +91,16 @@ type Store interface {
 	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 
 	// Delete removes the object. Deleting a missing object is not an error.
+	// The removal is durable when Delete returns nil.
 	Delete(ctx context.Context, key string) error
+
+	// DeleteMany removes the objects keys name, each as Delete would, and
+	// all of them are durable when it returns nil. A key that is not valid
+	// fails the call before anything is removed; on any other error, any of
+	// the objects may be gone. Backends do the removals together where they
+	// can (one directory sync for a local directory, requests in parallel
+	// to a bucket): a garbage collector deletes thousands at a time.
+	DeleteMany(ctx context.Context, keys []string) error
 
 	// Stat returns the object's metadata, or an error wrapping ErrNotFound.
 	Stat(ctx context.Context, key string) (ObjectInfo, error)

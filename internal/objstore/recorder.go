@@ -124,6 +124,15 @@ func (r *Recorder) Delete(ctx context.Context, key string) error {
 	return err
 }
 
+// DeleteMany records a delete per key, each with the call's outcome.
+func (r *Recorder) DeleteMany(ctx context.Context, keys []string) error {
+	err := r.inner.DeleteMany(ctx, keys)
+	for _, k := range keys {
+		r.add("delete %s: %s", k, outcome(err))
+	}
+	return err
+}
+
 func (r *Recorder) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	info, err := r.inner.Stat(ctx, key)
 	if err != nil {

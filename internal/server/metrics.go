@@ -362,3 +362,10 @@ func (s *instrumentedStore) Delete(ctx context.Context, key string) error {
 	s.obs("delete", start, err)
 	return err
 }
+
+func (s *instrumentedStore) DeleteMany(ctx context.Context, keys []string) error {
+	start := time.Now()
+	err := s.Store.DeleteMany(ctx, keys)
+	s.obs("delete_many", start, err)
+	return err
+}

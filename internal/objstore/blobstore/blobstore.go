@@ -24,6 +24,7 @@ import (
 
 	"gocloud.dev/blob"
 	"gocloud.dev/gcerrors"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/moraine-db/moraine/internal/objstore"
 )
@@ -228,6 +229,37 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return s.mapErr(ctx, "delete", key, err)
 	}
 	return nil
+}
+
+// deleteParallelism bounds the DELETE requests DeleteMany has in flight:
+// one at a time, a garbage collection round of thousands of objects would
+// take a round trip each.
+const deleteParallelism = 16
+
+// DeleteMany sends a DELETE per key, up to deleteParallelism at once (the
+// gocloud API has no batch delete); the first failure cancels the rest.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	if err := objstore.ValidateKeys("delete", keys); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := s.begin(ctx, "delete", keys[0], false); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(deleteParallelism)
+	for _, k := range keys {
+		g.Go(func() error {
+			if err := s.bucket.Delete(gctx, k); err != nil && gcerrors.Code(err) != gcerrors.NotFound {
+				return s.mapErr(gctx, "delete", k, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
 }
 
 func (s *Store) Stat(ctx context.Context, key string) (objstore.ObjectInfo, error) {

@@ -237,6 +237,12 @@ func (s *Store) List(ctx context.Context, prefix string) ([]objstore.ObjectInfo,
 
 func (s *Store) Delete(ctx context.Context, key string) error { return s.counter.Delete(ctx, key) }
 
+// DeleteMany is a Delete per key, in order, each a call the rules see: a
+// fault or crash can stop it between any two removals.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	return s.counter.DeleteMany(ctx, keys)
+}
+
 func (s *Store) Stat(ctx context.Context, key string) (objstore.ObjectInfo, error) {
 	return s.counter.Stat(ctx, key)
 }
@@ -408,6 +414,18 @@ func (c *core) List(ctx context.Context, prefix string) (l []objstore.ObjectInfo
 
 func (c *core) Delete(ctx context.Context, key string) error {
 	return c.run(ctx, OpDelete, key, func() error { return c.inner.Delete(ctx, key) })
+}
+
+func (c *core) DeleteMany(ctx context.Context, keys []string) error {
+	if err := objstore.ValidateKeys("delete", keys); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := c.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (c *core) Stat(ctx context.Context, key string) (info objstore.ObjectInfo, err error) {

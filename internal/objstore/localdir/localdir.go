@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -124,24 +125,45 @@ func (s *Store) Root() string { return s.root }
 // caller must call s.mu.RUnlock when err is nil; holding the read lock
 // keeps Close from completing under a running call.
 func (s *Store) begin(ctx context.Context, op, key string) (path string, err error) {
+	if err := checkKey(op, key); err != nil {
+		return "", err
+	}
+	if err := s.enter(ctx, op, key); err != nil {
+		return "", err
+	}
+	return s.path(key), nil
+}
+
+// checkKey is ValidateKey for a local store, which also refuses segments
+// with the prefix of its own files.
+func checkKey(op, key string) error {
 	if err := objstore.ValidateKey(key); err != nil {
-		return "", objstore.OpError(op, key, err)
+		return objstore.OpError(op, key, err)
 	}
 	for seg := range strings.SplitSeq(key, "/") {
 		if strings.HasPrefix(seg, reservedPrefix) {
-			return "", objstore.OpError(op, key, fmt.Errorf("segment %q uses the reserved prefix %q: %w", seg, reservedPrefix, objstore.ErrInvalidKey))
+			return objstore.OpError(op, key, fmt.Errorf("segment %q uses the reserved prefix %q: %w", seg, reservedPrefix, objstore.ErrInvalidKey))
 		}
 	}
+	return nil
+}
+
+// enter checks ctx and that the store is open, and read-locks it; on nil
+// error the caller must s.mu.RUnlock.
+func (s *Store) enter(ctx context.Context, op, key string) error {
 	if err := ctx.Err(); err != nil {
-		return "", objstore.OpError(op, key, err)
+		return objstore.OpError(op, key, err)
 	}
 	s.mu.RLock()
 	if s.mu.closed {
 		s.mu.RUnlock()
-		return "", objstore.OpError(op, key, objstore.ErrClosed)
+		return objstore.OpError(op, key, objstore.ErrClosed)
 	}
-	return filepath.Join(s.root, filepath.FromSlash(key)), nil
+	return nil
 }
+
+// path is the file that holds key's object.
+func (s *Store) path(key string) string { return filepath.Join(s.root, filepath.FromSlash(key)) }
 
 func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	path, err := s.begin(ctx, "put", key)
@@ -462,44 +484,82 @@ func (s *Store) Stat(ctx context.Context, key string) (objstore.ObjectInfo, erro
 }
 
 func (s *Store) Delete(ctx context.Context, key string) error {
-	path, err := s.begin(ctx, "delete", key)
-	if err != nil {
+	return s.DeleteMany(ctx, []string{key})
+}
+
+// DeleteMany removes the objects one by one and then syncs each directory
+// it removed from once, which is what makes a removal durable: a garbage
+// collection round that deletes thousands of WAL objects syncs the WAL
+// directory once, not once an object.
+func (s *Store) DeleteMany(ctx context.Context, keys []string) error {
+	for _, k := range keys {
+		if err := checkKey("delete", k); err != nil {
+			return err
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := s.enter(ctx, "delete", keys[0]); err != nil {
 		return err
 	}
 	defer s.mu.RUnlock()
+	// Empty directories are left in place: removing them would race with a
+	// concurrent Put creating a file inside. List ignores them.
+	dirs := map[string]string{} // directory to sync → a key removed from it
+	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return objstore.OpError("delete", k, err)
+		}
+		removed, err := s.delete(k)
+		if err != nil {
+			return objstore.OpError("delete", k, err)
+		}
+		if removed {
+			dirs[filepath.Dir(s.path(k))] = k
+		}
+	}
+	for _, dir := range slices.Sorted(maps.Keys(dirs)) {
+		if err := syncDir(dir); err != nil {
+			return objstore.OpError("delete", dirs[dir], err)
+		}
+	}
+	return nil
+}
+
+// delete takes key's object away and reports whether its directory must
+// be synced for that to be durable (not when the journal's record of the
+// delete is, nor when there was no object).
+func (s *Store) delete(key string) (removed bool, err error) {
+	path := s.path(key)
+	gone := func(err error) bool {
+		return missing(err) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) && isDir(path)
+	}
 	j := s.journal
 	j.mu.Lock()
 	if j.live(key) {
 		// Recovery must not bring the object back: the delete record is
 		// durable before the unlink, and replays it.
 		defer j.mu.Unlock()
-		err := j.reserve(recordLen(key, nil))
-		if err == nil {
-			err = j.appendLocked(record{kind: recDelete, key: key})
+		if err := j.reserve(recordLen(key, nil)); err != nil {
+			return false, err
 		}
-		if err == nil {
-			if err = s.remove(path); err != nil && (missing(err) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) && isDir(path)) {
-				err = nil
-			}
+		if err := j.appendLocked(record{kind: recDelete, key: key}); err != nil {
+			return false, err
 		}
-		if err != nil {
-			return objstore.OpError("delete", key, err)
+		if err := s.remove(path); err != nil && !gone(err) {
+			return false, err
 		}
-		return nil
+		return false, nil
 	}
 	j.mu.Unlock()
 	if err := s.remove(path); err != nil {
-		if missing(err) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EPERM) && isDir(path) {
-			return nil
+		if gone(err) {
+			return false, nil
 		}
-		return objstore.OpError("delete", key, err)
+		return false, err
 	}
-	// Empty directories are left in place: removing them would race with a
-	// concurrent Put creating a file inside. List ignores them.
-	if err := syncDir(filepath.Dir(path)); err != nil {
-		return objstore.OpError("delete", key, err)
-	}
-	return nil
+	return true, nil
 }
 
 // remove takes the object file at path away: into the pool, to be reused

@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"List", testList},
 		{"Stat", testStat},
 		{"Delete", testDelete},
+		{"DeleteMany", testDeleteMany},
 		{"InvalidKey", testInvalidKey},
 		{"ContextCanceled", testContextCanceled},
 		{"Closed", testClosed},
@@ -354,6 +355,60 @@ func testDelete(t *testing.T, newStore NewStore) {
 	}
 }
 
+// testDeleteMany: the objects named go, missing ones are no error, the
+// others stay; an invalid key anywhere in the list removes nothing.
+func testDeleteMany(t *testing.T, newStore NewStore) {
+	ctx := context.Background()
+	s := open(t, newStore)
+	var keys []string
+	for i := range 100 {
+		k := fmt.Sprintf("m/%c/%03d", 'a'+i%3, i)
+		mustPut(t, s, k, []byte(k))
+		keys = append(keys, k)
+	}
+	mustPut(t, s, "keep", []byte("k"))
+	if err := s.DeleteMany(ctx, nil); err != nil {
+		t.Fatalf("DeleteMany of nothing: %v", err)
+	}
+	var gone, kept []string
+	for i, k := range keys {
+		if i%4 == 0 {
+			kept = append(kept, k)
+		} else {
+			gone = append(gone, k)
+		}
+	}
+	if err := s.DeleteMany(ctx, append(slices.Clone(gone), "m/missing", gone[0])); err != nil {
+		t.Fatalf("DeleteMany: %v", err)
+	}
+	for _, k := range gone {
+		_, err := s.Get(ctx, k)
+		wantErr(t, "Get after DeleteMany", err, objstore.ErrNotFound, k)
+	}
+	l, err := s.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, o := range l {
+		listed = append(listed, o.Key)
+	}
+	want := append(slices.Clone(kept), "keep")
+	slices.Sort(want)
+	if !slices.Equal(listed, want) {
+		t.Fatalf("List after DeleteMany = %v, want %v", listed, want)
+	}
+	for _, bad := range invalidKeys {
+		err := s.DeleteMany(ctx, []string{kept[0], bad, kept[1]})
+		wantErr(t, fmt.Sprintf("DeleteMany with %q", bad), err, objstore.ErrInvalidKey, "")
+	}
+	for _, k := range kept {
+		if got := mustGet(t, s, k); string(got) != k {
+			t.Fatalf("Get(%q) = %q after a refused DeleteMany", k, got)
+		}
+	}
+}
+
 var invalidKeys = []string{"", "/abs", "trail/", "a//b", "./a", "a/./b", "a/..", "../escape", "nul\x00", "ctl\n", "bad\xffutf8", strings.Repeat("k", objstore.MaxKeyLen+1)}
 
 func testInvalidKey(t *testing.T, newStore NewStore) {
@@ -397,6 +452,7 @@ func testContextCanceled(t *testing.T, newStore NewStore) {
 	_, err = s.Stat(ctx, "k")
 	check("Stat", err)
 	check("Delete", s.Delete(ctx, "k"))
+	check("DeleteMany", s.DeleteMany(ctx, []string{"k"}))
 	// Nothing happened.
 	if got := mustGet(t, s, "k"); string(got) != "v" {
 		t.Fatalf("canceled Put changed the object: %q", got)
@@ -434,6 +490,7 @@ func testClosed(t *testing.T, newStore NewStore) {
 	_, err = s.Stat(ctx, "k")
 	check("Stat", err)
 	check("Delete", s.Delete(ctx, "k"))
+	check("DeleteMany", s.DeleteMany(ctx, []string{"k"}))
 	if err := s.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
@@ -625,6 +682,15 @@ func testModel(t *testing.T, newStore NewStore) {
 					rt.Fatalf("Delete(%q): %v", k, err)
 				}
 				delete(model, k)
+			},
+			"deleteMany": func(rt *rapid.T) {
+				ks := rapid.SliceOfN(rapid.SampledFrom(keys), 0, len(keys)).Draw(rt, "keys")
+				if err := s.DeleteMany(ctx, ks); err != nil {
+					rt.Fatalf("DeleteMany(%q): %v", ks, err)
+				}
+				for _, k := range ks {
+					delete(model, k)
+				}
 			},
 			"list": func(rt *rapid.T) {
 				p := rapid.SampledFrom(prefixes).Draw(rt, "prefix")

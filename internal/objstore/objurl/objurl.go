@@ -230,6 +230,15 @@ func (h *handle) Delete(ctx context.Context, key string) error {
 	return h.Store.Delete(ctx, key)
 }
 
+func (h *handle) DeleteMany(ctx context.Context, keys []string) error {
+	if len(keys) > 0 {
+		if err := h.check("delete", keys[0]); err != nil {
+			return err
+		}
+	}
+	return h.Store.DeleteMany(ctx, keys)
+}
+
 func (h *handle) Stat(ctx context.Context, key string) (objstore.ObjectInfo, error) {
 	if err := h.check("stat", key); err != nil {
 		return objstore.ObjectInfo{}, err
