@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -328,16 +329,22 @@ func GC(ctx context.Context, store objstore.Store, grace time.Duration, dryRun b
 		return 0, fmt.Errorf("gc: %w", err)
 	}
 	var bytes int64
-	for _, in := range plan {
-		bytes += in.Size
-		verb := "delete"
-		if dryRun {
-			verb = "would delete"
+	verb := "delete"
+	if dryRun {
+		verb = "would delete"
+	}
+	// In the plan's order, a thousand objects a call: each line is printed
+	// before its object's deletion is attempted.
+	for chunk := range slices.Chunk(plan, 1000) {
+		keys := make([]string, len(chunk))
+		for i, in := range chunk {
+			bytes += in.Size
+			keys[i] = in.Key
+			fmt.Fprintf(w, "%s %s (%d bytes, %s)\n", verb, in.Key, in.Size, in.ModTime.UTC().Format(time.RFC3339))
 		}
-		fmt.Fprintf(w, "%s %s (%d bytes, %s)\n", verb, in.Key, in.Size, in.ModTime.UTC().Format(time.RFC3339))
 		if !dryRun {
-			if err := store.Delete(ctx, in.Key); err != nil {
-				return 0, fmt.Errorf("gc: delete %s: %w", in.Key, err)
+			if err := store.DeleteMany(ctx, keys); err != nil {
+				return 0, fmt.Errorf("gc: delete %s…: %w", keys[0], err)
 			}
 		}
 	}

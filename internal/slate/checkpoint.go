@@ -208,12 +208,11 @@ func deletePrefix(ctx context.Context, store objstore.Store, prefix string) erro
 	if err != nil {
 		return err
 	}
-	for _, in := range infos {
-		if err := store.Delete(ctx, in.Key); err != nil {
-			return err
-		}
+	keys := make([]string, len(infos))
+	for i, in := range infos {
+		keys[i] = in.Key
 	}
-	return nil
+	return store.DeleteMany(ctx, keys)
 }
 
 // OpenCheckpoint opens a checkpoint read-only, in place.
@@ -332,77 +331,19 @@ func (p *prefixed) List(ctx context.Context, prefix string) ([]objstore.ObjectIn
 	return infos, err
 }
 func (p *prefixed) Delete(ctx context.Context, key string) error { return p.s.Delete(ctx, p.p+key) }
+func (p *prefixed) DeleteMany(ctx context.Context, keys []string) error {
+	full := make([]string, len(keys))
+	for i, k := range keys {
+		full[i] = p.p + k
+	}
+	return p.s.DeleteMany(ctx, full)
+}
 func (p *prefixed) Stat(ctx context.Context, key string) (objstore.ObjectInfo, error) {
 	in, err := p.s.Stat(ctx, p.p+key)
 	in.Key = strings.TrimPrefix(in.Key, p.p)
 	return in, err
 }
 func (p *prefixed) Close() error { return nil }
-
-// GCPlan lists the objects GC would delete now with the given grace,
-// without deleting anything and without being the writer: the rules are
-// GC's (see GC), read from the store. Deleting exactly these objects,
-// manifests last, is safe while a writer runs: a writer only ever adds
-// manifests that reference the latest manifest's tables or tables younger
-// than grace, and only WAL objects above the latest replay point.
-func GCPlan(ctx context.Context, store objstore.Store, grace time.Duration, now time.Time) ([]objstore.ObjectInfo, error) {
-	cutoff := now.Add(-grace)
-	mans, err := store.List(ctx, manifestPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("gc plan: list manifests: %w", err)
-	}
-	latest, err := loadLatestManifest(ctx, store)
-	if err != nil {
-		return nil, fmt.Errorf("gc plan: %w", err)
-	}
-	if latest == nil {
-		return nil, ErrNoDB
-	}
-	live := liveTables(latest)
-	floor := latest.replayAfterWAL
-	var out, oldMans []objstore.ObjectInfo
-	for _, in := range mans {
-		id, ok := parseID(in.Key, manifestPrefix, manifestSuffix)
-		if !ok || id >= latest.id {
-			continue
-		}
-		if in.ModTime.Before(cutoff) {
-			oldMans = append(oldMans, in)
-			continue
-		}
-		m, _, err := getManifest(ctx, store, id)
-		if errors.Is(err, objstore.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("gc plan: %w", err)
-		}
-		for t := range liveTables(m) {
-			live[t] = true
-		}
-		floor = min(floor, m.replayAfterWAL)
-	}
-	ssts, err := store.List(ctx, sstPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("gc plan: list tables: %w", err)
-	}
-	fresh := latestManifestTime(mans, latest.id)
-	for _, in := range ssts {
-		if id, ok := parseSSTName(in.Key); ok && !live[id] && in.ModTime.Before(cutoff) && in.ModTime.Before(fresh) {
-			out = append(out, in)
-		}
-	}
-	wals, err := store.List(ctx, walPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("gc plan: list WAL: %w", err)
-	}
-	for _, in := range wals {
-		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok && !isFence(in.Size) && id <= floor && in.ModTime.Before(cutoff) {
-			out = append(out, in)
-		}
-	}
-	return append(out, oldMans...), nil
-}
 
 // IsCheckpointObject reports whether key belongs to a checkpoint (its
 // descriptor or its copied objects) rather than to the live store.

@@ -4,26 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/moraine-db/moraine/internal/objstore"
 )
 
-// GC deletes objects no manifest can reach any more, and returns how many
-// it deleted. An object is deleted only if it is older than GCGrace and:
-//
-//   - a manifest: its id is below the latest manifest's;
-//   - a WAL object: it holds batches (fences are kept forever, as in SlateDB's
-//     fencing: one removed would let a fenced writer's late PUT land in its
-//     place) and its id is at or below the replay point of every manifest
-//     younger than GCGrace and of the latest;
-//   - a sorted table: neither the latest manifest nor any manifest younger
-//     than GCGrace references it, and it is older than the latest manifest
-//     (a younger one may be the output of a flush or compaction under way:
-//     latestManifestTime).
-//
-// GC reads the manifests from the store, not this writer's memory, and
-// stops with ErrFenced if a newer writer has taken over.
+// GC deletes the objects GCPlan names, manifests last, and returns how
+// many it deleted. It stops with ErrFenced if a newer writer has taken
+// over.
 func (d *DB) GC(ctx context.Context) (int, error) {
 	if d.readOnly {
 		return 0, ErrReadOnly
@@ -32,86 +21,122 @@ func (d *DB) GC(ctx context.Context) (int, error) {
 	defer d.bgMu.Unlock()
 	now := d.opts.Now()
 	d.lastGC = now
-	cutoff := now.Add(-d.opts.GCGrace)
-
-	mans, err := d.store.List(ctx, manifestPrefix)
-	if err != nil {
-		return 0, fmt.Errorf("gc: list manifests: %w", err)
-	}
-	latest, err := loadLatestManifest(ctx, d.store)
+	plan, latest, err := gcPlan(ctx, d.store, d.opts.GCGrace, now)
 	if err != nil {
 		return 0, fmt.Errorf("gc: %w", err)
 	}
 	if latest == nil || latest.writerEpoch != d.epoch {
 		return 0, fmt.Errorf("gc: %w", ErrFenced)
 	}
-	liveSST := liveTables(latest)
-	replayFloor := latest.replayAfterWAL
-	var oldManifests []objstore.ObjectInfo
+	keys := make([]string, len(plan))
+	for i, in := range plan {
+		keys[i] = in.Key
+	}
+	deleted := 0
+	for chunk := range slices.Chunk(keys, gcDeleteBatch) {
+		if err := d.store.DeleteMany(ctx, chunk); err != nil {
+			return deleted, fmt.Errorf("gc: delete %s…: %w", chunk[0], err)
+		}
+		deleted += len(chunk)
+		d.stats.gcDel.Add(uint64(len(chunk)))
+	}
+	return deleted, nil
+}
+
+// GCPlan lists the objects no manifest can reach any more, in the order
+// they are to be deleted: what GC deletes now with the given grace, read
+// from the store without being the writer. An object is in the plan only
+// if it is older than grace and:
+//
+//   - a sorted table: neither the latest manifest nor any manifest younger
+//     than grace references it, and it is older than the latest manifest
+//     (a younger one may be the output of a flush or compaction under way:
+//     latestManifestTime);
+//   - a WAL object: it holds batches (fences are kept forever, as in
+//     SlateDB's fencing: one removed would let a fenced writer's late PUT
+//     land in its place) and its id is at or below the replay point of
+//     every manifest younger than grace and of the latest;
+//   - a manifest: its id is below the latest manifest's. Manifests come
+//     last: a deletion that stops before them leaves them, and they are
+//     harmless.
+//
+// Deleting exactly these objects in this order is safe while a writer
+// runs: a writer only ever adds manifests that reference the latest
+// manifest's tables or tables younger than grace, and only WAL objects
+// above the latest replay point.
+func GCPlan(ctx context.Context, store objstore.Store, grace time.Duration, now time.Time) ([]objstore.ObjectInfo, error) {
+	plan, latest, err := gcPlan(ctx, store, grace, now)
+	if err != nil {
+		return nil, fmt.Errorf("gc plan: %w", err)
+	}
+	if latest == nil {
+		return nil, ErrNoDB
+	}
+	return plan, nil
+}
+
+// gcPlan is GCPlan, with the latest manifest it read (nil, and no plan,
+// for a store without one).
+func gcPlan(ctx context.Context, store objstore.Store, grace time.Duration, now time.Time) ([]objstore.ObjectInfo, *manifest, error) {
+	cutoff := now.Add(-grace)
+	mans, err := store.List(ctx, manifestPrefix)
+	if err != nil {
+		return nil, nil, fmt.Errorf("list manifests: %w", err)
+	}
+	latest, err := loadLatestManifest(ctx, store)
+	if err != nil || latest == nil {
+		return nil, nil, err
+	}
+	live := liveTables(latest)
+	floor := latest.replayAfterWAL
+	var plan, oldMans []objstore.ObjectInfo
 	for _, in := range mans {
 		id, ok := parseID(in.Key, manifestPrefix, manifestSuffix)
 		if !ok || id >= latest.id {
 			continue
 		}
 		if in.ModTime.Before(cutoff) {
-			oldManifests = append(oldManifests, in)
+			oldMans = append(oldMans, in)
 			continue
 		}
-		m, _, err := getManifest(ctx, d.store, id)
+		m, _, err := getManifest(ctx, store, id)
 		if errors.Is(err, objstore.ErrNotFound) {
 			continue
 		}
 		if err != nil {
-			return 0, fmt.Errorf("gc: %w", err)
+			return nil, nil, err
 		}
-		for id := range liveTables(m) {
-			liveSST[id] = true
+		for t := range liveTables(m) {
+			live[t] = true
 		}
-		replayFloor = min(replayFloor, m.replayAfterWAL)
+		floor = min(floor, m.replayAfterWAL)
 	}
-	deleted := 0
-	del := func(key string) error {
-		if err := d.store.Delete(ctx, key); err != nil {
-			return fmt.Errorf("gc: delete %s: %w", key, err)
-		}
-		deleted++
-		d.stats.gcDel.Add(1)
-		return nil
-	}
-
-	ssts, err := d.store.List(ctx, sstPrefix)
+	ssts, err := store.List(ctx, sstPrefix)
 	if err != nil {
-		return deleted, fmt.Errorf("gc: list tables: %w", err)
+		return nil, nil, fmt.Errorf("list tables: %w", err)
 	}
 	fresh := latestManifestTime(mans, latest.id)
 	for _, in := range ssts {
-		id, ok := parseSSTName(in.Key)
-		if ok && !liveSST[id] && in.ModTime.Before(cutoff) && in.ModTime.Before(fresh) {
-			if err := del(in.Key); err != nil {
-				return deleted, err
-			}
+		if id, ok := parseSSTName(in.Key); ok && !live[id] && in.ModTime.Before(cutoff) && in.ModTime.Before(fresh) {
+			plan = append(plan, in)
 		}
 	}
-	wals, err := d.store.List(ctx, walPrefix)
+	wals, err := store.List(ctx, walPrefix)
 	if err != nil {
-		return deleted, fmt.Errorf("gc: list WAL: %w", err)
+		return nil, nil, fmt.Errorf("list WAL: %w", err)
 	}
 	for _, in := range wals {
-		id, ok := parseID(in.Key, walPrefix, walSuffix)
-		if ok && !isFence(in.Size) && id <= replayFloor && in.ModTime.Before(cutoff) {
-			if err := del(in.Key); err != nil {
-				return deleted, err
-			}
+		if id, ok := parseID(in.Key, walPrefix, walSuffix); ok && !isFence(in.Size) && id <= floor && in.ModTime.Before(cutoff) {
+			plan = append(plan, in)
 		}
 	}
-	// Manifests last: a crash above leaves them, and they are harmless.
-	for _, in := range oldManifests {
-		if err := del(in.Key); err != nil {
-			return deleted, err
-		}
-	}
-	return deleted, nil
+	return append(plan, oldMans...), latest, nil
 }
+
+// gcDeleteBatch bounds the objects GC hands the store in one DeleteMany: a
+// round that fails has deleted what it reports, and at most this many
+// more.
+const gcDeleteBatch = 1000
 
 // latestManifestTime returns when the latest manifest (id latestID) was
 // written, by the store's clock; the zero time if it is not in mans.
