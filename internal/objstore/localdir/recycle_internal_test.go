@@ -29,6 +29,13 @@ func recyclingStore(t *testing.T) *Store {
 	return s
 }
 
+// setCooldown sets how long the store's deleted files wait before reuse.
+func setCooldown(s *Store, d time.Duration) {
+	s.pool.mu.Lock()
+	defer s.pool.mu.Unlock()
+	s.pool.mu.cooldown = d
+}
+
 // recycledNames lists the recycled files waiting in the store's root.
 func recycledNames(t *testing.T, s *Store) []string {
 	t.Helper()
@@ -291,6 +298,9 @@ func TestDeleteOnlyStoreUnlinks(t *testing.T) {
 func TestRecycledFileVanished(t *testing.T) {
 	ctx := context.Background()
 	s := recyclingStore(t)
+	// The pool's filler, still filling after the first write, must not
+	// reuse the file before the sweep: it would hold it locked.
+	setCooldown(s, time.Hour)
 	if err := s.PutIfAbsent(ctx, "wal/1", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -300,6 +310,7 @@ func TestRecycledFileVanished(t *testing.T) {
 	if n := removeOrphanedPoolFiles(s.root); n != 1 {
 		t.Fatalf("the sweep removed %d files, want the unlocked recycled one", n)
 	}
+	setCooldown(s, 0)
 	if _, ok := s.pool.reuse(); ok {
 		t.Fatal("reused a file that is gone")
 	}
