@@ -154,7 +154,7 @@ func DecodeBinary(t Type, b []byte) (Value, error) {
 			return Null, err
 		}
 		us := int64(binary.BigEndian.Uint64(b))
-		if us != TimeNegInfinity && us != TimePosInfinity && (us < minTimestamp || us >= endTimestamp) {
+		if !validTimestamp(us) {
 			return Null, &SyntaxError{Code: pgcode.DatetimeFieldOverflow, Msg: "timestamp out of range"}
 		}
 		return Value{K: t.Kind(), I: us}, nil
@@ -213,6 +213,13 @@ const (
 	usecsPerDay  = 86400000000
 	tzDispLimit  = (15*60 + 59) * 60
 )
+
+// validTimestamp reports whether us is a timestamp PostgreSQL can hold:
+// ±infinity or within its range. Its text and binary input both refuse
+// the rest, and so do ours.
+func validTimestamp(us int64) bool {
+	return us == TimeNegInfinity || us == TimePosInfinity || minTimestamp <= us && us < endTimestamp
+}
 
 const (
 	numericPos  = 0x0000

@@ -40,6 +40,7 @@ func TestAgainstPostgres(t *testing.T) {
 		"'\\xdead00'::bytea", "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid",
 		"'2026-01-02'::date", "'03:04:05.5'::time",
 		"'2026-01-02 03:04:05.678901'::timestamp", "'2026-01-02 03:04:05'::timestamp",
+		"'4714-11-24 00:00:00 BC'::timestamp", "'294276-12-31 23:59:59.999999'::timestamp",
 		"'2026-01-02 03:04:05.678901+00'::timestamptz", "'2026-01-02 03:04:05+01'::timestamptz",
 		"'1 year 2 mons 3 days 04:05:06.5'::interval", "'1 mon 1 day'::interval", "'-3 days +01:00:00'::interval",
 		"'-1 mons -00:00:01'::interval", "'-13 mons -00:00:01.5'::interval", "'100:00:00'::interval",

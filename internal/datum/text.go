@@ -401,6 +401,9 @@ func ParseText(t Type, s string) (Value, error) {
 		if err != nil {
 			return Null, invalid(t, s)
 		}
+		if !validTimestamp(us) {
+			return Null, &SyntaxError{Code: pgcode.DatetimeFieldOverflow, Msg: fmt.Sprintf("timestamp out of range: %q", s)}
+		}
 		return Value{K: t.Kind(), I: us}, nil
 	case KindInterval:
 		return parseInterval(t, s)
