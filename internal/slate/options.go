@@ -52,7 +52,8 @@ type Options struct {
 	// GCGrace is the minimum age of an object before GC may delete it, and
 	// how long superseded manifests keep their objects alive (default 5 min).
 	GCGrace time.Duration
-	// BlockCacheBytes bounds the decoded-block cache (default 64 MiB).
+	// BlockCacheBytes bounds the memory of the decoded-block cache (default
+	// 64 MiB).
 	BlockCacheBytes int64
 	// FencePollInterval is how often an idle writer checks the manifest for
 	// a newer writer, so a fenced writer notices without writing; <0

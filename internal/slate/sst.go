@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"sort"
+	"unsafe"
 )
 
 // Sorted table format (docs/storage-format.md, "Sorted table"). Must not
@@ -224,6 +225,11 @@ func decodeFilter(name string, raw []byte) ([]byte, error) {
 type block struct {
 	entries []entry
 	arena   []byte // backing store of the keys, kept for reuse
+	// mem is the memory the decoded block keeps alive: its entries, every
+	// arena its keys were rebuilt into, and the encoded block its values
+	// point into. The block cache is bounded by it: decoded, a block holds
+	// several times its encoded size.
+	mem int64
 }
 
 // decodeBlock verifies and fully decodes a data block. Full decoding keeps
@@ -258,6 +264,7 @@ func decodeBlockInto(name string, raw []byte, reuse *block) (*block, error) {
 		out, arena = make([]entry, 0, len(data)/16), make([]byte, 0, len(data)*2)
 	}
 	arenaStart := arena
+	mem := int64(len(raw)) + int64(cap(arena))
 	var prev []byte
 	for len(r.b) > 0 && r.err == nil {
 		shared := r.uvarint()
@@ -275,6 +282,7 @@ func decodeBlockInto(name string, raw []byte, reuse *block) (*block, error) {
 		}
 		if cap(arena)-len(arena) < int(shared)+len(suffix) {
 			arena = make([]byte, 0, max(len(data), int(shared)+len(suffix)))
+			mem += int64(cap(arena))
 		}
 		start := len(arena)
 		arena = append(append(arena, prev[:shared]...), suffix...)
@@ -299,6 +307,7 @@ func decodeBlockInto(name string, raw []byte, reuse *block) (*block, error) {
 		reuse = &block{}
 	}
 	reuse.entries, reuse.arena = out, arenaStart
+	reuse.mem = mem + int64(cap(out))*int64(unsafe.Sizeof(entry{}))
 	return reuse, nil
 }
 

@@ -150,7 +150,7 @@ func (c *tableCache) readBlocks(ctx context.Context, t *table, i, j int, cache b
 			return nil, corruptf(t.name, "block %d does not match the index", k)
 		}
 		if cache {
-			c.blocks.put(t.info.id, k, b, int64(ie.length))
+			c.blocks.put(t.info.id, k, b, b.mem)
 		}
 		out = append(out, b)
 	}
