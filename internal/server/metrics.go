@@ -148,6 +148,7 @@ func NewMetrics() *Metrics {
 	counter("moraine_store_flushes_total", "Memtables flushed to sorted tables since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().Flushes) })
 	counter("moraine_store_compactions_total", "Store compactions published since the store was opened.", func(st *Stack) float64 { return float64(st.KV.Stats().Compactions) })
 	gauge("moraine_store_seq", "Highest durable store sequence number.", func(st *Stack) float64 { return float64(st.KV.Stats().LastSeq) })
+	gauge("moraine_block_cache_bytes", "Memory the store's block cache holds (decoded blocks of its sorted tables).", func(st *Stack) float64 { return float64(st.KV.Stats().BlockCacheBytes) })
 	copies := func(pick func(hits, misses, bytes int64) int64) func() float64 {
 		return func() float64 {
 			if r := m.copies.Load(); r != nil {

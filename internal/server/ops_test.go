@@ -231,6 +231,7 @@ func TestMetricsSeries(t *testing.T) {
 		`moraine_store_bytes_total{direction="write"}`,
 		`moraine_wal_objects_total`,
 		`moraine_store_compactions_total`,
+		`moraine_block_cache_bytes `,
 		`moraine_resident_rows{database="lake",table="ducklake_snapshot"}`,
 		`moraine_resident_bytes{database="lake",table="ducklake_data_file"}`,
 		`moraine_statement_duration_seconds_bucket{shape="commit"`,

@@ -2,7 +2,8 @@ package slate
 
 import "sync/atomic"
 
-// Stats are cumulative counters since the DB was opened.
+// Stats are cumulative counters since the DB was opened, and two gauges
+// (LastSeq, BlockCacheBytes).
 type Stats struct {
 	WALObjects     uint64 // WAL objects written (group commits)
 	WALBytes       uint64 // bytes of WAL objects written
@@ -15,6 +16,9 @@ type Stats struct {
 	GCDeleted      uint64 // objects deleted by GC
 	ReplayedWALs   uint64 // WAL objects replayed at open or refresh
 	LastSeq        uint64 // highest durable, visible seq
+	// BlockCacheBytes is the memory the block cache's decoded blocks hold
+	// now (at most Options.BlockCacheBytes).
+	BlockCacheBytes int64
 }
 
 type stats struct {
@@ -34,5 +38,6 @@ func (d *DB) Stats() Stats {
 		Flushes: s.flushes.Load(), FlushBytes: s.flushBytes.Load(), Compactions: s.compactions.Load(),
 		CompactedBytes: s.compactedBytes.Load(), ManifestWrites: s.manifestWrites.Load(),
 		GCDeleted: s.gcDel.Load(), ReplayedWALs: s.replayed.Load(), LastSeq: seq,
+		BlockCacheBytes: d.tables.blocks.size(),
 	}
 }

@@ -181,6 +181,13 @@ func newBlockCache(capacity int64) *blockCache {
 	return &blockCache{cap: capacity, lru: list.New(), items: make(map[blockKey]*list.Element)}
 }
 
+// size is the memory the cached blocks hold.
+func (c *blockCache) size() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.used
+}
+
 func (c *blockCache) get(table string, idx int) (*block, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
