@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -333,20 +332,17 @@ func GC(ctx context.Context, store objstore.Store, grace time.Duration, dryRun b
 	if dryRun {
 		verb = "would delete"
 	}
-	// In the plan's order, a thousand objects a call: each line is printed
-	// before its object's deletion is attempted.
-	for chunk := range slices.Chunk(plan, 1000) {
-		keys := make([]string, len(chunk))
-		for i, in := range chunk {
-			bytes += in.Size
-			keys[i] = in.Key
-			fmt.Fprintf(w, "%s %s (%d bytes, %s)\n", verb, in.Key, in.Size, in.ModTime.UTC().Format(time.RFC3339))
+	// Each line is printed before its object's deletion is attempted.
+	each := func(in objstore.ObjectInfo) {
+		bytes += in.Size
+		fmt.Fprintf(w, "%s %s (%d bytes, %s)\n", verb, in.Key, in.Size, in.ModTime.UTC().Format(time.RFC3339))
+	}
+	if dryRun {
+		for _, in := range plan {
+			each(in)
 		}
-		if !dryRun {
-			if err := store.DeleteMany(ctx, keys); err != nil {
-				return 0, fmt.Errorf("gc: delete %s…: %w", keys[0], err)
-			}
-		}
+	} else if _, err := slate.DeletePlan(ctx, store, plan, each); err != nil {
+		return 0, fmt.Errorf("gc: %w", err)
 	}
 	fmt.Fprintf(w, "%d objects, %d bytes\n", len(plan), bytes)
 	return len(plan), nil

@@ -28,17 +28,31 @@ func (d *DB) GC(ctx context.Context) (int, error) {
 	if latest == nil || latest.writerEpoch != d.epoch {
 		return 0, fmt.Errorf("gc: %w", ErrFenced)
 	}
-	keys := make([]string, len(plan))
-	for i, in := range plan {
-		keys[i] = in.Key
+	deleted, err := DeletePlan(ctx, d.store, plan, nil)
+	d.stats.gcDel.Add(uint64(deleted))
+	if err != nil {
+		return deleted, fmt.Errorf("gc: %w", err)
 	}
+	return deleted, nil
+}
+
+// DeletePlan deletes a GCPlan's objects in its order, gcDeleteBatch to a
+// DeleteMany, and returns how many it deleted. each, if not nil, is called
+// with every object before the call that deletes it.
+func DeletePlan(ctx context.Context, store objstore.Store, plan []objstore.ObjectInfo, each func(objstore.ObjectInfo)) (int, error) {
 	deleted := 0
-	for chunk := range slices.Chunk(keys, gcDeleteBatch) {
-		if err := d.store.DeleteMany(ctx, chunk); err != nil {
-			return deleted, fmt.Errorf("gc: delete %s…: %w", chunk[0], err)
+	for chunk := range slices.Chunk(plan, gcDeleteBatch) {
+		keys := make([]string, len(chunk))
+		for i, in := range chunk {
+			keys[i] = in.Key
+			if each != nil {
+				each(in)
+			}
+		}
+		if err := store.DeleteMany(ctx, keys); err != nil {
+			return deleted, fmt.Errorf("delete %s…: %w", keys[0], err)
 		}
 		deleted += len(chunk)
-		d.stats.gcDel.Add(uint64(len(chunk)))
 	}
 	return deleted, nil
 }
