@@ -134,7 +134,16 @@ func (p *pool) reuse() (pf pooledFile, ok bool) {
 }
 
 // prepareRecycled opens the recycled file at path for writing, locks it
-// as the pool's (removeOrphanedPoolFiles) and empties it.
+// as the pool's (removeOrphanedPoolFiles) and empties it if it is not
+// empty already.
+//
+// A file recycle emptied is not truncated again: on ext4 a truncation to
+// size zero, even of an empty file, marks the inode so that its next close
+// starts writeback of what was written since (auto_da_alloc, a guard for
+// programs that replace a file's contents without fsync). The write that
+// reuses the file would then submit its pages in the commit that wrote it,
+// where a fresh file's wait for the kernel's flusher; an object the journal
+// makes durable needs neither.
 func prepareRecycled(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if err != nil {
@@ -146,7 +155,7 @@ func prepareRecycled(path string) (*os.File, error) {
 	case !fi.Mode().IsRegular() || links(fi) != 1:
 		err = fmt.Errorf("recycled file %s is no longer a lone regular file", path)
 	default:
-		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil {
+		if err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil && fi.Size() != 0 {
 			err = f.Truncate(0)
 		}
 	}

@@ -265,6 +265,38 @@ func TestReusedFileIsEmpty(t *testing.T) {
 	}
 }
 
+// A recycled file that is empty already is handed out untouched: a
+// truncation would mark it on ext4 for writeback at its next close
+// (prepareRecycled). Linux's ftruncate sets the modification time even
+// when the size does not change, so an old one left as it was shows that
+// no truncation ran.
+func TestEmptyRecycledFileIsNotTruncated(t *testing.T) {
+	s := recyclingStore(t)
+	path := filepath.Join(s.root, poolPrefix+"r-empty")
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	s.pool.mu.Lock()
+	s.pool.mu.recycled = append(s.pool.mu.recycled, recycledFile{path: path})
+	s.pool.mu.Unlock()
+	pf, ok := s.pool.reuse()
+	if !ok {
+		t.Fatal("the recycled file was not reused")
+	}
+	defer pf.f.Close()
+	fi, err := pf.f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != 0 || !fi.ModTime().Equal(old) {
+		t.Fatalf("the reused file: size %d, modified %v; want it empty and untouched (modified %v)", fi.Size(), fi.ModTime(), old)
+	}
+}
+
 // A store that never wrote (an offline GC, say) unlinks what it deletes:
 // recycled files would only wait for its Close.
 func TestDeleteOnlyStoreUnlinks(t *testing.T) {
