@@ -104,11 +104,10 @@ func (c *conn) nc() net.Conn {
 // errClosing ends the loop quietly.
 var errClosing = errors.New("pgwire: connection closing")
 
-func (s *Server) serveConn(nc net.Conn) {
+// serveConn serves c, which admit registered, until it ends.
+func (s *Server) serveConn(c *conn) {
 	defer s.wg.Done()
-	c := &conn{srv: s, raw: nc}
-	c.mu.netConn = nc
-	s.track(c, true)
+	nc := c.raw
 	// Connections in their startup phase are not clients yet: they count
 	// against MaxConnections only once their startup packet arrived (as in
 	// PostgreSQL), and AuthTimeout ends those that send nothing. So that
@@ -137,7 +136,7 @@ func (s *Server) serveConn(nc net.Conn) {
 			}
 		})
 		c.nc().Close()
-		s.track(c, false)
+		s.untrack(c)
 	}()
 	if starting > 2*int64(s.cfg.MaxConnections) {
 		s.starting.Add(-1)

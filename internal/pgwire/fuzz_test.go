@@ -85,9 +85,12 @@ func fuzzSrv(t *testing.T, p **Server, cfg Config) *Server {
 func fuzzConn(t *testing.T, srv *Server, out io.Writer, login, stream []byte) {
 	t.Helper()
 	client, server := net.Pipe()
-	srv.wg.Add(1)
+	c, ok := srv.admit(server)
+	if !ok {
+		t.Fatal("the server refused a connection")
+	}
 	done := make(chan struct{})
-	go func() { srv.serveConn(server); close(done) }()
+	go func() { srv.serveConn(c); close(done) }()
 	read := make(chan struct{})
 	go func() { _, _ = io.Copy(out, client); close(read) }()
 	_ = client.SetWriteDeadline(time.Now().Add(2 * time.Second))

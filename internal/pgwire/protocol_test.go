@@ -3,10 +3,14 @@ package pgwire
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"net"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -463,6 +467,71 @@ func TestShutdownDeadline(t *testing.T) {
 		t.Errorf("Shutdown took %v, waiting for an hour-long statement", d)
 	}
 	expectClosed(t, rc.conn)
+}
+
+// lateListener is a listener whose first Accept returns its connection
+// only when released, even after Close: a connection the kernel accepted
+// just as the server closed its listeners.
+type lateListener struct {
+	conn     net.Conn
+	waiting  chan struct{} // closed once the first Accept is waiting
+	release  chan struct{}
+	closed   chan struct{}
+	closeOne sync.Once
+	handed   atomic.Bool
+}
+
+func (l *lateListener) Accept() (net.Conn, error) {
+	if l.handed.CompareAndSwap(false, true) {
+		close(l.waiting)
+		<-l.release
+		return l.conn, nil
+	}
+	<-l.closed
+	return nil, net.ErrClosed
+}
+
+func (l *lateListener) Close() error {
+	l.closeOne.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *lateListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+
+// A connection accepted while the server closes is closed unserved: Close
+// waits for every connection the server admits, so one admitted after Close
+// returned would be served by a goroutine Close no longer waits for. Such a
+// goroutine logs the connection's arrival before it reads anything, so the
+// log shows whether one ran.
+func TestConnectionAcceptedDuringCloseIsRefused(t *testing.T) {
+	var log testenv.SyncBuffer
+	srv, err := New(Config{Users: testUsers(t), LogConnections: true, Logger: slog.New(slog.NewTextHandler(&log, nil))}, &toyExec{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, server := net.Pipe()
+	defer client.Close()
+	l := &lateListener{conn: server, waiting: make(chan struct{}), release: make(chan struct{}), closed: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	<-l.waiting
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	close(l.release)
+	if err := <-served; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve = %v, want ErrServerClosed", err)
+	}
+	// net.Pipe's writes wait for the other end to read: a served
+	// connection reads the startup packet, a refused one is closed.
+	fe := pgproto3.NewFrontend(client, client)
+	fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30, Parameters: map[string]string{"user": "alice", "database": "lake"}})
+	if err := fe.Flush(); !errors.Is(err, io.ErrClosedPipe) {
+		t.Fatalf("startup after Close: %v, want the connection closed unserved", err)
+	}
+	if got := log.String(); strings.Contains(got, "connection received") {
+		t.Fatalf("a connection was served after Close returned:\n%s", got)
+	}
 }
 
 // An unauthenticated client cannot make the server allocate a large

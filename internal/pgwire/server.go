@@ -228,9 +228,33 @@ func (s *Server) Serve(l net.Listener) error {
 			return fmt.Errorf("pgwire: accept: %w", err)
 		}
 		backoff = 0
-		s.wg.Add(1)
-		go s.serveConn(nc)
+		c, ok := s.admit(nc)
+		if !ok {
+			nc.Close()
+			return ErrServerClosed
+		}
+		go s.serveConn(c)
 	}
+}
+
+// admit makes a just-accepted connection one the server tracks and waits
+// for, or refuses it (false) once the server is closing. It does both under
+// s.mu, where Close and Shutdown set closing before they collect the
+// connections to close and wait for their goroutines: each connection is
+// either admitted before that, and then closed and waited for, or refused.
+// Counting the goroutine outside the lock would let it start after Close
+// returned, serving a session on what Close tore down.
+func (s *Server) admit(nc net.Conn) (*conn, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.closing {
+		return nil, false
+	}
+	c := &conn{srv: s, raw: nc}
+	c.mu.netConn = nc
+	s.mu.conns[c] = struct{}{}
+	s.wg.Add(1)
+	return c, true
 }
 
 func (s *Server) isClosing() bool { return s.closing.Load() }
@@ -378,13 +402,10 @@ func (s *Server) register(c *conn) error {
 	return nil
 }
 
-func (s *Server) track(c *conn, add bool) {
+// untrack forgets an ended connection that admit registered.
+func (s *Server) untrack(c *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if add {
-		s.mu.conns[c] = struct{}{}
-		return
-	}
 	delete(s.mu.conns, c)
 	if c.pid != 0 && s.mu.byPID[c.pid] == c {
 		delete(s.mu.byPID, c.pid)
