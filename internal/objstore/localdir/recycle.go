@@ -142,8 +142,8 @@ func (p *pool) reuse() (pf pooledFile, ok bool) {
 // starts writeback of what was written since (auto_da_alloc, a guard for
 // programs that replace a file's contents without fsync). The write that
 // reuses the file would then submit its pages in the commit that wrote it,
-// where a fresh file's wait for the kernel's flusher; an object the journal
-// makes durable needs neither.
+// where a fresh file's pages wait for the kernel's flusher; an object the
+// journal makes durable gains nothing from the early write.
 func prepareRecycled(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
 	if err != nil {
