@@ -243,41 +243,16 @@ func TestRecycleSparesSharedFiles(t *testing.T) {
 	}
 }
 
-// The pool hands out a recycled file empty even if it was written to
-// while it waited (a Put racing the Delete can put its file where the
-// deleted one was, and that file is the one recycled).
-func TestReusedFileIsEmpty(t *testing.T) {
-	s := recyclingStore(t)
-	path := filepath.Join(s.root, poolPrefix+"r-raced")
-	if err := os.WriteFile(path, []byte("a racing Put's object"), 0o644); err != nil {
+// reuseWaiting puts a file named name holding content, last modified at
+// mtime, in the pool as a recycled file waiting for reuse, has the pool
+// hand it out, and returns what the handed-out file then is.
+func reuseWaiting(t *testing.T, s *Store, name string, content []byte, mtime time.Time) os.FileInfo {
+	t.Helper()
+	path := filepath.Join(s.root, poolPrefix+name)
+	if err := os.WriteFile(path, content, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.pool.mu.Lock()
-	s.pool.mu.recycled = append(s.pool.mu.recycled, recycledFile{path: path})
-	s.pool.mu.Unlock()
-	pf, ok := s.pool.reuse()
-	if !ok {
-		t.Fatal("the recycled file was not reused")
-	}
-	defer pf.f.Close()
-	if fi, err := pf.f.Stat(); err != nil || fi.Size() != 0 {
-		t.Fatalf("the reused file: %v, %v; want it empty", fi, err)
-	}
-}
-
-// A recycled file that is empty already is handed out untouched: a
-// truncation would mark it on ext4 for writeback at its next close
-// (prepareRecycled). Linux's ftruncate sets the modification time even
-// when the size does not change, so an old one left as it was shows that
-// no truncation ran.
-func TestEmptyRecycledFileIsNotTruncated(t *testing.T) {
-	s := recyclingStore(t)
-	path := filepath.Join(s.root, poolPrefix+"r-empty")
-	if err := os.WriteFile(path, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	old := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
-	if err := os.Chtimes(path, old, old); err != nil {
+	if err := os.Chtimes(path, mtime, mtime); err != nil {
 		t.Fatal(err)
 	}
 	s.pool.mu.Lock()
@@ -292,6 +267,28 @@ func TestEmptyRecycledFileIsNotTruncated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fi
+}
+
+// The pool hands out a recycled file empty even if it was written to
+// while it waited (a Put racing the Delete can put its file where the
+// deleted one was, and that file is the one recycled).
+func TestReusedFileIsEmpty(t *testing.T) {
+	s := recyclingStore(t)
+	if fi := reuseWaiting(t, s, "r-raced", []byte("a racing Put's object"), time.Now()); fi.Size() != 0 {
+		t.Fatalf("the reused file holds %d bytes; want it empty", fi.Size())
+	}
+}
+
+// A recycled file that is empty already is handed out untouched: a
+// truncation would mark it on ext4 for writeback at its next close
+// (prepareRecycled). Linux's ftruncate sets the modification time even
+// when the size does not change, so an old one left as it was shows that
+// no truncation ran.
+func TestEmptyRecycledFileIsNotTruncated(t *testing.T) {
+	s := recyclingStore(t)
+	old := time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC)
+	fi := reuseWaiting(t, s, "r-empty", nil, old)
 	if fi.Size() != 0 || !fi.ModTime().Equal(old) {
 		t.Fatalf("the reused file: size %d, modified %v; want it empty and untouched (modified %v)", fi.Size(), fi.ModTime(), old)
 	}
